@@ -1,0 +1,185 @@
+//! The execution environment: where a job's transformations are recorded.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use arrow::datatypes::SchemaRef;
+
+use super::stream::DataStream;
+use crate::config::{RuntimeMode, WeirConfig};
+use crate::error::{Result, WeirError};
+use crate::graph::{
+    ChainingStrategy, JobExecutor, JobGraph, JobResult, StreamGraph, Transformation,
+    TransformationKind,
+};
+use crate::spec::SourceSpec;
+use crate::time::WatermarkStrategy;
+
+#[derive(Default)]
+struct EnvState {
+    config: WeirConfig,
+    transformations: Vec<Transformation>,
+}
+
+/// Records a job's transformations; nothing runs before [`Self::execute`].
+///
+/// Cloning gives another handle to the same environment.
+#[derive(Clone)]
+pub struct StreamExecutionEnvironment {
+    state: Arc<Mutex<EnvState>>,
+    executor: Option<Arc<dyn JobExecutor>>,
+}
+
+impl StreamExecutionEnvironment {
+    /// A new environment with `config` and no executor (explain-only until
+    /// [`Self::with_executor`] is called; `weir_worker::local_environment`
+    /// gives one that runs in-process).
+    pub fn new(config: WeirConfig) -> Self {
+        Self {
+            state: Arc::new(Mutex::new(EnvState {
+                config,
+                transformations: vec![],
+            })),
+            executor: None,
+        }
+    }
+
+    /// Use `executor` for [`Self::execute`].
+    pub fn with_executor(mut self, executor: Arc<dyn JobExecutor>) -> Self {
+        self.executor = Some(executor);
+        self
+    }
+
+    fn lock(&self) -> MutexGuard<'_, EnvState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Default parallelism of operators that do not set one.
+    pub fn set_parallelism(&self, parallelism: usize) -> &Self {
+        self.lock().config.default_parallelism = parallelism;
+        self
+    }
+
+    /// Number of key groups.
+    pub fn set_max_parallelism(&self, max_parallelism: u32) -> &Self {
+        self.lock().config.max_parallelism = max_parallelism;
+        self
+    }
+
+    /// Streaming or batch.
+    pub fn set_runtime_mode(&self, mode: RuntimeMode) -> &Self {
+        self.lock().config.runtime_mode = mode;
+        self
+    }
+
+    /// Run every operator in its own task.
+    pub fn disable_operator_chaining(&self) -> &Self {
+        self.lock().config.chaining_enabled = false;
+        self
+    }
+
+    /// Change the configuration in place.
+    pub fn configure(&self, f: impl FnOnce(&mut WeirConfig)) -> &Self {
+        f(&mut self.lock().config);
+        self
+    }
+
+    /// The current configuration.
+    pub fn config(&self) -> WeirConfig {
+        self.lock().config.clone()
+    }
+
+    /// Add a source. The watermark strategy's event-time column becomes the
+    /// stream's rowtime, which event-time windows use.
+    pub fn from_source(
+        &self,
+        spec: SourceSpec,
+        watermarks: WatermarkStrategy,
+        name: &str,
+    ) -> Result<DataStream> {
+        spec.validate()
+            .map_err(|e| WeirError::plan(format!("source '{name}': {e}")))?;
+        let schema = spec.schema();
+        watermarks
+            .validate(&schema)
+            .map_err(|e| WeirError::plan(format!("source '{name}': {e}")))?;
+        let rowtime = watermarks.timestamp_column.clone();
+        let id = self.add(
+            format!("Source: {name}"),
+            TransformationKind::Source { spec, watermarks },
+            vec![],
+            Arc::clone(&schema),
+        );
+        Ok(DataStream::new(self.clone(), id, schema, rowtime))
+    }
+
+    pub(crate) fn add(
+        &self,
+        name: String,
+        kind: TransformationKind,
+        inputs: Vec<usize>,
+        schema: SchemaRef,
+    ) -> usize {
+        let mut state = self.lock();
+        let id = state.transformations.len();
+        state.transformations.push(Transformation {
+            id,
+            name,
+            uid: None,
+            parallelism: None,
+            kind,
+            inputs,
+            schema,
+            chaining: ChainingStrategy::Always,
+        });
+        id
+    }
+
+    pub(crate) fn update(&self, id: usize, f: impl FnOnce(&mut Transformation)) {
+        f(&mut self.lock().transformations[id]);
+    }
+
+    pub(crate) fn transformation(&self, id: usize) -> Transformation {
+        self.lock().transformations[id].clone()
+    }
+
+    /// The recorded transformations.
+    pub fn transformations(&self) -> Vec<Transformation> {
+        self.lock().transformations.clone()
+    }
+
+    /// Lower to a stream graph.
+    pub fn stream_graph(&self, job_name: &str) -> Result<StreamGraph> {
+        let state = self.lock();
+        StreamGraph::from_transformations(job_name, &state.config, &state.transformations)
+    }
+
+    /// Lower to a job graph (chained).
+    pub fn job_graph(&self, job_name: &str) -> Result<JobGraph> {
+        JobGraph::from_stream_graph(&self.stream_graph(job_name)?)
+    }
+
+    /// The stream graph, job graph and execution graph, printed readably.
+    pub fn explain(&self, job_name: &str) -> Result<String> {
+        let stream = self.stream_graph(job_name)?;
+        let job = JobGraph::from_stream_graph(&stream)?;
+        let exec = job.execution_graph();
+        Ok(format!(
+            "== Stream graph ==\n{}== Job graph ==\n{}== Execution graph ==\n{}",
+            stream.explain(),
+            job.explain(),
+            exec.explain(&job)
+        ))
+    }
+
+    /// Lower the job and run it with the environment's executor. The recorded
+    /// transformations stay, so a second call runs the job again.
+    pub fn execute(&self, job_name: &str) -> Result<JobResult> {
+        let executor = self.executor.as_ref().ok_or_else(|| {
+            WeirError::plan(
+                "this environment has no executor; create it with weir_worker::local_environment()",
+            )
+        })?;
+        let job = self.job_graph(job_name)?;
+        executor.execute(job)
+    }
+}

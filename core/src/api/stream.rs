@@ -1,0 +1,456 @@
+//! Streams: the handles user code chains operators on.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use datafusion_expr::Expr;
+use datafusion_physical_expr::PhysicalExpr;
+use datafusion_physical_expr::expressions::Column;
+
+use super::env::StreamExecutionEnvironment;
+use super::expr::plan_expr;
+use crate::error::{Result, WeirError};
+use crate::graph::{ChainingStrategy, Partitioner, TransformationKind};
+use crate::keys::is_hashable_key_type;
+use crate::spec::{AggregateSpec, BatchFn, OperatorSpec, SinkSpec, WindowAggregateSpec};
+use crate::time::{WindowAssigner, check_timestamp_column, column_list};
+
+/// A stream of record batches with a fixed schema.
+///
+/// `rowtime` names the event-time column, when the stream has one: set by the
+/// source's watermark strategy and kept by operators that keep the column.
+#[derive(Clone)]
+pub struct DataStream {
+    env: StreamExecutionEnvironment,
+    id: usize,
+    schema: SchemaRef,
+    rowtime: Option<String>,
+}
+
+impl DataStream {
+    pub(crate) fn new(
+        env: StreamExecutionEnvironment,
+        id: usize,
+        schema: SchemaRef,
+        rowtime: Option<String>,
+    ) -> Self {
+        Self {
+            env,
+            id,
+            schema,
+            rowtime,
+        }
+    }
+
+    /// Output schema.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// The event-time column, if any.
+    pub fn rowtime(&self) -> Option<&str> {
+        self.rowtime.as_deref()
+    }
+
+    /// The environment this stream belongs to.
+    pub fn env(&self) -> &StreamExecutionEnvironment {
+        &self.env
+    }
+
+    fn derive(
+        &self,
+        name: String,
+        kind: TransformationKind,
+        schema: SchemaRef,
+        rowtime: Option<String>,
+    ) -> DataStream {
+        let id = self.env.add(name, kind, vec![self.id], Arc::clone(&schema));
+        DataStream::new(self.env.clone(), id, schema, rowtime)
+    }
+
+    fn is_virtual(&self) -> bool {
+        self.env.transformation(self.id).is_virtual()
+    }
+
+    fn operator_only(&self, what: &str) -> Result<()> {
+        if self.is_virtual() {
+            return Err(WeirError::plan(format!(
+                "{what} applies to an operator, not to a partitioning or union"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Keep the rows for which `predicate` is true.
+    pub fn filter(&self, predicate: Expr) -> Result<DataStream> {
+        let name = format!("Filter({predicate})");
+        let expr = plan_expr(&predicate, &self.schema)?;
+        self.filter_physical(expr, name)
+    }
+
+    /// Keep the rows for which the physical `predicate` is true.
+    pub fn filter_physical(
+        &self,
+        predicate: Arc<dyn PhysicalExpr>,
+        name: impl Into<String>,
+    ) -> Result<DataStream> {
+        let dt = predicate.data_type(&self.schema)?;
+        if dt != arrow::datatypes::DataType::Boolean {
+            return Err(WeirError::plan(format!(
+                "filter predicate `{predicate}` has type {dt}, expected Boolean"
+            )));
+        }
+        Ok(self.derive(
+            name.into(),
+            TransformationKind::Operator(OperatorSpec::Filter(predicate)),
+            Arc::clone(&self.schema),
+            self.rowtime.clone(),
+        ))
+    }
+
+    /// Compute new columns; each expression's alias (or display form) names
+    /// its output column.
+    pub fn project(&self, exprs: Vec<Expr>) -> Result<DataStream> {
+        let planned = exprs
+            .iter()
+            .map(|e| {
+                let name = match e {
+                    Expr::Alias(a) => a.name.clone(),
+                    Expr::Column(c) => c.name.clone(),
+                    other => other.schema_name().to_string(),
+                };
+                Ok((plan_expr(e, &self.schema)?, name))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let names: Vec<_> = planned.iter().map(|(_, n)| n.as_str()).collect();
+        self.project_physical(planned.clone(), format!("Project({})", names.join(", ")))
+    }
+
+    /// Alias of [`Self::project`], as Flink users say it.
+    pub fn map(&self, exprs: Vec<Expr>) -> Result<DataStream> {
+        self.project(exprs)
+    }
+
+    /// Compute new columns from physical expressions.
+    pub fn project_physical(
+        &self,
+        exprs: Vec<(Arc<dyn PhysicalExpr>, String)>,
+        name: impl Into<String>,
+    ) -> Result<DataStream> {
+        let mut fields = Vec::with_capacity(exprs.len());
+        let mut rowtime = None;
+        for (e, n) in &exprs {
+            fields.push(Field::new(
+                n,
+                e.data_type(&self.schema)?,
+                e.nullable(&self.schema)?,
+            ));
+            if let (Some(rt), Some(c)) = (&self.rowtime, e.downcast_ref::<Column>())
+                && c.name() == rt
+            {
+                rowtime = Some(n.clone());
+            }
+        }
+        let schema = Arc::new(Schema::new(fields));
+        Ok(self.derive(
+            name.into(),
+            TransformationKind::Operator(OperatorSpec::Project(exprs)),
+            schema,
+            rowtime,
+        ))
+    }
+
+    /// Apply a Rust function to every batch; it returns a batch with
+    /// `output_schema` (any number of rows). Application mode only.
+    pub fn map_batches(
+        &self,
+        name: &str,
+        output_schema: SchemaRef,
+        f: impl Fn(RecordBatch) -> Result<RecordBatch> + Send + Sync + 'static,
+    ) -> Result<DataStream> {
+        self.flat_map(name, output_schema, move |b| Ok(vec![f(b)?]))
+    }
+
+    /// Apply a Rust function that turns every batch into zero or more batches
+    /// with `output_schema`. Application mode only.
+    pub fn flat_map(
+        &self,
+        name: &str,
+        output_schema: SchemaRef,
+        f: impl Fn(RecordBatch) -> Result<Vec<RecordBatch>> + Send + Sync + 'static,
+    ) -> Result<DataStream> {
+        let rowtime = self
+            .rowtime
+            .clone()
+            .filter(|rt| check_timestamp_column(&output_schema, rt).is_ok());
+        let f: BatchFn = Arc::new(f);
+        Ok(self.derive(
+            name.to_string(),
+            TransformationKind::Operator(OperatorSpec::MapBatches(f)),
+            output_schema,
+            rowtime,
+        ))
+    }
+
+    /// Partition by the key columns: equal keys meet in the same subtask.
+    pub fn key_by(&self, keys: &[&str]) -> Result<KeyedStream> {
+        if keys.is_empty() {
+            return Err(WeirError::plan("key_by needs at least one key column"));
+        }
+        let mut key_indices = Vec::with_capacity(keys.len());
+        for k in keys {
+            let idx = self.schema.index_of(k).map_err(|_| {
+                WeirError::plan(format!(
+                    "key_by: column '{k}' not found; available columns: {}",
+                    column_list(&self.schema)
+                ))
+            })?;
+            let dt = self.schema.field(idx).data_type();
+            if !is_hashable_key_type(dt) {
+                return Err(WeirError::plan(format!(
+                    "key_by: column '{k}' has type {dt}, which cannot be a key"
+                )));
+            }
+            key_indices.push(idx);
+        }
+        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let partitioner = Partitioner::Hash {
+            keys: keys.clone(),
+            key_indices,
+        };
+        let stream = self.partition(partitioner);
+        Ok(KeyedStream { stream, keys })
+    }
+
+    fn partition(&self, p: Partitioner) -> DataStream {
+        self.derive(
+            format!("{p}"),
+            TransformationKind::Partition(p),
+            Arc::clone(&self.schema),
+            self.rowtime.clone(),
+        )
+    }
+
+    /// Distribute round-robin over the next operator's subtasks.
+    pub fn rebalance(&self) -> DataStream {
+        self.partition(Partitioner::Rebalance)
+    }
+
+    /// Send every batch to every subtask of the next operator.
+    pub fn broadcast(&self) -> DataStream {
+        self.partition(Partitioner::Broadcast)
+    }
+
+    /// Keep subtask `i` feeding subtask `i` (needs equal parallelism).
+    pub fn forward(&self) -> DataStream {
+        self.partition(Partitioner::Forward)
+    }
+
+    /// Merge this stream with others of the same schema.
+    pub fn union(&self, others: &[DataStream]) -> Result<DataStream> {
+        for o in others {
+            if o.schema.fields() != self.schema.fields() {
+                return Err(WeirError::plan(format!(
+                    "union of streams with different schemas: [{}] vs [{}]",
+                    column_list(&self.schema),
+                    column_list(&o.schema)
+                )));
+            }
+        }
+        let rowtime = if others.iter().all(|o| o.rowtime == self.rowtime) {
+            self.rowtime.clone()
+        } else {
+            None
+        };
+        let mut inputs = vec![self.id];
+        inputs.extend(others.iter().map(|o| o.id));
+        let id = self.env.add(
+            "Union".into(),
+            TransformationKind::Union,
+            inputs,
+            Arc::clone(&self.schema),
+        );
+        Ok(DataStream::new(
+            self.env.clone(),
+            id,
+            Arc::clone(&self.schema),
+            rowtime,
+        ))
+    }
+
+    /// Write the stream to a sink.
+    pub fn sink_to(&self, sink: SinkSpec, name: &str) -> Result<DataStreamSink> {
+        let id = self.env.add(
+            format!("Sink: {name}"),
+            TransformationKind::Sink(sink),
+            vec![self.id],
+            Arc::clone(&self.schema),
+        );
+        Ok(DataStreamSink {
+            stream: DataStream::new(self.env.clone(), id, Arc::clone(&self.schema), None),
+        })
+    }
+
+    /// Rename the operator that produced this stream.
+    pub fn name(self, name: &str) -> Result<Self> {
+        self.operator_only("name")?;
+        self.env.update(self.id, |t| t.name = name.to_string());
+        Ok(self)
+    }
+
+    /// Give the operator a stable id (it names its state across versions).
+    pub fn uid(self, uid: &str) -> Result<Self> {
+        self.operator_only("uid")?;
+        self.env.update(self.id, |t| t.uid = Some(uid.to_string()));
+        Ok(self)
+    }
+
+    /// Set the operator's parallelism.
+    pub fn set_parallelism(self, parallelism: usize) -> Result<Self> {
+        self.operator_only("set_parallelism")?;
+        if parallelism == 0 {
+            return Err(WeirError::plan("parallelism must be at least 1"));
+        }
+        self.env
+            .update(self.id, |t| t.parallelism = Some(parallelism));
+        Ok(self)
+    }
+
+    /// Begin a new chain at this operator.
+    pub fn start_new_chain(self) -> Result<Self> {
+        self.operator_only("start_new_chain")?;
+        self.env
+            .update(self.id, |t| t.chaining = ChainingStrategy::Head);
+        Ok(self)
+    }
+
+    /// Never chain this operator.
+    pub fn disable_chaining(self) -> Result<Self> {
+        self.operator_only("disable_chaining")?;
+        self.env
+            .update(self.id, |t| t.chaining = ChainingStrategy::Never);
+        Ok(self)
+    }
+}
+
+/// A stream partitioned by key.
+#[derive(Clone)]
+pub struct KeyedStream {
+    stream: DataStream,
+    keys: Vec<String>,
+}
+
+impl KeyedStream {
+    /// Key column names.
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// Group into windows.
+    pub fn window(&self, assigner: WindowAssigner) -> WindowedStream {
+        WindowedStream {
+            keyed: self.clone(),
+            assigner,
+        }
+    }
+
+    /// The underlying stream (hash-partitioned).
+    pub fn as_stream(&self) -> &DataStream {
+        &self.stream
+    }
+}
+
+/// A keyed stream with a window assigner.
+pub struct WindowedStream {
+    keyed: KeyedStream,
+    assigner: WindowAssigner,
+}
+
+impl WindowedStream {
+    /// Aggregate each (key, window) incrementally. Output columns:
+    /// `window_start`, `window_end`, the keys, then the aggregates.
+    pub fn aggregate(&self, aggregates: Vec<AggregateSpec>) -> Result<DataStream> {
+        let input = &self.keyed.stream;
+        self.assigner.validate()?;
+        let rowtime = input.rowtime.clone().ok_or_else(|| {
+            WeirError::plan(
+                "event-time window on a stream without event time: give the source a WatermarkStrategy with a timestamp column, and keep that column",
+            )
+        })?;
+        check_timestamp_column(&input.schema, &rowtime)?;
+        if aggregates.is_empty() {
+            return Err(WeirError::plan("window aggregate needs at least one aggregate"));
+        }
+        let ts_type = arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None);
+        let mut fields = vec![
+            Field::new("window_start", ts_type.clone(), false),
+            Field::new("window_end", ts_type, false),
+        ];
+        for k in &self.keyed.keys {
+            let f = input.schema.field_with_name(k)?;
+            fields.push(f.clone());
+        }
+        for a in &aggregates {
+            fields.push(a.output_field(&input.schema)?.as_ref().clone());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for f in &fields {
+            if !seen.insert(f.name().clone()) {
+                return Err(WeirError::plan(format!(
+                    "window aggregate output has two columns named '{}'; use alias()",
+                    f.name()
+                )));
+            }
+        }
+        let spec = WindowAggregateSpec {
+            keys: self.keyed.keys.clone(),
+            rowtime,
+            assigner: self.assigner,
+            aggregates,
+            input_schema: Arc::clone(&input.schema),
+        };
+        let name = format!("{:?}", OperatorSpec::WindowAggregate(spec.clone()));
+        Ok(input.derive(
+            name,
+            TransformationKind::Operator(OperatorSpec::WindowAggregate(spec)),
+            Arc::new(Schema::new(fields)),
+            None,
+        ))
+    }
+}
+
+/// The end of a stream: a sink. Name, uid and parallelism can still be set.
+pub struct DataStreamSink {
+    stream: DataStream,
+}
+
+impl DataStreamSink {
+    /// Rename the sink.
+    pub fn name(self, name: &str) -> Result<Self> {
+        Ok(Self {
+            stream: self.stream.name(name)?,
+        })
+    }
+
+    /// Stable id of the sink.
+    pub fn uid(self, uid: &str) -> Result<Self> {
+        Ok(Self {
+            stream: self.stream.uid(uid)?,
+        })
+    }
+
+    /// Parallelism of the sink.
+    pub fn set_parallelism(self, parallelism: usize) -> Result<Self> {
+        Ok(Self {
+            stream: self.stream.set_parallelism(parallelism)?,
+        })
+    }
+
+    /// Never chain the sink.
+    pub fn disable_chaining(self) -> Result<Self> {
+        Ok(Self {
+            stream: self.stream.disable_chaining()?,
+        })
+    }
+}

@@ -1,0 +1,152 @@
+//! Typed job configuration with its defaults in one place.
+//!
+//! Layering: [`WeirConfig::default`] → environment variables
+//! ([`WeirConfig::with_env`], `WEIR_*`) → explicit setters in code.
+
+use std::time::Duration;
+
+use crate::error::{Result, WeirError};
+use crate::keys::DEFAULT_MAX_PARALLELISM;
+
+/// Streaming or batch execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RuntimeMode {
+    /// Continuous processing: watermarks advance as data arrives and windows
+    /// fire as soon as the watermark passes their end.
+    #[default]
+    Streaming,
+    /// Every source is bounded: no intermediate watermarks; one final watermark
+    /// at the end of input fires everything. Results equal streaming mode.
+    Batch,
+}
+
+/// Job-wide configuration. Every field is documented with its default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeirConfig {
+    /// Maximum rows per batch emitted by a source. Default 8192.
+    /// `WEIR_BATCH_SIZE`.
+    pub batch_size: usize,
+    /// How long a rate-limited source may hold rows before emitting a partial
+    /// batch: the throughput/latency dial. Default 5 ms. `WEIR_BATCH_LINGER_MS`.
+    pub batch_linger: Duration,
+    /// Number of key groups; fixed for the life of a job's state. Default 128.
+    /// `WEIR_MAX_PARALLELISM`.
+    pub max_parallelism: u32,
+    /// Parallelism of operators that do not set their own. Default 1.
+    /// `WEIR_PARALLELISM`.
+    pub default_parallelism: usize,
+    /// Capacity of every channel between tasks, in messages (batches or
+    /// control messages). Bounds the memory in flight. Default 4.
+    /// `WEIR_CHANNEL_CAPACITY`.
+    pub channel_capacity: usize,
+    /// Streaming or batch. Default streaming. `WEIR_RUNTIME_MODE`
+    /// (`streaming` | `batch`).
+    pub runtime_mode: RuntimeMode,
+    /// Whether operators may be chained into one task. Default true.
+    pub chaining_enabled: bool,
+    /// Threads of the local executor; 0 means one per available core.
+    /// Default 0. `WEIR_WORKER_THREADS`.
+    pub worker_threads: usize,
+}
+
+impl Default for WeirConfig {
+    fn default() -> Self {
+        Self {
+            batch_size: 8192,
+            batch_linger: Duration::from_millis(5),
+            max_parallelism: DEFAULT_MAX_PARALLELISM,
+            default_parallelism: 1,
+            channel_capacity: 4,
+            runtime_mode: RuntimeMode::Streaming,
+            chaining_enabled: true,
+            worker_threads: 0,
+        }
+    }
+}
+
+fn parse_env<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| WeirError::Config(format!("{name}={v:?} is not a valid value"))),
+        Err(_) => Ok(None),
+    }
+}
+
+impl WeirConfig {
+    /// Overlay `WEIR_*` environment variables on this configuration.
+    pub fn with_env(mut self) -> Result<Self> {
+        if let Some(v) = parse_env("WEIR_BATCH_SIZE")? {
+            self.batch_size = v;
+        }
+        if let Some(v) = parse_env::<u64>("WEIR_BATCH_LINGER_MS")? {
+            self.batch_linger = Duration::from_millis(v);
+        }
+        if let Some(v) = parse_env("WEIR_MAX_PARALLELISM")? {
+            self.max_parallelism = v;
+        }
+        if let Some(v) = parse_env("WEIR_PARALLELISM")? {
+            self.default_parallelism = v;
+        }
+        if let Some(v) = parse_env("WEIR_CHANNEL_CAPACITY")? {
+            self.channel_capacity = v;
+        }
+        if let Some(v) = parse_env("WEIR_WORKER_THREADS")? {
+            self.worker_threads = v;
+        }
+        if let Ok(v) = std::env::var("WEIR_RUNTIME_MODE") {
+            self.runtime_mode = match v.to_ascii_lowercase().as_str() {
+                "streaming" => RuntimeMode::Streaming,
+                "batch" => RuntimeMode::Batch,
+                _ => {
+                    return Err(WeirError::Config(format!(
+                        "WEIR_RUNTIME_MODE={v:?}: expected 'streaming' or 'batch'"
+                    )));
+                }
+            };
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Check every value is in range.
+    pub fn validate(&self) -> Result<()> {
+        if self.batch_size == 0 {
+            return Err(WeirError::Config("batch_size must be at least 1".into()));
+        }
+        if self.max_parallelism == 0 || self.max_parallelism > 32768 {
+            return Err(WeirError::Config(format!(
+                "max_parallelism {} must be in 1..=32768",
+                self.max_parallelism
+            )));
+        }
+        if self.default_parallelism == 0 {
+            return Err(WeirError::Config("parallelism must be at least 1".into()));
+        }
+        if self.channel_capacity == 0 {
+            return Err(WeirError::Config("channel_capacity must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        WeirConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn invalid_values_are_rejected() {
+        let c = WeirConfig {
+            max_parallelism: 0,
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().to_string().contains("max_parallelism"));
+    }
+}

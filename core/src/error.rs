@@ -1,0 +1,80 @@
+//! Typed errors shared by every Weir crate.
+
+use arrow::error::ArrowError;
+use datafusion_common::DataFusionError;
+
+/// Result alias used throughout Weir.
+pub type Result<T, E = WeirError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong while building or running a Weir job.
+///
+/// Variants keep their cause so that an error raised deep inside a task (a
+/// malformed CSV line, a Parquet file without the key column) reaches the user
+/// with the file, position and column that were wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum WeirError {
+    /// The job description is invalid; raised before anything runs.
+    #[error("invalid job: {0}")]
+    Plan(String),
+    /// Input data could not be read or decoded.
+    #[error("bad input in {location}: {message}")]
+    BadInput {
+        /// File (and where known line, row group or column) that was wrong.
+        location: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// An operating-system I/O error on a named path.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The path the error occurred on.
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An Arrow kernel failed.
+    #[error("arrow error: {0}")]
+    Arrow(#[from] ArrowError),
+    /// A DataFusion expression or aggregate failed.
+    #[error("expression error: {0}")]
+    DataFusion(#[from] DataFusionError),
+    /// A configuration value is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// A subtask failed; carries the subtask name and the cause.
+    #[error("task {task} failed: {source}")]
+    Task {
+        /// Subtask name, e.g. `Window(...) -> Sink (2/4)`.
+        task: String,
+        /// The underlying error.
+        #[source]
+        source: Box<WeirError>,
+    },
+    /// The runtime itself failed (a channel closed unexpectedly, a task panicked).
+    #[error("execution error: {0}")]
+    Execution(String),
+}
+
+impl WeirError {
+    /// Shorthand for [`WeirError::Plan`].
+    pub fn plan(msg: impl Into<String>) -> Self {
+        Self::Plan(msg.into())
+    }
+
+    /// Shorthand for [`WeirError::BadInput`].
+    pub fn bad_input(location: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::BadInput {
+            location: location.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Wrap an I/O error with the path it happened on.
+    pub fn io(path: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

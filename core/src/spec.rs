@@ -1,0 +1,505 @@
+//! Descriptions of sources, operators and sinks.
+//!
+//! These are data: the job graph holds them, the runtime (`weir-operators`)
+//! turns them into running operators. Specs that need to look at files (the
+//! schema of a Parquet or CSV source) are built by helpers in
+//! `weir-operators`, so this crate stays free of I/O.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef, TimeUnit};
+use arrow::record_batch::RecordBatch;
+use datafusion_expr::AggregateUDF;
+use datafusion_functions_aggregate::{average::avg_udaf, count::count_udaf, min_max, sum::sum_udaf};
+use datafusion_physical_expr::PhysicalExpr;
+
+use crate::error::{Result, WeirError};
+use crate::time::{WindowAssigner, column_list};
+
+/// How a generated column's values are derived from the event index `n`.
+/// Every value is a pure function of `(seed, n)`, so splitting the sequence
+/// across subtasks or replaying it yields the same events.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnGen {
+    /// `Int64`: the event index `n` itself.
+    Sequence,
+    /// `Int64`: uniform in `[min, max]`.
+    UniformInt {
+        /// Smallest value.
+        min: i64,
+        /// Largest value (inclusive).
+        max: i64,
+    },
+    /// `Float64`: uniform in `[min, max)`.
+    UniformFloat {
+        /// Smallest value.
+        min: f64,
+        /// Upper bound (exclusive).
+        max: f64,
+    },
+    /// `Int64`: a key uniform in `[0, cardinality)`.
+    Key {
+        /// Number of distinct keys.
+        cardinality: u64,
+    },
+    /// `Timestamp(Millisecond)`: `start + n * 1000 / events_per_second`, moved
+    /// back by a pseudo-random delay in `[0, max_out_of_orderness]` ms.
+    EventTime {
+        /// Event time of event 0, ms since the epoch.
+        start_ms: i64,
+        /// How fast event time advances relative to the event index.
+        events_per_second: u64,
+        /// Largest delay applied to an event, in ms.
+        max_out_of_orderness_ms: i64,
+    },
+    /// `Utf8`: one of the given strings, chosen uniformly.
+    Choice(Vec<String>),
+}
+
+impl ColumnGen {
+    /// Arrow type of the generated column.
+    pub fn data_type(&self) -> DataType {
+        match self {
+            ColumnGen::Sequence | ColumnGen::UniformInt { .. } | ColumnGen::Key { .. } => {
+                DataType::Int64
+            }
+            ColumnGen::UniformFloat { .. } => DataType::Float64,
+            ColumnGen::EventTime { .. } => DataType::Timestamp(TimeUnit::Millisecond, None),
+            ColumnGen::Choice(_) => DataType::Utf8,
+        }
+    }
+}
+
+/// A deterministic data generator (Flink's `datagen`/sequence source).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneratorSpec {
+    /// Total events; `None` is unbounded.
+    pub num_events: Option<u64>,
+    /// Events per second over all subtasks; `None` is as fast as possible.
+    pub rate: Option<u64>,
+    /// Seed of every pseudo-random column.
+    pub seed: u64,
+    /// Generated columns, in order.
+    pub columns: Vec<(String, ColumnGen)>,
+}
+
+impl GeneratorSpec {
+    /// An empty generator of `num_events` events (add columns with [`Self::column`]).
+    pub fn new(num_events: Option<u64>) -> Self {
+        Self {
+            num_events,
+            rate: None,
+            seed: 0,
+            columns: vec![],
+        }
+    }
+
+    /// Add a generated column.
+    pub fn column(mut self, name: impl Into<String>, generator: ColumnGen) -> Self {
+        self.columns.push((name.into(), generator));
+        self
+    }
+
+    /// Limit the generation rate (events per second, all subtasks together).
+    pub fn rate(mut self, events_per_second: u64) -> Self {
+        self.rate = Some(events_per_second);
+        self
+    }
+
+    /// Set the seed.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The schema of generated batches.
+    pub fn schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(
+            self.columns
+                .iter()
+                .map(|(n, g)| Field::new(n, g.data_type(), false))
+                .collect::<Vec<_>>(),
+        ))
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.columns.is_empty() {
+            return Err(WeirError::plan("generator source has no columns"));
+        }
+        for (name, g) in &self.columns {
+            let bad = match g {
+                ColumnGen::UniformInt { min, max } => min > max,
+                ColumnGen::UniformFloat { min, max } => !(min < max),
+                ColumnGen::Key { cardinality } => *cardinality == 0,
+                ColumnGen::EventTime {
+                    events_per_second,
+                    max_out_of_orderness_ms,
+                    ..
+                } => *events_per_second == 0 || *max_out_of_orderness_ms < 0,
+                ColumnGen::Choice(c) => c.is_empty(),
+                ColumnGen::Sequence => false,
+            };
+            if bad {
+                return Err(WeirError::plan(format!(
+                    "generator column '{name}' has an invalid definition: {g:?}"
+                )));
+            }
+        }
+        if self.rate == Some(0) {
+            return Err(WeirError::plan("generator rate must be positive"));
+        }
+        Ok(())
+    }
+}
+
+/// A bounded source reading Parquet files; built by
+/// `weir_operators::sources::parquet_source`, which reads the footers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParquetSourceSpec {
+    /// The files, in a fixed order; their row groups are the splits.
+    pub files: Vec<PathBuf>,
+    /// Row-group count of each file (same order as `files`).
+    pub row_groups: Vec<usize>,
+    /// Schema of the files (before projection).
+    pub file_schema: SchemaRef,
+    /// Columns to read (projection pushdown); `None` reads all.
+    pub projection: Option<Vec<usize>>,
+}
+
+/// A bounded source reading CSV files; built by
+/// `weir_operators::sources::csv_source`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CsvSourceSpec {
+    /// The files; each file is one split.
+    pub files: Vec<PathBuf>,
+    /// Schema of the rows.
+    pub schema: SchemaRef,
+    /// Whether the first line is a header.
+    pub has_header: bool,
+    /// Field delimiter.
+    pub delimiter: u8,
+}
+
+/// A source of a job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceSpec {
+    /// Deterministic generator.
+    Generator(GeneratorSpec),
+    /// Parquet files.
+    Parquet(ParquetSourceSpec),
+    /// CSV files.
+    Csv(CsvSourceSpec),
+}
+
+impl SourceSpec {
+    /// Schema of the batches this source emits.
+    pub fn schema(&self) -> SchemaRef {
+        match self {
+            SourceSpec::Generator(g) => g.schema(),
+            SourceSpec::Parquet(p) => match &p.projection {
+                Some(proj) => Arc::new(
+                    p.file_schema
+                        .project(proj)
+                        .expect("projection validated when the spec was built"),
+                ),
+                None => Arc::clone(&p.file_schema),
+            },
+            SourceSpec::Csv(c) => Arc::clone(&c.schema),
+        }
+    }
+
+    /// Whether the source ends by itself.
+    pub fn is_bounded(&self) -> bool {
+        match self {
+            SourceSpec::Generator(g) => g.num_events.is_some(),
+            SourceSpec::Parquet(_) | SourceSpec::Csv(_) => true,
+        }
+    }
+
+    /// Check the spec before the job runs.
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            SourceSpec::Generator(g) => g.validate(),
+            SourceSpec::Parquet(p) if p.files.is_empty() => {
+                Err(WeirError::plan("Parquet source has no files"))
+            }
+            SourceSpec::Csv(c) if c.files.is_empty() => {
+                Err(WeirError::plan("CSV source has no files"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Short description for plans.
+    pub fn describe(&self) -> String {
+        match self {
+            SourceSpec::Generator(g) => match g.num_events {
+                Some(n) => format!("generator({n} events)"),
+                None => "generator(unbounded)".into(),
+            },
+            SourceSpec::Parquet(p) => format!("parquet({} files)", p.files.len()),
+            SourceSpec::Csv(c) => format!("csv({} files)", c.files.len()),
+        }
+    }
+}
+
+/// Handle to the batches collected by a [`SinkSpec::Collect`] sink.
+#[derive(Debug, Clone, Default)]
+pub struct CollectHandle {
+    batches: Arc<Mutex<Vec<RecordBatch>>>,
+}
+
+impl CollectHandle {
+    /// A new, empty handle.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Append a batch (called by the sink).
+    pub fn push(&self, batch: RecordBatch) {
+        self.batches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(batch);
+    }
+
+    /// Everything collected so far.
+    pub fn batches(&self) -> Vec<RecordBatch> {
+        self.batches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Total collected rows.
+    pub fn num_rows(&self) -> usize {
+        self.batches().iter().map(|b| b.num_rows()).sum()
+    }
+}
+
+/// A sink of a job.
+#[derive(Debug, Clone)]
+pub enum SinkSpec {
+    /// Parquet files written into `dir`, one file per subtask
+    /// (`part-<subtask>.parquet`), made visible by an atomic rename on finish.
+    Parquet {
+        /// Output directory (created if missing).
+        dir: PathBuf,
+    },
+    /// CSV files with a header row, one per subtask, as for Parquet.
+    Csv {
+        /// Output directory (created if missing).
+        dir: PathBuf,
+    },
+    /// Print rows to standard output, prefixed by the subtask number.
+    Print,
+    /// Discard everything (counts rows).
+    Blackhole,
+    /// Keep batches in memory, readable through the handle (tests, notebooks).
+    Collect(CollectHandle),
+}
+
+impl SinkSpec {
+    /// Short description for plans.
+    pub fn describe(&self) -> String {
+        match self {
+            SinkSpec::Parquet { dir } => format!("parquet({})", dir.display()),
+            SinkSpec::Csv { dir } => format!("csv({})", dir.display()),
+            SinkSpec::Print => "print".into(),
+            SinkSpec::Blackhole => "blackhole".into(),
+            SinkSpec::Collect(_) => "collect".into(),
+        }
+    }
+}
+
+/// The built-in aggregate functions of windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggregateFunction {
+    /// Number of rows (with a column: non-null values). BIGINT.
+    Count,
+    /// Sum; integer sums are BIGINT / UBIGINT, float sums DOUBLE.
+    Sum,
+    /// Minimum.
+    Min,
+    /// Maximum.
+    Max,
+    /// Average as DOUBLE. Flink SQL's `AVG(BIGINT)` is BIGINT; the SQL layer
+    /// casts, the DataStream API returns the exact average.
+    Avg,
+}
+
+impl AggregateFunction {
+    /// The DataFusion aggregate implementing this function.
+    pub fn udaf(self) -> Arc<AggregateUDF> {
+        match self {
+            AggregateFunction::Count => count_udaf(),
+            AggregateFunction::Sum => sum_udaf(),
+            AggregateFunction::Min => min_max::min_udaf(),
+            AggregateFunction::Max => min_max::max_udaf(),
+            AggregateFunction::Avg => avg_udaf(),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            AggregateFunction::Count => "count",
+            AggregateFunction::Sum => "sum",
+            AggregateFunction::Min => "min",
+            AggregateFunction::Max => "max",
+            AggregateFunction::Avg => "avg",
+        }
+    }
+}
+
+/// One aggregate of a window: function, input column and output name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AggregateSpec {
+    /// The function.
+    pub function: AggregateFunction,
+    /// The input column; `None` only for `count(*)`.
+    pub column: Option<String>,
+    /// Output column name.
+    pub alias: String,
+}
+
+impl AggregateSpec {
+    fn new(function: AggregateFunction, column: Option<&str>) -> Self {
+        let alias = match column {
+            Some(c) => format!("{}_{c}", function.name()),
+            None => function.name().to_string(),
+        };
+        Self {
+            function,
+            column: column.map(str::to_string),
+            alias,
+        }
+    }
+
+    /// `COUNT(*)`.
+    pub fn count_star() -> Self {
+        Self::new(AggregateFunction::Count, None)
+    }
+    /// `COUNT(column)`: non-null values.
+    pub fn count(column: &str) -> Self {
+        Self::new(AggregateFunction::Count, Some(column))
+    }
+    /// `SUM(column)`.
+    pub fn sum(column: &str) -> Self {
+        Self::new(AggregateFunction::Sum, Some(column))
+    }
+    /// `MIN(column)`.
+    pub fn min(column: &str) -> Self {
+        Self::new(AggregateFunction::Min, Some(column))
+    }
+    /// `MAX(column)`.
+    pub fn max(column: &str) -> Self {
+        Self::new(AggregateFunction::Max, Some(column))
+    }
+    /// `AVG(column)` as DOUBLE.
+    pub fn avg(column: &str) -> Self {
+        Self::new(AggregateFunction::Avg, Some(column))
+    }
+    /// Rename the output column.
+    pub fn alias(mut self, alias: impl Into<String>) -> Self {
+        self.alias = alias.into();
+        self
+    }
+
+    /// The output field given the input schema; rejects unknown columns and
+    /// types the function does not accept.
+    pub fn output_field(&self, input: &Schema) -> Result<FieldRef> {
+        let arg_field: FieldRef = match &self.column {
+            Some(c) => {
+                let idx = input.index_of(c).map_err(|_| {
+                    WeirError::plan(format!(
+                        "aggregate {}({c}): column '{c}' not found; available columns: {}",
+                        self.function.name(),
+                        column_list(input)
+                    ))
+                })?;
+                Arc::new(input.field(idx).clone())
+            }
+            None => Arc::new(Field::new("1", DataType::Int64, false)),
+        };
+        let udaf = self.function.udaf();
+        let field = udaf.return_field(&[arg_field]).map_err(|e| {
+            WeirError::plan(format!(
+                "aggregate {}({}): {e}",
+                self.function.name(),
+                self.column.as_deref().unwrap_or("*")
+            ))
+        })?;
+        Ok(Arc::new(
+            field.as_ref().clone().with_name(self.alias.clone()),
+        ))
+    }
+}
+
+impl fmt::Display for AggregateSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}({})",
+            self.function.name(),
+            self.column.as_deref().unwrap_or("*")
+        )
+    }
+}
+
+/// A keyed window aggregation.
+#[derive(Debug, Clone)]
+pub struct WindowAggregateSpec {
+    /// Key column names.
+    pub keys: Vec<String>,
+    /// Event-time column of the input.
+    pub rowtime: String,
+    /// The window assigner.
+    pub assigner: WindowAssigner,
+    /// Aggregates, in output order.
+    pub aggregates: Vec<AggregateSpec>,
+    /// Schema of the input.
+    pub input_schema: SchemaRef,
+}
+
+/// A function applied to whole batches (application mode only: it cannot be
+/// shipped to a remote cluster). It may return any number of batches, all with
+/// the declared output schema.
+pub type BatchFn = Arc<dyn Fn(RecordBatch) -> Result<Vec<RecordBatch>> + Send + Sync>;
+
+/// A single-input operator.
+#[derive(Clone)]
+pub enum OperatorSpec {
+    /// Keep rows where the predicate is true.
+    Filter(Arc<dyn PhysicalExpr>),
+    /// Compute output columns from expressions.
+    Project(Vec<(Arc<dyn PhysicalExpr>, String)>),
+    /// A user function over whole batches.
+    MapBatches(BatchFn),
+    /// A keyed window aggregation.
+    WindowAggregate(WindowAggregateSpec),
+}
+
+impl fmt::Debug for OperatorSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OperatorSpec::Filter(p) => write!(f, "Filter({p})"),
+            OperatorSpec::Project(exprs) => {
+                let parts: Vec<_> = exprs.iter().map(|(e, n)| format!("{e} AS {n}")).collect();
+                write!(f, "Project({})", parts.join(", "))
+            }
+            OperatorSpec::MapBatches(_) => write!(f, "MapBatches(<fn>)"),
+            OperatorSpec::WindowAggregate(w) => {
+                let aggs: Vec<_> = w.aggregates.iter().map(|a| a.to_string()).collect();
+                write!(
+                    f,
+                    "Window({}, keys [{}], {})",
+                    w.assigner.describe(),
+                    w.keys.join(", "),
+                    aggs.join(", ")
+                )
+            }
+        }
+    }
+}

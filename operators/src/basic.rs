@@ -1,0 +1,123 @@
+//! Stateless operators: filter, projection and user batch functions.
+
+use std::sync::Arc;
+
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use datafusion_physical_expr::PhysicalExpr;
+use weir_core::graph::StreamNode;
+use weir_core::spec::{BatchFn, OperatorSpec};
+use weir_core::{Result, WeirError};
+
+use crate::window::WindowAggregateOperator;
+use crate::{Operator, OperatorContext, Output};
+
+pub(crate) fn create(
+    node: &StreamNode,
+    spec: &OperatorSpec,
+    ctx: &OperatorContext,
+) -> Result<Box<dyn Operator>> {
+    let name = node.name.clone();
+    Ok(match spec {
+        OperatorSpec::Filter(predicate) => Box::new(FilterOperator {
+            name,
+            predicate: Arc::clone(predicate),
+        }),
+        OperatorSpec::Project(exprs) => Box::new(ProjectOperator {
+            name,
+            exprs: exprs.iter().map(|(e, _)| Arc::clone(e)).collect(),
+            schema: Arc::clone(&node.schema),
+        }),
+        OperatorSpec::MapBatches(f) => Box::new(MapBatchesOperator {
+            name,
+            f: Arc::clone(f),
+            schema: Arc::clone(&node.schema),
+        }),
+        OperatorSpec::WindowAggregate(w) => {
+            Box::new(WindowAggregateOperator::try_new(name, w, Arc::clone(&node.schema), ctx)?)
+        }
+    })
+}
+
+/// Keeps the rows for which a predicate is true, one kernel call per batch.
+pub struct FilterOperator {
+    name: String,
+    predicate: Arc<dyn PhysicalExpr>,
+}
+
+impl Operator for FilterOperator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        let mask = self
+            .predicate
+            .evaluate(&batch)?
+            .into_array(batch.num_rows())?;
+        let mask = arrow::array::AsArray::as_boolean_opt(mask.as_ref()).ok_or_else(|| {
+            WeirError::Execution(format!("{}: predicate did not return booleans", self.name))
+        })?;
+        if mask.true_count() == batch.num_rows() {
+            return out.collect(batch);
+        }
+        let filtered = filter_record_batch(&batch, mask)?;
+        if filtered.num_rows() > 0 {
+            out.collect(filtered)?;
+        }
+        Ok(())
+    }
+}
+
+/// Computes output columns from expressions.
+pub struct ProjectOperator {
+    name: String,
+    exprs: Vec<Arc<dyn PhysicalExpr>>,
+    schema: SchemaRef,
+}
+
+impl Operator for ProjectOperator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        let columns = self
+            .exprs
+            .iter()
+            .map(|e| Ok(e.evaluate(&batch)?.into_array(batch.num_rows())?))
+            .collect::<Result<Vec<_>>>()?;
+        out.collect(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
+    }
+}
+
+/// Applies a user function to whole batches.
+pub struct MapBatchesOperator {
+    name: String,
+    f: BatchFn,
+    schema: SchemaRef,
+}
+
+impl Operator for MapBatchesOperator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        for b in (self.f)(batch)? {
+            if b.schema().fields() != self.schema.fields() {
+                return Err(WeirError::Execution(format!(
+                    "{}: function returned a batch with schema {:?}, declared {:?}",
+                    self.name,
+                    b.schema(),
+                    self.schema
+                )));
+            }
+            if b.num_rows() > 0 {
+                out.collect(b)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,102 @@
+//! # weir-operators
+//!
+//! The [`Operator`] and [`Source`] traits and every built-in operator: filter
+//! and projection over DataFusion physical expressions, user batch functions,
+//! the vectorized keyed window aggregation, partitioners, sources (generator,
+//! Parquet, CSV) and sinks (Parquet, CSV, print, blackhole, collect).
+//!
+//! Operators see whole Arrow batches. The runtime (`weir-worker`) owns
+//! channels, input gates, the watermark minimum and barrier alignment; an
+//! operator only reacts to batches and to the watermark it is handed.
+#![warn(missing_docs)]
+
+pub mod basic;
+pub mod partition;
+pub mod sinks;
+pub mod sources;
+pub mod window;
+
+use arrow::record_batch::RecordBatch;
+use weir_core::config::WeirConfig;
+use weir_core::graph::{StreamNode, StreamNodeKind};
+use weir_core::keys::KeyGroupRange;
+use weir_core::message::Watermark;
+use weir_core::{Result, WeirError};
+
+/// Where an operator puts the batches it produces.
+pub trait Output {
+    /// Emit one batch downstream (to the next chained operator or the task's
+    /// network outputs).
+    fn collect(&mut self, batch: RecordBatch) -> Result<()>;
+}
+
+impl Output for Vec<RecordBatch> {
+    fn collect(&mut self, batch: RecordBatch) -> Result<()> {
+        self.push(batch);
+        Ok(())
+    }
+}
+
+/// Facts about the subtask an operator instance runs in.
+#[derive(Debug, Clone)]
+pub struct OperatorContext {
+    /// Subtask name, `vertex (i/p)`.
+    pub task_name: String,
+    /// Subtask index.
+    pub subtask: usize,
+    /// Parallelism of the operator.
+    pub parallelism: usize,
+    /// Key groups owned by this subtask.
+    pub key_groups: KeyGroupRange,
+    /// Job configuration.
+    pub config: WeirConfig,
+}
+
+/// A single-input operator.
+///
+/// Contract: the runtime calls `process_batch` for every data batch in
+/// arrival order, `on_watermark` whenever the input watermark advances (it
+/// never goes back), and `finish` once after the final watermark when the
+/// input has ended. Emitted batches are passed on before the call returns.
+/// Errors fail the task with the operator's and subtask's names attached.
+pub trait Operator: Send {
+    /// Display name.
+    fn name(&self) -> &str;
+
+    /// Process one batch.
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()>;
+
+    /// The input watermark advanced to `watermark`; fire what it completes.
+    /// Returns the watermark to forward (by default the same one).
+    fn on_watermark(
+        &mut self,
+        watermark: Watermark,
+        _out: &mut dyn Output,
+    ) -> Result<Option<Watermark>> {
+        Ok(Some(watermark))
+    }
+
+    /// The input ended (after the final watermark): flush and close.
+    fn finish(&mut self, _out: &mut dyn Output) -> Result<()> {
+        Ok(())
+    }
+
+    /// Operator-specific counters, reported when the task ends.
+    fn metrics(&self) -> Vec<(String, u64)> {
+        vec![]
+    }
+}
+
+/// Instantiate the operator of a non-source stream node for one subtask.
+pub fn create_operator(node: &StreamNode, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
+    match &node.kind {
+        StreamNodeKind::Operator(spec) => basic::create(node, spec, ctx),
+        StreamNodeKind::Sink(spec) => sinks::create(node, spec, ctx),
+        StreamNodeKind::Source { .. } => Err(WeirError::Execution(format!(
+            "'{}' is a source, not an operator",
+            node.name
+        ))),
+    }
+}
+
+pub use sources::{Source, SourcePoll, create_source};

@@ -1,0 +1,120 @@
+//! The bounded CSV file source.
+
+use std::fs::File;
+use std::io::{BufReader, Seek};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::csv::reader::{BufReader as CsvReader, Format, ReaderBuilder};
+use arrow::datatypes::SchemaRef;
+use weir_core::spec::{CsvSourceSpec, SourceSpec};
+use weir_core::{Result, WeirError};
+
+use super::{Source, SourcePoll, expand_paths};
+use crate::OperatorContext;
+
+/// Options of a CSV source.
+#[derive(Debug, Clone)]
+pub struct CsvOptions {
+    /// The row schema; `None` infers it from the first file's first 1,000 rows.
+    pub schema: Option<SchemaRef>,
+    /// Whether files start with a header line. Default true.
+    pub has_header: bool,
+    /// Field delimiter. Default `,`.
+    pub delimiter: u8,
+}
+
+impl Default for CsvOptions {
+    fn default() -> Self {
+        Self {
+            schema: None,
+            has_header: true,
+            delimiter: b',',
+        }
+    }
+}
+
+/// Describe a CSV source: expands directories, checks the files exist and
+/// resolves (or infers) the schema.
+pub fn csv_source(paths: &[impl AsRef<Path>], options: CsvOptions) -> Result<SourceSpec> {
+    let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
+    let files = expand_paths(&paths, "csv")?;
+    for f in &files {
+        File::open(f).map_err(|e| WeirError::io(f.display().to_string(), e))?;
+    }
+    let schema = match options.schema {
+        Some(s) => s,
+        None => {
+            let f = &files[0];
+            let mut file = File::open(f).map_err(|e| WeirError::io(f.display().to_string(), e))?;
+            let (schema, _) = Format::default()
+                .with_header(options.has_header)
+                .with_delimiter(options.delimiter)
+                .infer_schema(&mut file, Some(1000))
+                .map_err(|e| WeirError::bad_input(f.display().to_string(), e.to_string()))?;
+            file.rewind().map_err(|e| WeirError::io(f.display().to_string(), e))?;
+            Arc::new(schema)
+        }
+    };
+    Ok(SourceSpec::Csv(CsvSourceSpec {
+        files,
+        schema,
+        has_header: options.has_header,
+        delimiter: options.delimiter,
+    }))
+}
+
+/// Reads the files assigned to one subtask (file `k` to subtask `k mod p`).
+pub struct CsvSource {
+    spec: CsvSourceSpec,
+    files: Vec<PathBuf>,
+    next_file: usize,
+    reader: Option<(CsvReader<BufReader<File>>, String)>,
+    batch_size: usize,
+}
+
+impl CsvSource {
+    pub(crate) fn new(spec: CsvSourceSpec, ctx: &OperatorContext) -> Self {
+        let files = spec
+            .files
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| k % ctx.parallelism == ctx.subtask)
+            .map(|(_, f)| f.clone())
+            .collect();
+        Self {
+            spec,
+            files,
+            next_file: 0,
+            reader: None,
+            batch_size: ctx.config.batch_size,
+        }
+    }
+}
+
+impl Source for CsvSource {
+    fn poll_next(&mut self) -> Result<SourcePoll> {
+        loop {
+            if let Some((reader, location)) = &mut self.reader {
+                match reader.next() {
+                    Some(Ok(batch)) => return Ok(SourcePoll::Batch(batch)),
+                    Some(Err(e)) => return Err(WeirError::bad_input(location.clone(), e.to_string())),
+                    None => self.reader = None,
+                }
+            }
+            let Some(path) = self.files.get(self.next_file) else {
+                return Ok(SourcePoll::Finished);
+            };
+            self.next_file += 1;
+            let location = path.display().to_string();
+            let file = File::open(path).map_err(|e| WeirError::io(location.clone(), e))?;
+            let reader = ReaderBuilder::new(Arc::clone(&self.spec.schema))
+                .with_header(self.spec.has_header)
+                .with_delimiter(self.spec.delimiter)
+                .with_batch_size(self.batch_size)
+                .build_buffered(BufReader::new(file))
+                .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
+            self.reader = Some((reader, location));
+        }
+    }
+}

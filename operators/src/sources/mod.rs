@@ -1,0 +1,90 @@
+//! Sources: where batches enter a job.
+//!
+//! A source is split across the subtasks of its vertex; each subtask instance
+//! produces only its share (generator chunks, Parquet row groups, CSV files).
+//! Sources are pulled by the task; they never block on time themselves, but
+//! say how long to wait ([`SourcePoll::Pending`]).
+
+mod csv;
+mod generator;
+mod parquet;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use arrow::record_batch::RecordBatch;
+use weir_core::graph::{StreamNode, StreamNodeKind};
+use weir_core::spec::SourceSpec;
+use weir_core::{Result, WeirError};
+
+pub use self::csv::{CsvOptions, csv_source};
+pub use self::generator::GeneratorSource;
+pub use self::parquet::parquet_source;
+use crate::OperatorContext;
+
+/// What a source has to offer right now.
+#[derive(Debug)]
+pub enum SourcePoll {
+    /// A batch of records.
+    Batch(RecordBatch),
+    /// Nothing now (rate limit or no new data); ask again after this long.
+    Pending(Duration),
+    /// This subtask's share of the input is exhausted.
+    Finished,
+}
+
+/// One subtask's reader of a source.
+pub trait Source: Send {
+    /// Next batch, a wait hint, or the end. Errors name the file and position.
+    fn poll_next(&mut self) -> Result<SourcePoll>;
+}
+
+/// Instantiate the source of a stream node for one subtask.
+pub fn create_source(node: &StreamNode, ctx: &OperatorContext) -> Result<Box<dyn Source>> {
+    let StreamNodeKind::Source { spec, .. } = &node.kind else {
+        return Err(WeirError::Execution(format!("'{}' is not a source", node.name)));
+    };
+    Ok(match spec {
+        SourceSpec::Generator(g) => Box::new(GeneratorSource::new(g.clone(), ctx)),
+        SourceSpec::Parquet(p) => Box::new(parquet::ParquetSource::new(p.clone(), ctx)),
+        SourceSpec::Csv(c) => Box::new(csv::CsvSource::new(c.clone(), ctx)),
+    })
+}
+
+/// Expand files and directories into a sorted list of files with `extension`.
+/// Hidden files (in-progress sink output) are skipped.
+pub(crate) fn expand_paths(paths: &[PathBuf], extension: &str) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(|e| WeirError::io(p.display().to_string(), e))?;
+        if meta.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| WeirError::io(p.display().to_string(), e))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| {
+                    f.extension().is_some_and(|x| x == extension) && !is_hidden(f) && f.is_file()
+                })
+                .collect();
+            found.sort();
+            if found.is_empty() {
+                return Err(WeirError::bad_input(
+                    p.display().to_string(),
+                    format!("directory contains no .{extension} files"),
+                ));
+            }
+            files.extend(found);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    if files.is_empty() {
+        return Err(WeirError::plan("source has no input paths"));
+    }
+    Ok(files)
+}
+
+fn is_hidden(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.') || n.starts_with('_'))
+}

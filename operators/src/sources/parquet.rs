@@ -1,0 +1,143 @@
+//! The bounded Parquet file source.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use weir_core::spec::{ParquetSourceSpec, SourceSpec};
+use weir_core::time::column_list;
+use weir_core::{Result, WeirError};
+
+use super::{Source, SourcePoll, expand_paths};
+use crate::OperatorContext;
+
+/// Describe a Parquet source: expands directories, reads every footer (so a
+/// missing or unreadable file fails here, before the job runs), checks the
+/// files agree on the schema and resolves the projection.
+pub fn parquet_source(paths: &[impl AsRef<Path>], projection: Option<&[&str]>) -> Result<SourceSpec> {
+    let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
+    let files = expand_paths(&paths, "parquet")?;
+    let mut schema = None;
+    let mut row_groups = Vec::with_capacity(files.len());
+    for f in &files {
+        let file = File::open(f).map_err(|e| WeirError::io(f.display().to_string(), e))?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
+            WeirError::bad_input(f.display().to_string(), format!("not a readable Parquet file: {e}"))
+        })?;
+        row_groups.push(builder.metadata().num_row_groups());
+        let s = Arc::clone(builder.schema());
+        match &schema {
+            None => schema = Some((s, f.clone())),
+            Some((first, first_file)) if first.fields() != s.fields() => {
+                return Err(WeirError::bad_input(
+                    f.display().to_string(),
+                    format!(
+                        "schema [{}] differs from [{}] of {}",
+                        column_list(&s),
+                        column_list(first),
+                        first_file.display()
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    let (file_schema, _) = schema.expect("at least one file");
+    let projection = match projection {
+        Some(cols) => Some(
+            cols.iter()
+                .map(|c| {
+                    file_schema.index_of(c).map_err(|_| {
+                        WeirError::bad_input(
+                            files[0].display().to_string(),
+                            format!("has no column '{c}'; columns: {}", column_list(&file_schema)),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
+        ),
+        None => None,
+    };
+    Ok(SourceSpec::Parquet(ParquetSourceSpec {
+        files,
+        row_groups,
+        file_schema,
+        projection,
+    }))
+}
+
+/// Reads the row groups assigned to one subtask: split `k` (in file order,
+/// then row-group order) goes to subtask `k mod parallelism`.
+pub struct ParquetSource {
+    spec: ParquetSourceSpec,
+    splits: Vec<(usize, usize)>,
+    next_split: usize,
+    reader: Option<(ParquetRecordBatchReader, String)>,
+    batch_size: usize,
+}
+
+impl ParquetSource {
+    pub(crate) fn new(spec: ParquetSourceSpec, ctx: &OperatorContext) -> Self {
+        let mut splits = Vec::new();
+        let mut k = 0;
+        for (f, &n) in spec.row_groups.iter().enumerate() {
+            for rg in 0..n {
+                if k % ctx.parallelism == ctx.subtask {
+                    splits.push((f, rg));
+                }
+                k += 1;
+            }
+        }
+        Self {
+            spec,
+            splits,
+            next_split: 0,
+            reader: None,
+            batch_size: ctx.config.batch_size,
+        }
+    }
+
+    fn open_split(&self, file_idx: usize, rg: usize) -> Result<(ParquetRecordBatchReader, String)> {
+        let path = &self.spec.files[file_idx];
+        let location = format!("{} (row group {rg})", path.display());
+        let file = File::open(path).map_err(|e| WeirError::io(path.display().to_string(), e))?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+            .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
+        if builder.schema().fields() != self.spec.file_schema.fields() {
+            return Err(WeirError::bad_input(
+                location,
+                "file schema changed since the job was planned",
+            ));
+        }
+        let mut builder = builder.with_row_groups(vec![rg]).with_batch_size(self.batch_size);
+        if let Some(proj) = &self.spec.projection {
+            let mask = ProjectionMask::roots(builder.parquet_schema(), proj.iter().copied());
+            builder = builder.with_projection(mask);
+        }
+        let reader = builder
+            .build()
+            .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
+        Ok((reader, location))
+    }
+}
+
+impl Source for ParquetSource {
+    fn poll_next(&mut self) -> Result<SourcePoll> {
+        loop {
+            if let Some((reader, location)) = &mut self.reader {
+                match reader.next() {
+                    Some(Ok(batch)) => return Ok(SourcePoll::Batch(batch)),
+                    Some(Err(e)) => return Err(WeirError::bad_input(location.clone(), e.to_string())),
+                    None => self.reader = None,
+                }
+            }
+            let Some(&(f, rg)) = self.splits.get(self.next_split) else {
+                return Ok(SourcePoll::Finished);
+            };
+            self.next_split += 1;
+            self.reader = Some(self.open_split(f, rg)?);
+        }
+    }
+}

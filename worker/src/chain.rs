@@ -1,0 +1,146 @@
+//! Operator chains: operators fused into one task, passing batches by value.
+
+use arrow::record_batch::RecordBatch;
+use weir_core::Result;
+use weir_core::graph::OperatorMetrics;
+use weir_core::message::Watermark;
+use weir_operators::{Operator, Output};
+
+struct ChainedOperator {
+    operator: Box<dyn Operator>,
+    records_in: u64,
+}
+
+/// The operators of one task, head first. A batch emitted by operator `k` is
+/// handed straight to operator `k + 1` (no queue, no copy); what the last
+/// operator emits is collected for the task's network outputs.
+pub struct OperatorChain {
+    operators: Vec<ChainedOperator>,
+    records_out: u64,
+}
+
+/// Delivers batches to the rest of a chain, or to the task's output buffer.
+struct Link<'a> {
+    rest: &'a mut [ChainedOperator],
+    tail: &'a mut Vec<RecordBatch>,
+    records_out: &'a mut u64,
+}
+
+impl Output for Link<'_> {
+    fn collect(&mut self, batch: RecordBatch) -> Result<()> {
+        match self.rest.split_first_mut() {
+            Some((first, rest)) => {
+                first.records_in += batch.num_rows() as u64;
+                first.operator.process_batch(
+                    batch,
+                    &mut Link {
+                        rest,
+                        tail: self.tail,
+                        records_out: self.records_out,
+                    },
+                )
+            }
+            None => {
+                *self.records_out += batch.num_rows() as u64;
+                self.tail.push(batch);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl OperatorChain {
+    /// A chain of `operators`, head first.
+    pub fn new(operators: Vec<Box<dyn Operator>>) -> Self {
+        Self {
+            operators: operators
+                .into_iter()
+                .map(|operator| ChainedOperator {
+                    operator,
+                    records_in: 0,
+                })
+                .collect(),
+            records_out: 0,
+        }
+    }
+
+    /// Push a batch through the chain; output batches land in `tail`.
+    pub fn process(&mut self, batch: RecordBatch, tail: &mut Vec<RecordBatch>) -> Result<()> {
+        Link {
+            rest: &mut self.operators,
+            tail,
+            records_out: &mut self.records_out,
+        }
+        .collect(batch)
+    }
+
+    /// Advance the watermark operator by operator, each one's output flowing
+    /// through the rest of the chain before the next sees the watermark.
+    /// Returns the watermark to forward downstream, if any.
+    pub fn on_watermark(
+        &mut self,
+        watermark: Watermark,
+        tail: &mut Vec<RecordBatch>,
+    ) -> Result<Option<Watermark>> {
+        let mut current = Some(watermark);
+        for k in 0..self.operators.len() {
+            let Some(w) = current else { break };
+            let (head, rest) = self.operators.split_at_mut(k + 1);
+            current = head[k].operator.on_watermark(
+                w,
+                &mut Link {
+                    rest,
+                    tail,
+                    records_out: &mut self.records_out,
+                },
+            )?;
+        }
+        Ok(current)
+    }
+
+    /// End of input: finish operators head first, so every operator receives
+    /// its predecessor's final output before finishing itself.
+    pub fn finish(&mut self, tail: &mut Vec<RecordBatch>) -> Result<()> {
+        for k in 0..self.operators.len() {
+            let (head, rest) = self.operators.split_at_mut(k + 1);
+            head[k].operator.finish(&mut Link {
+                rest,
+                tail,
+                records_out: &mut self.records_out,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Rows entering the chain's head.
+    pub fn records_in(&self) -> u64 {
+        self.operators.first().map(|o| o.records_in).unwrap_or(0)
+    }
+
+    /// Count rows that entered the chain from a source (the head operator of
+    /// a source task is fed by the source, not by `process`).
+    pub fn metrics(&self, source_rows: Option<(&str, u64)>) -> Vec<OperatorMetrics> {
+        let mut out = Vec::new();
+        if let Some((name, rows)) = source_rows {
+            out.push(OperatorMetrics {
+                name: name.to_string(),
+                records_in: 0,
+                records_out: rows,
+                counters: vec![],
+            });
+        }
+        for (k, op) in self.operators.iter().enumerate() {
+            let records_out = match self.operators.get(k + 1) {
+                Some(next) => next.records_in,
+                None => self.records_out,
+            };
+            out.push(OperatorMetrics {
+                name: op.operator.name().to_string(),
+                records_in: op.records_in,
+                records_out,
+                counters: op.operator.metrics(),
+            });
+        }
+        out
+    }
+}

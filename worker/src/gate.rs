@@ -1,0 +1,211 @@
+//! The input gate: one task's view of all its input channels.
+
+use std::future::poll_fn;
+use std::task::{Context, Poll};
+
+use arrow::record_batch::RecordBatch;
+use weir_core::message::{CheckpointBarrier, StreamMessage, Watermark};
+use weir_core::{Result, WeirError};
+
+use crate::channel::ChannelReceiver;
+
+/// What the gate hands to the task.
+#[derive(Debug)]
+pub enum GateEvent {
+    /// A data batch from some channel.
+    Data(RecordBatch),
+    /// The combined watermark advanced.
+    Watermark(Watermark),
+    /// Every input channel became idle (`true`) or one became active (`false`).
+    Idle(bool),
+    /// A checkpoint barrier arrived on a channel.
+    Barrier(CheckpointBarrier),
+    /// Every channel delivered end-of-stream.
+    EndOfInput,
+}
+
+struct InputChannel {
+    receiver: Box<dyn ChannelReceiver>,
+    watermark: Watermark,
+    idle: bool,
+    finished: bool,
+}
+
+/// Merges the task's input channels. The gate owns the watermark minimum: it
+/// forwards `min(watermark of every non-idle, unfinished channel)` whenever
+/// that minimum advances, so operators never see a watermark go back.
+/// Channels are polled round-robin, so a busy channel cannot starve others.
+pub struct InputGate {
+    channels: Vec<InputChannel>,
+    watermark: Watermark,
+    all_idle: bool,
+    next: usize,
+    remaining: usize,
+    stashed: Option<GateEvent>,
+}
+
+impl InputGate {
+    /// A gate over `receivers`.
+    pub fn new(receivers: Vec<Box<dyn ChannelReceiver>>) -> Self {
+        let remaining = receivers.len();
+        Self {
+            channels: receivers
+                .into_iter()
+                .map(|receiver| InputChannel {
+                    receiver,
+                    watermark: Watermark::MIN,
+                    idle: false,
+                    finished: false,
+                })
+                .collect(),
+            watermark: Watermark::MIN,
+            all_idle: false,
+            next: 0,
+            remaining,
+            stashed: None,
+        }
+    }
+
+    /// The combined watermark forwarded so far.
+    pub fn current_watermark(&self) -> Watermark {
+        self.watermark
+    }
+
+    /// The next event.
+    pub async fn next(&mut self) -> Result<GateEvent> {
+        poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Result<GateEvent>> {
+        if let Some(event) = self.stashed.take() {
+            return Poll::Ready(Ok(event));
+        }
+        if self.remaining == 0 {
+            return Poll::Ready(Ok(GateEvent::EndOfInput));
+        }
+        let n = self.channels.len();
+        // Keep polling until a whole round finds every channel pending.
+        let mut pending_in_a_row = 0;
+        while pending_in_a_row < n {
+            let i = self.next;
+            self.next = (self.next + 1) % n;
+            if self.channels[i].finished {
+                pending_in_a_row += 1;
+                continue;
+            }
+            let message = match self.channels[i].receiver.poll_recv(cx) {
+                Poll::Pending => {
+                    pending_in_a_row += 1;
+                    continue;
+                }
+                Poll::Ready(None) => {
+                    return Poll::Ready(Err(WeirError::Execution(format!(
+                        "input channel {i} closed before end of stream (upstream task failed or was cancelled)"
+                    ))));
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
+                Poll::Ready(Some(Ok(m))) => m,
+            };
+            pending_in_a_row = 0;
+            if let Some(event) = self.on_message(i, message) {
+                return Poll::Ready(Ok(event));
+            }
+            if self.remaining == 0 {
+                return Poll::Ready(Ok(GateEvent::EndOfInput));
+            }
+        }
+        Poll::Pending
+    }
+
+    fn on_message(&mut self, i: usize, message: StreamMessage) -> Option<GateEvent> {
+        let ch = &mut self.channels[i];
+        match message {
+            StreamMessage::Data(b) => {
+                ch.idle = false;
+                if self.all_idle {
+                    // Activity after every channel was idle: announce it first.
+                    self.all_idle = false;
+                    self.stashed = Some(GateEvent::Data(b));
+                    return Some(GateEvent::Idle(false));
+                }
+                Some(GateEvent::Data(b))
+            }
+            StreamMessage::Watermark(w) => {
+                if w > ch.watermark {
+                    ch.watermark = w;
+                }
+                ch.idle = false;
+                self.advance_watermark()
+            }
+            StreamMessage::Idle(idle) => {
+                ch.idle = idle;
+                let all_idle = self.channels.iter().all(|c| c.idle || c.finished);
+                if all_idle != self.all_idle {
+                    self.all_idle = all_idle;
+                    return Some(GateEvent::Idle(all_idle));
+                }
+                self.advance_watermark()
+            }
+            StreamMessage::Barrier(b) => Some(GateEvent::Barrier(b)),
+            StreamMessage::EndOfStream => {
+                ch.finished = true;
+                self.remaining -= 1;
+                if self.remaining == 0 {
+                    return None;
+                }
+                self.advance_watermark()
+            }
+        }
+    }
+
+    fn advance_watermark(&mut self) -> Option<GateEvent> {
+        let min = self
+            .channels
+            .iter()
+            .filter(|c| !c.idle && !c.finished)
+            .map(|c| c.watermark)
+            .min()?;
+        if min > self.watermark {
+            self.watermark = min;
+            Some(GateEvent::Watermark(min))
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::local_channel;
+
+    #[tokio::test]
+    async fn watermark_is_the_minimum_of_active_channels() {
+        let (mut a_tx, a_rx) = local_channel(8, "a".into());
+        let (mut b_tx, b_rx) = local_channel(8, "b".into());
+        let mut gate = InputGate::new(vec![a_rx, b_rx]);
+        a_tx.send(StreamMessage::Watermark(Watermark(10))).await.unwrap();
+        b_tx.send(StreamMessage::Watermark(Watermark(5))).await.unwrap();
+        match gate.next().await.unwrap() {
+            GateEvent::Watermark(w) => assert_eq!(w, Watermark(5)),
+            other => panic!("{other:?}"),
+        }
+        // b goes idle: a alone decides.
+        b_tx.send(StreamMessage::Idle(true)).await.unwrap();
+        match gate.next().await.unwrap() {
+            GateEvent::Watermark(w) => assert_eq!(w, Watermark(10)),
+            other => panic!("{other:?}"),
+        }
+        a_tx.send(StreamMessage::EndOfStream).await.unwrap();
+        b_tx.send(StreamMessage::EndOfStream).await.unwrap();
+        assert!(matches!(gate.next().await.unwrap(), GateEvent::EndOfInput));
+    }
+
+    #[tokio::test]
+    async fn a_vanished_producer_is_an_error() {
+        let (tx, rx) = local_channel(8, "a".into());
+        drop(tx);
+        let mut gate = InputGate::new(vec![rx]);
+        assert!(gate.next().await.is_err());
+    }
+}

@@ -1,0 +1,256 @@
+//! A task: one subtask of a job vertex, running its operator chain.
+
+use std::time::{Duration, Instant};
+
+use arrow::array::AsArray;
+use arrow::datatypes::{DataType, Int64Type, TimestampMillisecondType};
+use arrow::record_batch::RecordBatch;
+use weir_core::config::RuntimeMode;
+use weir_core::graph::TaskMetrics;
+use weir_core::message::{StreamMessage, Watermark};
+use weir_core::time::WatermarkStrategy;
+use weir_core::{Result, WeirError};
+use weir_operators::partition::BatchPartitioner;
+use weir_operators::{Source, SourcePoll};
+
+use crate::chain::OperatorChain;
+use crate::channel::ChannelSender;
+use crate::gate::{GateEvent, InputGate};
+
+/// The writer of one outgoing job edge: partitions batches over its channels
+/// and broadcasts control messages to all of them.
+pub struct RecordWriter {
+    partitioner: BatchPartitioner,
+    senders: Vec<Box<dyn ChannelSender>>,
+    parts: Vec<(usize, RecordBatch)>,
+}
+
+impl RecordWriter {
+    /// A writer sending to `senders` (ordered by consumer subtask).
+    pub fn new(partitioner: BatchPartitioner, senders: Vec<Box<dyn ChannelSender>>) -> Self {
+        Self {
+            partitioner,
+            senders,
+            parts: Vec::new(),
+        }
+    }
+
+    async fn emit(&mut self, batch: RecordBatch) -> Result<()> {
+        let parts = &mut self.parts;
+        self.partitioner.partition(batch, |c, b| {
+            parts.push((c, b));
+            Ok(())
+        })?;
+        for (c, b) in self.parts.drain(..) {
+            self.senders[c].send(StreamMessage::Data(b)).await?;
+        }
+        Ok(())
+    }
+
+    async fn broadcast(&mut self, message: StreamMessage) -> Result<()> {
+        for s in &mut self.senders {
+            s.send(message.clone()).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a task's records come from.
+pub enum TaskInput {
+    /// The chain's head is a source.
+    Source {
+        /// The source reader of this subtask.
+        source: Box<dyn Source>,
+        /// How its watermarks are derived.
+        watermarks: WatermarkStrategy,
+        /// Index of the event-time column in the source schema.
+        rowtime: Option<usize>,
+        /// Name of the source operator (metrics).
+        name: String,
+    },
+    /// Network input channels.
+    Gate(InputGate),
+}
+
+/// Everything a task needs to run.
+pub struct Task {
+    /// Subtask name.
+    pub name: String,
+    /// Job vertex id.
+    pub vertex: usize,
+    /// Subtask index.
+    pub subtask: usize,
+    /// Input.
+    pub input: TaskInput,
+    /// The chained operators (not including a source).
+    pub chain: OperatorChain,
+    /// One writer per outgoing job edge.
+    pub outputs: Vec<RecordWriter>,
+    /// Streaming or batch.
+    pub mode: RuntimeMode,
+}
+
+impl Task {
+    /// Run until the input ends. Returns the task's metrics.
+    pub async fn run(mut self) -> Result<TaskMetrics> {
+        let input = std::mem::replace(&mut self.input, TaskInput::Gate(InputGate::new(vec![])));
+        let source_rows = match input {
+            TaskInput::Source {
+                source,
+                watermarks,
+                rowtime,
+                name,
+            } => Some((name, self.run_source(source, watermarks, rowtime).await?)),
+            TaskInput::Gate(gate) => {
+                self.run_gate(gate).await?;
+                None
+            }
+        };
+        Ok(TaskMetrics {
+            task: self.name.clone(),
+            vertex: self.vertex,
+            subtask: self.subtask,
+            operators: self
+                .chain
+                .metrics(source_rows.as_ref().map(|(n, r)| (n.as_str(), *r))),
+        })
+    }
+
+    async fn flush(&mut self, tail: &mut Vec<RecordBatch>) -> Result<()> {
+        for batch in tail.drain(..) {
+            match self.outputs.as_mut_slice() {
+                [] => {}
+                [only] => only.emit(batch).await?,
+                many => {
+                    for w in many {
+                        w.emit(batch.clone()).await?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn broadcast(&mut self, message: StreamMessage) -> Result<()> {
+        for w in &mut self.outputs {
+            w.broadcast(message.clone()).await?;
+        }
+        Ok(())
+    }
+
+    async fn advance_watermark(&mut self, w: Watermark, tail: &mut Vec<RecordBatch>) -> Result<()> {
+        let forward = self.chain.on_watermark(w, tail)?;
+        self.flush(tail).await?;
+        if let Some(w) = forward {
+            self.broadcast(StreamMessage::Watermark(w)).await?;
+        }
+        Ok(())
+    }
+
+    async fn end_of_input(&mut self, tail: &mut Vec<RecordBatch>) -> Result<()> {
+        self.chain.finish(tail)?;
+        self.flush(tail).await?;
+        self.broadcast(StreamMessage::EndOfStream).await
+    }
+
+    async fn run_source(
+        &mut self,
+        mut source: Box<dyn Source>,
+        watermarks: WatermarkStrategy,
+        rowtime: Option<usize>,
+    ) -> Result<u64> {
+        let mut tail = Vec::new();
+        let mut rows = 0u64;
+        let mut max_ts = i64::MIN;
+        let mut emitted = Watermark::MIN;
+        let mut last_data = Instant::now();
+        let mut idle = false;
+        let streaming = self.mode == RuntimeMode::Streaming;
+        loop {
+            match source.poll_next()? {
+                SourcePoll::Batch(batch) => {
+                    rows += batch.num_rows() as u64;
+                    last_data = Instant::now();
+                    if idle {
+                        idle = false;
+                        self.broadcast(StreamMessage::Idle(false)).await?;
+                    }
+                    if let (Some(idx), true) = (rowtime, streaming) {
+                        if let Some(m) = max_timestamp(&batch, idx)? {
+                            max_ts = max_ts.max(m);
+                        }
+                    }
+                    self.chain.process(batch, &mut tail)?;
+                    self.flush(&mut tail).await?;
+                    if streaming
+                        && max_ts != i64::MIN
+                        && let Some(w) = watermarks.watermark_for(max_ts)
+                        && w > emitted
+                    {
+                        emitted = w;
+                        self.advance_watermark(w, &mut tail).await?;
+                    }
+                    // Let other tasks on this thread run between batches.
+                    tokio::task::yield_now().await;
+                }
+                SourcePoll::Pending(wait) => {
+                    if let Some(timeout) = watermarks.idleness
+                        && !idle
+                        && last_data.elapsed() >= timeout
+                    {
+                        idle = true;
+                        self.broadcast(StreamMessage::Idle(true)).await?;
+                    }
+                    tokio::time::sleep(wait.max(Duration::from_micros(100))).await;
+                }
+                SourcePoll::Finished => break,
+            }
+        }
+        // End of a bounded input: the maximum watermark fires everything.
+        self.advance_watermark(Watermark::MAX, &mut tail).await?;
+        self.end_of_input(&mut tail).await?;
+        Ok(rows)
+    }
+
+    async fn run_gate(&mut self, mut gate: InputGate) -> Result<()> {
+        let mut tail = Vec::new();
+        loop {
+            match gate.next().await? {
+                GateEvent::Data(batch) => {
+                    self.chain.process(batch, &mut tail)?;
+                    self.flush(&mut tail).await?;
+                }
+                GateEvent::Watermark(w) => self.advance_watermark(w, &mut tail).await?,
+                GateEvent::Idle(idle) => self.broadcast(StreamMessage::Idle(idle)).await?,
+                GateEvent::Barrier(b) => {
+                    return Err(WeirError::Execution(format!(
+                        "received checkpoint barrier {} but this runtime has no checkpointing",
+                        b.id
+                    )));
+                }
+                GateEvent::EndOfInput => break,
+            }
+        }
+        self.end_of_input(&mut tail).await
+    }
+}
+
+/// Largest event time in a batch (vectorized `max`).
+fn max_timestamp(batch: &RecordBatch, idx: usize) -> Result<Option<i64>> {
+    let col = batch.column(idx);
+    if col.null_count() > 0 {
+        return Err(WeirError::bad_input(
+            format!("event-time column '{}'", batch.schema().field(idx).name()),
+            "contains NULL timestamps",
+        ));
+    }
+    Ok(match col.data_type() {
+        DataType::Int64 => arrow::compute::max(col.as_primitive::<Int64Type>()),
+        DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, _) => arrow::compute::max(col.as_primitive::<TimestampMillisecondType>()),
+        other => {
+            return Err(WeirError::Execution(format!(
+                "event-time column has type {other}"
+            )));
+        }
+    })
+}
