@@ -44,9 +44,6 @@ pub struct WeirConfig {
     pub runtime_mode: RuntimeMode,
     /// Whether operators may be chained into one task. Default true.
     pub chaining_enabled: bool,
-    /// Threads of the local executor; 0 means one per available core.
-    /// Default 0. `WEIR_WORKER_THREADS`.
-    pub worker_threads: usize,
 }
 
 impl Default for WeirConfig {
@@ -59,7 +56,6 @@ impl Default for WeirConfig {
             channel_capacity: 4,
             runtime_mode: RuntimeMode::Streaming,
             chaining_enabled: true,
-            worker_threads: 0,
         }
     }
 }
@@ -93,9 +89,6 @@ impl WeirConfig {
         if let Some(v) = parse_env("WEIR_CHANNEL_CAPACITY")? {
             self.channel_capacity = v;
         }
-        if let Some(v) = parse_env("WEIR_WORKER_THREADS")? {
-            self.worker_threads = v;
-        }
         if let Ok(v) = std::env::var("WEIR_RUNTIME_MODE") {
             self.runtime_mode = match v.to_ascii_lowercase().as_str() {
                 "streaming" => RuntimeMode::Streaming,
@@ -126,7 +119,9 @@ impl WeirConfig {
             return Err(WeirError::Config("parallelism must be at least 1".into()));
         }
         if self.channel_capacity == 0 {
-            return Err(WeirError::Config("channel_capacity must be at least 1".into()));
+            return Err(WeirError::Config(
+                "channel_capacity must be at least 1".into(),
+            ));
         }
         Ok(())
     }
@@ -147,6 +142,11 @@ mod tests {
             max_parallelism: 0,
             ..Default::default()
         };
-        assert!(c.validate().unwrap_err().to_string().contains("max_parallelism"));
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("max_parallelism")
+        );
     }
 }

@@ -2,9 +2,11 @@
 //!
 //! A keyed stream hashes its key columns into one of `max_parallelism` key
 //! groups; the key group is the unit of state ownership and of rescaling.
-//! Subtask `i` of `p` owns the contiguous range
-//! `[i * max_p / p, (i + 1) * max_p / p)`, and the subtask that owns key group
-//! `kg` is `kg * p / max_p` (Flink's assignment).
+//! The subtask that owns key group `kg` is `kg * p / max_p` (Flink's
+//! assignment), so subtask `i` of `p` owns the contiguous range
+//! `[ceil(i * max_p / p), ceil((i + 1) * max_p / p))`. (The design sketch's
+//! floor form disagrees with `kg * p / max_p` when `p` does not divide
+//! `max_p`; the ceiling form is the one consistent with it.)
 //!
 //! The hash is computed column by column over whole arrays with a fixed seed.
 //! It depends only on the values, never on the process, the CPU features or
@@ -37,9 +39,11 @@ pub struct KeyGroupRange {
 impl KeyGroupRange {
     /// The key groups owned by `subtask` of `parallelism` given `max_parallelism`.
     pub fn for_subtask(subtask: usize, parallelism: usize, max_parallelism: u32) -> Self {
+        // Ceiling division, so the range is exactly the key groups for which
+        // `operator_index_for_key_group` names this subtask (Flink's rule).
         let max = max_parallelism as usize;
-        let start = subtask * max / parallelism;
-        let end = (subtask + 1) * max / parallelism;
+        let start = (subtask * max).div_ceil(parallelism);
+        let end = ((subtask + 1) * max).div_ceil(parallelism);
         Self {
             start: start as u32,
             end: end as u32,
@@ -64,7 +68,11 @@ impl KeyGroupRange {
 
 /// The subtask index owning `key_group` at `parallelism`.
 #[inline]
-pub fn operator_index_for_key_group(key_group: u32, parallelism: usize, max_parallelism: u32) -> usize {
+pub fn operator_index_for_key_group(
+    key_group: u32,
+    parallelism: usize,
+    max_parallelism: u32,
+) -> usize {
     key_group as usize * parallelism / max_parallelism as usize
 }
 
@@ -257,7 +265,11 @@ mod tests {
         assert_eq!(&full[2..], &part[..]);
         // Pinned values: a change of the hash function breaks restored state.
         let mut one = vec![];
-        hash_columns(&[Arc::new(Int64Array::from(vec![42])) as ArrayRef], &mut one).unwrap();
+        hash_columns(
+            &[Arc::new(Int64Array::from(vec![42])) as ArrayRef],
+            &mut one,
+        )
+        .unwrap();
         assert_eq!(one[0], fmix64(42 ^ KEY_HASH_SEED));
         assert_ne!(full[0], full[1]);
     }

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use datafusion_expr::AggregateUDF;
-use datafusion_functions_aggregate::{average::avg_udaf, count::count_udaf, min_max, sum::sum_udaf};
+use datafusion_functions_aggregate::{
+    average::avg_udaf, count::count_udaf, min_max, sum::sum_udaf,
+};
 use datafusion_physical_expr::PhysicalExpr;
 
 use crate::error::{Result, WeirError};
@@ -131,7 +133,9 @@ impl GeneratorSpec {
         for (name, g) in &self.columns {
             let bad = match g {
                 ColumnGen::UniformInt { min, max } => min > max,
-                ColumnGen::UniformFloat { min, max } => !(min < max),
+                ColumnGen::UniformFloat { min, max } => {
+                    min.partial_cmp(max) != Some(std::cmp::Ordering::Less)
+                }
                 ColumnGen::Key { cardinality } => *cardinality == 0,
                 ColumnGen::EventTime {
                     events_per_second,
@@ -182,9 +186,21 @@ pub struct CsvSourceSpec {
     pub delimiter: u8,
 }
 
+/// A bounded source over batches held in memory (Flink's `fromData`); batch
+/// `k` goes to subtask `k mod parallelism`, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemorySourceSpec {
+    /// Schema of every batch.
+    pub schema: SchemaRef,
+    /// The batches.
+    pub batches: Vec<RecordBatch>,
+}
+
 /// A source of a job.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceSpec {
+    /// Batches held in memory.
+    Memory(MemorySourceSpec),
     /// Deterministic generator.
     Generator(GeneratorSpec),
     /// Parquet files.
@@ -207,6 +223,7 @@ impl SourceSpec {
                 None => Arc::clone(&p.file_schema),
             },
             SourceSpec::Csv(c) => Arc::clone(&c.schema),
+            SourceSpec::Memory(m) => Arc::clone(&m.schema),
         }
     }
 
@@ -214,7 +231,7 @@ impl SourceSpec {
     pub fn is_bounded(&self) -> bool {
         match self {
             SourceSpec::Generator(g) => g.num_events.is_some(),
-            SourceSpec::Parquet(_) | SourceSpec::Csv(_) => true,
+            SourceSpec::Parquet(_) | SourceSpec::Csv(_) | SourceSpec::Memory(_) => true,
         }
     }
 
@@ -228,6 +245,18 @@ impl SourceSpec {
             SourceSpec::Csv(c) if c.files.is_empty() => {
                 Err(WeirError::plan("CSV source has no files"))
             }
+            SourceSpec::Memory(m) => match m
+                .batches
+                .iter()
+                .find(|b| b.schema().fields() != m.schema.fields())
+            {
+                Some(b) => Err(WeirError::plan(format!(
+                    "memory source batch has columns [{}], expected [{}]",
+                    column_list(&b.schema()),
+                    column_list(&m.schema)
+                ))),
+                None => Ok(()),
+            },
             _ => Ok(()),
         }
     }
@@ -239,9 +268,23 @@ impl SourceSpec {
                 Some(n) => format!("generator({n} events)"),
                 None => "generator(unbounded)".into(),
             },
-            SourceSpec::Parquet(p) => format!("parquet({} files)", p.files.len()),
-            SourceSpec::Csv(c) => format!("csv({} files)", c.files.len()),
+            SourceSpec::Parquet(p) => format!("parquet({})", describe_files(&p.files)),
+            SourceSpec::Csv(c) => format!("csv({})", describe_files(&c.files)),
+            SourceSpec::Memory(m) => format!("memory({} batches)", m.batches.len()),
         }
+    }
+}
+
+fn describe_files(files: &[PathBuf]) -> String {
+    let shown: Vec<String> = files
+        .iter()
+        .take(3)
+        .map(|f| f.display().to_string())
+        .collect();
+    if files.len() > 3 {
+        format!("{}, … {} files", shown.join(", "), files.len())
+    } else {
+        shown.join(", ")
     }
 }
 

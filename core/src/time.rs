@@ -67,7 +67,9 @@ impl WatermarkStrategy {
             WatermarkGenerator::BoundedOutOfOrderness(b) => b.as_millis() as i64,
             WatermarkGenerator::Monotonous => 0,
         };
-        Some(Watermark(max_timestamp.saturating_sub(bound).saturating_sub(1)))
+        Some(Watermark(
+            max_timestamp.saturating_sub(bound).saturating_sub(1),
+        ))
     }
 
     /// Check the strategy against the source schema.
@@ -204,7 +206,9 @@ mod tests {
 
     #[test]
     fn zero_size_window_is_rejected() {
-        let err = TumblingEventTimeWindows::of(Duration::ZERO).validate().unwrap_err();
+        let err = TumblingEventTimeWindows::of(Duration::ZERO)
+            .validate()
+            .unwrap_err();
         assert!(err.to_string().contains("must be positive"));
     }
 }

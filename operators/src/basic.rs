@@ -34,9 +34,12 @@ pub(crate) fn create(
             f: Arc::clone(f),
             schema: Arc::clone(&node.schema),
         }),
-        OperatorSpec::WindowAggregate(w) => {
-            Box::new(WindowAggregateOperator::try_new(name, w, Arc::clone(&node.schema), ctx)?)
-        }
+        OperatorSpec::WindowAggregate(w) => Box::new(WindowAggregateOperator::try_new(
+            name,
+            w,
+            Arc::clone(&node.schema),
+            ctx,
+        )?),
     })
 }
 

@@ -23,7 +23,12 @@ pub struct BatchPartitioner {
 impl BatchPartitioner {
     /// A partitioner over `channels` consumer channels. For a forward edge
     /// `channels` is 1.
-    pub fn new(partitioner: Partitioner, channels: usize, max_parallelism: u32, subtask: usize) -> Self {
+    pub fn new(
+        partitioner: Partitioner,
+        channels: usize,
+        max_parallelism: u32,
+        subtask: usize,
+    ) -> Self {
         Self {
             partitioner,
             channels,
@@ -64,7 +69,10 @@ impl BatchPartitioner {
                 Ok(())
             }
             Partitioner::Hash { key_indices, .. } => {
-                let keys: Vec<_> = key_indices.iter().map(|&i| std::sync::Arc::clone(batch.column(i))).collect();
+                let keys: Vec<_> = key_indices
+                    .iter()
+                    .map(|&i| std::sync::Arc::clone(batch.column(i)))
+                    .collect();
                 hash_columns(&keys, &mut self.hashes)?;
                 let (channels, max_p) = (self.channels, self.max_parallelism);
                 self.targets.clear();
@@ -116,7 +124,10 @@ mod tests {
         let keys = Int64Array::from((0..10_000).map(|i| i % 777).collect::<Vec<i64>>());
         let batch = RecordBatch::try_from_iter(vec![("k", Arc::new(keys) as _)]).unwrap();
         let mut p = BatchPartitioner::new(
-            Partitioner::Hash { keys: vec!["k".into()], key_indices: vec![0] },
+            Partitioner::Hash {
+                keys: vec!["k".into()],
+                key_indices: vec![0],
+            },
             4,
             128,
             0,
@@ -138,7 +149,7 @@ mod tests {
             }
             // Order within a target is preserved.
             let v = b.column(0).as_primitive::<Int64Type>();
-            assert!(v.len() > 0);
+            assert!(!v.is_empty());
         }
     }
 }

@@ -33,14 +33,14 @@ pub(crate) fn create(
             dir,
             ctx.subtask,
             FileFormat::Parquet,
-            node.schema.clone(),
+            std::sync::Arc::clone(&node.schema),
         )?),
         SinkSpec::Csv { dir } => Box::new(FileSink::new(
             name,
             dir,
             ctx.subtask,
             FileFormat::Csv,
-            node.schema.clone(),
+            std::sync::Arc::clone(&node.schema),
         )?),
         SinkSpec::Print => Box::new(PrintSink {
             name,
@@ -136,7 +136,10 @@ impl Operator for FileSink {
                 .write(&batch)
                 .map_err(|e| WeirError::bad_input(location, e.to_string())),
             Some(FileWriter::Csv(w)) => w.write(&batch).map_err(WeirError::from),
-            None => Err(WeirError::Execution(format!("{}: write after finish", self.name))),
+            None => Err(WeirError::Execution(format!(
+                "{}: write after finish",
+                self.name
+            ))),
         }
     }
 
@@ -149,7 +152,9 @@ impl Operator for FileSink {
             }
             Some(FileWriter::Csv(w)) => {
                 let mut inner = w.into_inner();
-                inner.flush().map_err(|e| WeirError::io(location.clone(), e))?;
+                inner
+                    .flush()
+                    .map_err(|e| WeirError::io(location.clone(), e))?;
                 inner
                     .get_ref()
                     .sync_all()
@@ -183,7 +188,10 @@ impl Operator for PrintSink {
         let stdout = std::io::stdout();
         let mut lock = stdout.lock();
         for row in 0..batch.num_rows() {
-            let values: Vec<String> = formatters.iter().map(|f| f.value(row).to_string()).collect();
+            let values: Vec<String> = formatters
+                .iter()
+                .map(|f| f.value(row).to_string())
+                .collect();
             // A closed stdout (piped into `head`) must not fail the job.
             let _ = writeln!(lock, "{}+I[{}]", self.prefix, values.join(", "));
         }

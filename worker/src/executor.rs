@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::task::JoinSet;
+use tokio::sync::watch;
 use weir_core::api::StreamExecutionEnvironment;
 use weir_core::config::WeirConfig;
 use weir_core::graph::{
@@ -34,73 +34,69 @@ pub fn local_environment() -> Result<StreamExecutionEnvironment> {
 
 impl JobExecutor for LocalExecutor {
     fn execute(&self, job: JobGraph) -> Result<JobResult> {
-        let threads = match job.config.worker_threads {
-            0 => std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
-            n => n,
-        };
-        // A dedicated thread, so that execute() also works when the caller is
-        // itself inside an async runtime.
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    let runtime = tokio::runtime::Builder::new_multi_thread()
-                        .worker_threads(threads)
-                        .thread_name("weir-task")
-                        .enable_time()
-                        .build()
-                        .map_err(|e| WeirError::Execution(format!("cannot start runtime: {e}")))?;
-                    runtime.block_on(run_job(job))
-                })
-                .join()
-                .map_err(|_| WeirError::Execution("job runner thread panicked".into()))?
-        })
+        run_job(job)
     }
 }
 
-/// Build every task of `job`, run them all, and fail fast on the first error.
-pub async fn run_job(job: JobGraph) -> Result<JobResult> {
+/// Build every task of `job` and run each on its own thread (as Flink runs
+/// each task on its own thread: a blocking user function or a slow sink
+/// stalls only its own task, and back-pressure does the rest). The first
+/// failure cancels every other task; the root cause is returned.
+pub fn run_job(job: JobGraph) -> Result<JobResult> {
     let started = Instant::now();
     let tasks = build_tasks(&job)?;
-    let mut set = JoinSet::new();
-    let mut names = HashMap::new();
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<(String, Result<TaskMetrics>)>();
+    let mut threads = Vec::with_capacity(tasks.len());
     for task in tasks {
         let name = task.name.clone();
-        let handle = set.spawn(async move {
-            let name = task.name.clone();
-            task.run().await.map_err(|e| WeirError::Task {
-                task: name,
-                source: Box::new(e),
+        let done = done_tx.clone();
+        let mut cancel = cancel_rx.clone();
+        let thread_name = format!("weir: {name}");
+        let spawned = std::thread::Builder::new()
+            .name(thread_name.chars().take(60).collect())
+            .spawn(move || {
+                let name = task.name.clone();
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_time()
+                        .build()
+                        .map_err(|e| WeirError::Execution(format!("cannot start runtime: {e}")))?;
+                    runtime.block_on(async move {
+                        tokio::select! {
+                            r = task.run() => r,
+                            _ = cancel.wait_for(|c| *c) => Err(WeirError::Execution("cancelled".into())),
+                        }
+                    })
+                }))
+                .unwrap_or_else(|p| Err(WeirError::Execution(panic_message(p))));
+                let _ = done.send((name, outcome));
             })
-        });
-        names.insert(handle.id(), name);
+            .map_err(|e| WeirError::Execution(format!("cannot start task thread for {name}: {e}")))?;
+        threads.push(spawned);
     }
+    drop(done_tx);
     let mut metrics: Vec<TaskMetrics> = Vec::new();
     let mut failure: Option<WeirError> = None;
-    while let Some(joined) = set.join_next_with_id().await {
-        let outcome = match joined {
-            Ok((_, r)) => r,
-            Err(e) => Err(WeirError::Task {
-                task: names.get(&e.id()).cloned().unwrap_or_default(),
-                source: Box::new(WeirError::Execution(if e.is_panic() {
-                    panic_message(e.into_panic())
-                } else {
-                    "cancelled".into()
-                })),
-            }),
-        };
+    for (task, outcome) in done_rx.iter() {
         match outcome {
             Ok(m) => metrics.push(m),
             Err(e) => {
-                // Tasks downstream of a failure see closed channels; keep the
-                // root cause, not the echoes.
-                if failure.is_none() || is_echo(failure.as_ref()) {
+                let e = WeirError::Task {
+                    task,
+                    source: Box::new(e),
+                };
+                // Tasks next to a failure see closed channels or the
+                // cancellation; keep the root cause, not the echoes.
+                if failure.as_ref().is_none_or(is_echo) {
                     failure = Some(e);
                 }
-                set.abort_all();
+                let _ = cancel_tx.send(true);
             }
         }
+    }
+    for t in threads {
+        let _ = t.join();
     }
     if let Some(e) = failure {
         return Err(e);
@@ -113,8 +109,9 @@ pub async fn run_job(job: JobGraph) -> Result<JobResult> {
     })
 }
 
-fn is_echo(e: Option<&WeirError>) -> bool {
-    matches!(e, Some(WeirError::Task { source, .. }) if matches!(source.as_ref(), WeirError::Execution(m) if m.contains("closed")))
+fn is_echo(e: &WeirError) -> bool {
+    matches!(e, WeirError::Task { source, .. }
+        if matches!(source.as_ref(), WeirError::Execution(m) if m.contains("closed") || m == "cancelled"))
 }
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
@@ -136,10 +133,19 @@ pub fn build_tasks(job: &JobGraph) -> Result<Vec<Task>> {
     let mut receivers: HashMap<(usize, usize), Vec<Box<dyn ChannelReceiver>>> = HashMap::new();
     for c in &exec.channels {
         let edge = &job.edges[c.job_edge];
-        let name = format!("{}.{}->{}.{}", edge.source, c.producer, edge.target, c.consumer);
+        let name = format!(
+            "{}.{}->{}.{}",
+            edge.source, c.producer, edge.target, c.consumer
+        );
         let (tx, rx) = local_channel(capacity, name);
-        senders.entry((c.job_edge, c.producer)).or_default().push(tx);
-        receivers.entry((edge.target, c.consumer)).or_default().push(rx);
+        senders
+            .entry((c.job_edge, c.producer))
+            .or_default()
+            .push(tx);
+        receivers
+            .entry((edge.target, c.consumer))
+            .or_default()
+            .push(rx);
     }
     let mut tasks = Vec::with_capacity(exec.subtasks.len());
     for st in &exec.subtasks {
@@ -176,7 +182,9 @@ pub fn build_tasks(job: &JobGraph) -> Result<Vec<Task>> {
             }
             _ => (
                 TaskInput::Gate(InputGate::new(
-                    receivers.remove(&(st.vertex, st.subtask)).unwrap_or_default(),
+                    receivers
+                        .remove(&(st.vertex, st.subtask))
+                        .unwrap_or_default(),
                 )),
                 &vertex.nodes[..],
             ),

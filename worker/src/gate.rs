@@ -184,8 +184,12 @@ mod tests {
         let (mut a_tx, a_rx) = local_channel(8, "a".into());
         let (mut b_tx, b_rx) = local_channel(8, "b".into());
         let mut gate = InputGate::new(vec![a_rx, b_rx]);
-        a_tx.send(StreamMessage::Watermark(Watermark(10))).await.unwrap();
-        b_tx.send(StreamMessage::Watermark(Watermark(5))).await.unwrap();
+        a_tx.send(StreamMessage::Watermark(Watermark(10)))
+            .await
+            .unwrap();
+        b_tx.send(StreamMessage::Watermark(Watermark(5)))
+            .await
+            .unwrap();
         match gate.next().await.unwrap() {
             GateEvent::Watermark(w) => assert_eq!(w, Watermark(5)),
             other => panic!("{other:?}"),

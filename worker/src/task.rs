@@ -175,10 +175,10 @@ impl Task {
                         idle = false;
                         self.broadcast(StreamMessage::Idle(false)).await?;
                     }
-                    if let (Some(idx), true) = (rowtime, streaming) {
-                        if let Some(m) = max_timestamp(&batch, idx)? {
-                            max_ts = max_ts.max(m);
-                        }
+                    if let (Some(idx), true) = (rowtime, streaming)
+                        && let Some(m) = max_timestamp(&batch, idx)?
+                    {
+                        max_ts = max_ts.max(m);
                     }
                     self.chain.process(batch, &mut tail)?;
                     self.flush(&mut tail).await?;
@@ -190,8 +190,6 @@ impl Task {
                         emitted = w;
                         self.advance_watermark(w, &mut tail).await?;
                     }
-                    // Let other tasks on this thread run between batches.
-                    tokio::task::yield_now().await;
                 }
                 SourcePoll::Pending(wait) => {
                     if let Some(timeout) = watermarks.idleness
@@ -246,7 +244,9 @@ fn max_timestamp(batch: &RecordBatch, idx: usize) -> Result<Option<i64>> {
     }
     Ok(match col.data_type() {
         DataType::Int64 => arrow::compute::max(col.as_primitive::<Int64Type>()),
-        DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, _) => arrow::compute::max(col.as_primitive::<TimestampMillisecondType>()),
+        DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, _) => {
+            arrow::compute::max(col.as_primitive::<TimestampMillisecondType>())
+        }
         other => {
             return Err(WeirError::Execution(format!(
                 "event-time column has type {other}"

@@ -96,12 +96,11 @@ impl StreamExecutionEnvironment {
         watermarks: WatermarkStrategy,
         name: &str,
     ) -> Result<DataStream> {
-        spec.validate()
-            .map_err(|e| WeirError::plan(format!("source '{name}': {e}")))?;
+        let context =
+            |e: WeirError| WeirError::plan(format!("source '{name}' [{}]: {e}", spec.describe()));
+        spec.validate().map_err(context)?;
         let schema = spec.schema();
-        watermarks
-            .validate(&schema)
-            .map_err(|e| WeirError::plan(format!("source '{name}': {e}")))?;
+        watermarks.validate(&schema).map_err(context)?;
         let rowtime = watermarks.timestamp_column.clone();
         let id = self.add(
             format!("Source: {name}"),

@@ -35,8 +35,16 @@ pub fn plan_expr(expr: &Expr, schema: &Schema) -> Result<Arc<dyn PhysicalExpr>> 
                 let lt = left.get_type(&dfschema)?;
                 let rt = right.get_type(&dfschema)?;
                 let (lc, rc) = BinaryTypeCoercer::new(&lt, &op, &rt).get_input_types()?;
-                let left = if lc != lt { left.cast_to(&lc, &dfschema)? } else { *left };
-                let right = if rc != rt { right.cast_to(&rc, &dfschema)? } else { *right };
+                let left = if lc != lt {
+                    left.cast_to(&lc, &dfschema)?
+                } else {
+                    *left
+                };
+                let right = if rc != rt {
+                    right.cast_to(&rc, &dfschema)?
+                } else {
+                    *right
+                };
                 Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
                     Box::new(left),
                     op,

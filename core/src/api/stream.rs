@@ -69,6 +69,34 @@ impl DataStream {
         DataStream::new(self.env.clone(), id, schema, rowtime)
     }
 
+    /// The sources this stream reads, for error messages: a missing column
+    /// is reported together with the files it was expected in.
+    fn origin(&self) -> String {
+        let all = self.env.transformations();
+        let mut stack = vec![self.id];
+        let mut sources = Vec::new();
+        while let Some(id) = stack.pop() {
+            let t = &all[id];
+            if let TransformationKind::Source { spec, .. } = &t.kind {
+                sources.push(format!("{} [{}]", t.name, spec.describe()));
+            }
+            stack.extend(&t.inputs);
+        }
+        sources.sort();
+        sources.dedup();
+        sources.join(", ")
+    }
+
+    /// Attach the stream's origin to a planning error.
+    fn in_context(&self, e: WeirError) -> WeirError {
+        match e {
+            WeirError::Plan(msg) => {
+                WeirError::Plan(format!("{msg} (in the stream from {})", self.origin()))
+            }
+            other => other,
+        }
+    }
+
     fn is_virtual(&self) -> bool {
         self.env.transformation(self.id).is_virtual()
     }
@@ -85,7 +113,7 @@ impl DataStream {
     /// Keep the rows for which `predicate` is true.
     pub fn filter(&self, predicate: Expr) -> Result<DataStream> {
         let name = format!("Filter({predicate})");
-        let expr = plan_expr(&predicate, &self.schema)?;
+        let expr = plan_expr(&predicate, &self.schema).map_err(|e| self.in_context(e))?;
         self.filter_physical(expr, name)
     }
 
@@ -120,7 +148,10 @@ impl DataStream {
                     Expr::Column(c) => c.name.clone(),
                     other => other.schema_name().to_string(),
                 };
-                Ok((plan_expr(e, &self.schema)?, name))
+                Ok((
+                    plan_expr(e, &self.schema).map_err(|e| self.in_context(e))?,
+                    name,
+                ))
             })
             .collect::<Result<Vec<_>>>()?;
         let names: Vec<_> = planned.iter().map(|(_, n)| n.as_str()).collect();
@@ -201,10 +232,10 @@ impl DataStream {
         let mut key_indices = Vec::with_capacity(keys.len());
         for k in keys {
             let idx = self.schema.index_of(k).map_err(|_| {
-                WeirError::plan(format!(
-                    "key_by: column '{k}' not found; available columns: {}",
+                self.in_context(WeirError::plan(format!(
+                    "key_by: key column '{k}' not found; available columns: {}",
                     column_list(&self.schema)
-                ))
+                )))
             })?;
             let dt = self.schema.field(idx).data_type();
             if !is_hashable_key_type(dt) {
@@ -372,6 +403,12 @@ impl WindowedStream {
     /// `window_start`, `window_end`, the keys, then the aggregates.
     pub fn aggregate(&self, aggregates: Vec<AggregateSpec>) -> Result<DataStream> {
         let input = &self.keyed.stream;
+        self.aggregate_inner(aggregates)
+            .map_err(|e| input.in_context(e))
+    }
+
+    fn aggregate_inner(&self, aggregates: Vec<AggregateSpec>) -> Result<DataStream> {
+        let input = &self.keyed.stream;
         self.assigner.validate()?;
         let rowtime = input.rowtime.clone().ok_or_else(|| {
             WeirError::plan(
@@ -380,9 +417,12 @@ impl WindowedStream {
         })?;
         check_timestamp_column(&input.schema, &rowtime)?;
         if aggregates.is_empty() {
-            return Err(WeirError::plan("window aggregate needs at least one aggregate"));
+            return Err(WeirError::plan(
+                "window aggregate needs at least one aggregate",
+            ));
         }
-        let ts_type = arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None);
+        let ts_type =
+            arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None);
         let mut fields = vec![
             Field::new("window_start", ts_type.clone(), false),
             Field::new("window_end", ts_type, false),

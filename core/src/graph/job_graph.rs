@@ -50,7 +50,7 @@ impl JobGraph {
     /// both ends have equal parallelism, the consumer has a single input and
     /// the producer a single output, and neither end opted out of chaining.
     pub fn from_stream_graph(graph: &StreamGraph) -> Result<Self> {
-        let mut config = graph.config.clone();
+        let config = graph.config.clone();
         let all_bounded = graph.nodes.iter().all(|n| match &n.kind {
             super::StreamNodeKind::Source { spec, .. } => spec.is_bounded(),
             _ => true,
@@ -59,9 +59,6 @@ impl JobGraph {
             return Err(WeirError::plan(
                 "batch mode needs every source to be bounded; an unbounded source was found",
             ));
-        }
-        if !config.chaining_enabled {
-            config.chaining_enabled = false;
         }
         let mut vertex_of = vec![usize::MAX; graph.nodes.len()];
         let mut vertices: Vec<JobVertex> = Vec::new();
@@ -141,7 +138,13 @@ impl JobGraph {
     pub fn explain(&self) -> String {
         let mut s = String::new();
         for v in &self.vertices {
-            let _ = write!(s, "  {} {} [p={}]", vertex_label(v.id), v.name, v.parallelism);
+            let _ = write!(
+                s,
+                "  {} {} [p={}]",
+                vertex_label(v.id),
+                v.name,
+                v.parallelism
+            );
             let inputs: Vec<String> = self
                 .in_edges(v.id)
                 .map(|(_, e)| format!("{} {}", vertex_label(e.source), e.partitioner))

@@ -2,6 +2,8 @@
 
 use std::fmt::Write;
 
+use std::sync::Arc;
+
 use arrow::datatypes::SchemaRef;
 
 use super::{ChainingStrategy, Partitioner, Transformation, TransformationKind};
@@ -112,7 +114,7 @@ impl StreamGraph {
                 uid: t.uid.clone(),
                 parallelism,
                 kind,
-                schema: t.schema.clone(),
+                schema: Arc::clone(&t.schema),
                 chaining: t.chaining,
             });
             for &input in &t.inputs {

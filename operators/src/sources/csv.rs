@@ -52,7 +52,8 @@ pub fn csv_source(paths: &[impl AsRef<Path>], options: CsvOptions) -> Result<Sou
                 .with_delimiter(options.delimiter)
                 .infer_schema(&mut file, Some(1000))
                 .map_err(|e| WeirError::bad_input(f.display().to_string(), e.to_string()))?;
-            file.rewind().map_err(|e| WeirError::io(f.display().to_string(), e))?;
+            file.rewind()
+                .map_err(|e| WeirError::io(f.display().to_string(), e))?;
             Arc::new(schema)
         }
     };
@@ -98,7 +99,10 @@ impl Source for CsvSource {
             if let Some((reader, location)) = &mut self.reader {
                 match reader.next() {
                     Some(Ok(batch)) => return Ok(SourcePoll::Batch(batch)),
-                    Some(Err(e)) => return Err(WeirError::bad_input(location.clone(), e.to_string())),
+                    Some(Err(e)) => {
+                        let message = file_line_numbers(&e.to_string(), self.spec.has_header);
+                        return Err(WeirError::bad_input(location.clone(), message));
+                    }
                     None => self.reader = None,
                 }
             }
@@ -116,5 +120,43 @@ impl Source for CsvSource {
                 .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
             self.reader = Some((reader, location));
         }
+    }
+}
+
+/// The CSV decoder counts data rows from 1; users look at the file, where a
+/// header shifts every row down by one line.
+fn file_line_numbers(message: &str, has_header: bool) -> String {
+    const MARK: &str = " at line ";
+    let Some(pos) = message.find(MARK) else {
+        return message.to_string();
+    };
+    let start = pos + MARK.len();
+    let digits: String = message[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    match digits.parse::<u64>() {
+        Ok(n) => format!(
+            "{}{}{}",
+            &message[..start],
+            n + has_header as u64,
+            &message[start + digits.len()..]
+        ),
+        Err(_) => message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn line_numbers_count_the_header() {
+        assert_eq!(
+            super::file_line_numbers("bad value at line 2. Row", true),
+            "bad value at line 3. Row"
+        );
+        assert_eq!(
+            super::file_line_numbers("x at line 7", false),
+            "x at line 7"
+        );
     }
 }

@@ -103,15 +103,21 @@ fn generate_column(g: &ColumnGen, seed: u64, from: u64, to: u64) -> ArrayRef {
             events_per_second,
             max_out_of_orderness_ms,
         } => {
-            let (start, eps, jitter) = (*start_ms, *events_per_second as u128, *max_out_of_orderness_ms as u64);
-            Arc::new(TimestampMillisecondArray::from_iter_values((from..to).map(|n| {
-                let base = start + (n as u128 * 1000 / eps) as i64;
-                if jitter == 0 {
-                    base
-                } else {
-                    base - (h(n) % (jitter + 1)) as i64
-                }
-            })))
+            let (start, eps, jitter) = (
+                *start_ms,
+                *events_per_second as u128,
+                *max_out_of_orderness_ms as u64,
+            );
+            Arc::new(TimestampMillisecondArray::from_iter_values((from..to).map(
+                |n| {
+                    let base = start + (n as u128 * 1000 / eps) as i64;
+                    if jitter == 0 {
+                        base
+                    } else {
+                        base - (h(n) % (jitter + 1)) as i64
+                    }
+                },
+            )))
         }
         ColumnGen::Choice(choices) => {
             let len = choices.len() as u64;
@@ -139,11 +145,15 @@ impl Source for GeneratorSource {
             let allowed = due.saturating_sub(self.emitted);
             let wanted = to - from;
             if allowed == 0 {
-                return Ok(SourcePoll::Pending(Duration::from_secs_f64(1.0 / rate).min(self.linger)));
+                return Ok(SourcePoll::Pending(
+                    Duration::from_secs_f64(1.0 / rate).min(self.linger),
+                ));
             }
             if allowed < wanted && now.duration_since(self.last_emit) < self.linger {
                 // Wait for a fuller batch, but never longer than the linger.
-                return Ok(SourcePoll::Pending(self.linger - now.duration_since(self.last_emit)));
+                return Ok(SourcePoll::Pending(
+                    self.linger - now.duration_since(self.last_emit),
+                ));
             }
             to = from + allowed.min(wanted);
             self.last_emit = now;

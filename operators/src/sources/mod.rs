@@ -42,13 +42,40 @@ pub trait Source: Send {
 /// Instantiate the source of a stream node for one subtask.
 pub fn create_source(node: &StreamNode, ctx: &OperatorContext) -> Result<Box<dyn Source>> {
     let StreamNodeKind::Source { spec, .. } = &node.kind else {
-        return Err(WeirError::Execution(format!("'{}' is not a source", node.name)));
+        return Err(WeirError::Execution(format!(
+            "'{}' is not a source",
+            node.name
+        )));
     };
     Ok(match spec {
         SourceSpec::Generator(g) => Box::new(GeneratorSource::new(g.clone(), ctx)),
         SourceSpec::Parquet(p) => Box::new(parquet::ParquetSource::new(p.clone(), ctx)),
         SourceSpec::Csv(c) => Box::new(csv::CsvSource::new(c.clone(), ctx)),
+        SourceSpec::Memory(m) => Box::new(MemorySource {
+            batches: m
+                .batches
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| k % ctx.parallelism == ctx.subtask)
+                .map(|(_, b)| b.clone())
+                .collect::<Vec<_>>()
+                .into_iter(),
+        }),
     })
+}
+
+/// Replays the in-memory batches assigned to one subtask.
+struct MemorySource {
+    batches: std::vec::IntoIter<RecordBatch>,
+}
+
+impl Source for MemorySource {
+    fn poll_next(&mut self) -> Result<SourcePoll> {
+        Ok(match self.batches.next() {
+            Some(b) => SourcePoll::Batch(b),
+            None => SourcePoll::Finished,
+        })
+    }
 }
 
 /// Expand files and directories into a sorted list of files with `extension`.

@@ -16,7 +16,10 @@ use crate::OperatorContext;
 /// Describe a Parquet source: expands directories, reads every footer (so a
 /// missing or unreadable file fails here, before the job runs), checks the
 /// files agree on the schema and resolves the projection.
-pub fn parquet_source(paths: &[impl AsRef<Path>], projection: Option<&[&str]>) -> Result<SourceSpec> {
+pub fn parquet_source(
+    paths: &[impl AsRef<Path>],
+    projection: Option<&[&str]>,
+) -> Result<SourceSpec> {
     let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
     let files = expand_paths(&paths, "parquet")?;
     let mut schema = None;
@@ -24,7 +27,10 @@ pub fn parquet_source(paths: &[impl AsRef<Path>], projection: Option<&[&str]>) -
     for f in &files {
         let file = File::open(f).map_err(|e| WeirError::io(f.display().to_string(), e))?;
         let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
-            WeirError::bad_input(f.display().to_string(), format!("not a readable Parquet file: {e}"))
+            WeirError::bad_input(
+                f.display().to_string(),
+                format!("not a readable Parquet file: {e}"),
+            )
         })?;
         row_groups.push(builder.metadata().num_row_groups());
         let s = Arc::clone(builder.schema());
@@ -52,7 +58,10 @@ pub fn parquet_source(paths: &[impl AsRef<Path>], projection: Option<&[&str]>) -
                     file_schema.index_of(c).map_err(|_| {
                         WeirError::bad_input(
                             files[0].display().to_string(),
-                            format!("has no column '{c}'; columns: {}", column_list(&file_schema)),
+                            format!(
+                                "has no column '{c}'; columns: {}",
+                                column_list(&file_schema)
+                            ),
                         )
                     })
                 })
@@ -111,7 +120,9 @@ impl ParquetSource {
                 "file schema changed since the job was planned",
             ));
         }
-        let mut builder = builder.with_row_groups(vec![rg]).with_batch_size(self.batch_size);
+        let mut builder = builder
+            .with_row_groups(vec![rg])
+            .with_batch_size(self.batch_size);
         if let Some(proj) = &self.spec.projection {
             let mask = ProjectionMask::roots(builder.parquet_schema(), proj.iter().copied());
             builder = builder.with_projection(mask);
@@ -129,7 +140,9 @@ impl Source for ParquetSource {
             if let Some((reader, location)) = &mut self.reader {
                 match reader.next() {
                     Some(Ok(batch)) => return Ok(SourcePoll::Batch(batch)),
-                    Some(Err(e)) => return Err(WeirError::bad_input(location.clone(), e.to_string())),
+                    Some(Err(e)) => {
+                        return Err(WeirError::bad_input(location.clone(), e.to_string()));
+                    }
                     None => self.reader = None,
                 }
             }
