@@ -1,1 +1,119 @@
-fn main() {}
+//! End-to-end throughput of in-process pipelines.
+//!
+//! ```text
+//! cargo bench -p weir-benches --bench throughput
+//! taskset -c 0 cargo bench -p weir-benches --bench throughput   # one core
+//! ```
+//!
+//! (a) generator -> filter -> project -> blackhole
+//! (b) generator -> key_by -> 10 s tumbling window count + sum over 1,000 keys -> blackhole
+//!
+//! Prints events/s (wall clock) and events per CPU-second of the process
+//! (user + system time from /proc/self/stat), i.e. events/s per core.
+//! `WEIR_BENCH_EVENTS` sets the events per run (default 200,000,000).
+
+use std::time::Duration;
+
+use datafusion_expr::{col, lit};
+use mimalloc::MiMalloc;
+use weir_core::api::StreamExecutionEnvironment;
+use weir_core::spec::{AggregateSpec, ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::time::{TumblingEventTimeWindows, WatermarkStrategy};
+
+#[global_allocator]
+static GLOBAL: MiMalloc = MiMalloc;
+
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may contain spaces) start at ')'.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 (1-based) = 11 and 12 after ')'.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn generator(events: u64) -> SourceSpec {
+    SourceSpec::Generator(
+        GeneratorSpec::new(Some(events))
+            .column("key", ColumnGen::Key { cardinality: 1_000 })
+            .column("price", ColumnGen::UniformInt { min: 1, max: 10_000 })
+            .column(
+                "ts",
+                ColumnGen::EventTime {
+                    start_ms: 0,
+                    events_per_second: 1_000_000,
+                    max_out_of_orderness_ms: 0,
+                },
+            ),
+    )
+}
+
+fn env(parallelism: usize) -> StreamExecutionEnvironment {
+    let env = weir_worker::local_environment().expect("config");
+    env.set_parallelism(parallelism);
+    env
+}
+
+fn stateless(events: u64, parallelism: usize) -> StreamExecutionEnvironment {
+    let env = env(parallelism);
+    env.from_source(generator(events), WatermarkStrategy::no_watermarks(), "gen")
+        .unwrap()
+        .filter(col("price").gt(lit(5_000)))
+        .unwrap()
+        .project(vec![col("key"), (col("price") * lit(2)).alias("price2")])
+        .unwrap()
+        .sink_to(SinkSpec::Blackhole, "blackhole")
+        .unwrap();
+    env
+}
+
+fn window(events: u64, parallelism: usize) -> StreamExecutionEnvironment {
+    let env = env(parallelism);
+    env.from_source(
+        generator(events),
+        WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(100)),
+        "gen",
+    )
+    .unwrap()
+    .key_by(&["key"])
+    .unwrap()
+    .window(TumblingEventTimeWindows::of(Duration::from_secs(10)))
+    .aggregate(vec![
+        AggregateSpec::count_star().alias("cnt"),
+        AggregateSpec::sum("price").alias("total"),
+    ])
+    .unwrap()
+    .sink_to(SinkSpec::Blackhole, "blackhole")
+    .unwrap();
+    env
+}
+
+fn measure(name: &str, events: u64, parallelism: usize, env: StreamExecutionEnvironment) {
+    let cpu0 = cpu_seconds();
+    let result = env.execute(name).expect("benchmark job runs");
+    let cpu = cpu_seconds() - cpu0;
+    let wall = result.duration.as_secs_f64();
+    let seen = result.records_out("Source: gen");
+    let rows_out = result.records_in("Sink: blackhole");
+    assert_eq!(seen, events, "every event generated");
+    println!(
+        "{name:<44} p={parallelism}  {events:>11} events  {wall:>7.3} s  {:>7.1} M events/s  {:>7.1} M events/s per core (cpu {cpu:.2} s)  rows out {rows_out}",
+        seen as f64 / wall / 1e6,
+        seen as f64 / cpu.max(0.01) / 1e6,
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; ignore arguments.
+    let events: u64 = std::env::var("WEIR_BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000_000);
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    println!("weir throughput, {events} events per run, {cores} cores available");
+    for p in [1, 2] {
+        measure("(a) generator>filter>project>blackhole", events, p, stateless(events, p));
+        measure("(b) generator>key_by>tumble(10s) count+sum", events, p, window(events, p));
+    }
+}
