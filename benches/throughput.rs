@@ -28,7 +28,12 @@ fn cpu_seconds() -> f64 {
     // Fields after the command name (which may contain spaces) start at ')'.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // utime and stime are fields 14 and 15 (1-based) = 11 and 12 after ')'.
     (ticks(11) + ticks(12)) / 100.0
 }
@@ -37,7 +42,13 @@ fn generator(events: u64) -> SourceSpec {
     SourceSpec::Generator(
         GeneratorSpec::new(Some(events))
             .column("key", ColumnGen::Key { cardinality: 1_000 })
-            .column("price", ColumnGen::UniformInt { min: 1, max: 10_000 })
+            .column(
+                "price",
+                ColumnGen::UniformInt {
+                    min: 1,
+                    max: 10_000,
+                },
+            )
             .column(
                 "ts",
                 ColumnGen::EventTime {
@@ -110,10 +121,22 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200_000_000);
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     println!("weir throughput, {events} events per run, {cores} cores available");
     for p in [1, 2] {
-        measure("(a) generator>filter>project>blackhole", events, p, stateless(events, p));
-        measure("(b) generator>key_by>tumble(10s) count+sum", events, p, window(events, p));
+        measure(
+            "(a) generator>filter>project>blackhole",
+            events,
+            p,
+            stateless(events, p),
+        );
+        measure(
+            "(b) generator>key_by>tumble(10s) count+sum",
+            events,
+            p,
+            window(events, p),
+        );
     }
 }

@@ -1,0 +1,244 @@
+//! Partitioners, unions, file sinks, rate limiting and failure reporting on
+//! the local runtime.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::AsArray;
+use arrow::datatypes::Int64Type;
+use arrow::record_batch::RecordBatch;
+use datafusion_expr::{col, lit};
+use weir_core::WeirError;
+use weir_core::spec::{CollectHandle, ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::time::WatermarkStrategy;
+use weir_operators::sources::{CsvOptions, csv_source};
+use weir_tests::sorted_rows;
+
+fn numbers(n: u64) -> SourceSpec {
+    SourceSpec::Generator(
+        GeneratorSpec::new(Some(n))
+            .column("n", ColumnGen::Sequence)
+            .column("k", ColumnGen::Key { cardinality: 10 }),
+    )
+}
+
+fn values(batches: &[RecordBatch]) -> Vec<i64> {
+    let mut v: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn union_rebalance_and_broadcast_deliver_every_row() {
+    let env = weir_worker::local_environment().unwrap();
+    env.configure(|c| c.batch_size = 100);
+    let none = WatermarkStrategy::no_watermarks;
+    let a = env.from_source(numbers(1000), none(), "a").unwrap();
+    let b = env
+        .from_source(numbers(500), none(), "b")
+        .unwrap()
+        .set_parallelism(2)
+        .unwrap();
+    let unioned = a.union(std::slice::from_ref(&b)).unwrap();
+    let rebalanced = CollectHandle::new();
+    unioned
+        .rebalance()
+        .filter(col("n").gt_eq(lit(0)))
+        .unwrap()
+        .name("Rebalanced")
+        .unwrap()
+        .set_parallelism(3)
+        .unwrap()
+        .sink_to(SinkSpec::Collect(rebalanced.clone()), "rebalanced")
+        .unwrap();
+    let broadcast = CollectHandle::new();
+    a.broadcast()
+        .filter(col("n").lt(lit(10)))
+        .unwrap()
+        .set_parallelism(3)
+        .unwrap()
+        .sink_to(SinkSpec::Collect(broadcast.clone()), "broadcast")
+        .unwrap();
+    let result = env.execute("partitioners").unwrap();
+
+    let mut expected: Vec<i64> = (0..1000).chain(0..500).collect();
+    expected.sort();
+    assert_eq!(values(&rebalanced.batches()), expected);
+    // Rebalance spread the batches over all three subtasks.
+    let per_subtask: Vec<u64> = result
+        .tasks
+        .iter()
+        .flat_map(|t| &t.operators)
+        .filter(|o| o.name == "Rebalanced")
+        .map(|o| o.records_in)
+        .collect();
+    assert_eq!(per_subtask.len(), 3);
+    assert!(per_subtask.iter().all(|&r| r > 0), "{per_subtask:?}");
+    // Broadcast: every subtask saw every row.
+    let mut triple: Vec<i64> = (0..10).flat_map(|n| [n, n, n]).collect();
+    triple.sort();
+    assert_eq!(values(&broadcast.batches()), triple);
+}
+
+#[test]
+fn generator_content_does_not_depend_on_parallelism_or_batch_size() {
+    let run = |p: usize, batch: usize| {
+        let env = weir_worker::local_environment().unwrap();
+        env.set_parallelism(p);
+        env.configure(|c| c.batch_size = batch);
+        let out = CollectHandle::new();
+        let spec = GeneratorSpec::new(Some(10_000))
+            .column("n", ColumnGen::Sequence)
+            .column("k", ColumnGen::Key { cardinality: 77 })
+            .column(
+                "f",
+                ColumnGen::UniformFloat {
+                    min: -1.0,
+                    max: 1.0,
+                },
+            )
+            .column("c", ColumnGen::Choice(vec!["x".into(), "y".into()]))
+            .seed(7);
+        env.from_source(
+            SourceSpec::Generator(spec),
+            WatermarkStrategy::no_watermarks(),
+            "g",
+        )
+        .unwrap()
+        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .unwrap();
+        env.execute("gen").unwrap();
+        sorted_rows(&out.batches())
+    };
+    let one = run(1, 8192);
+    assert_eq!(one.len(), 10_000);
+    assert_eq!(one, run(3, 333));
+}
+
+#[test]
+fn rate_limited_generator_does_not_outrun_its_rate() {
+    let env = weir_worker::local_environment().unwrap();
+    env.configure(|c| c.batch_linger = Duration::from_millis(2));
+    let spec = GeneratorSpec::new(Some(20_000))
+        .column("n", ColumnGen::Sequence)
+        .rate(100_000);
+    let out = CollectHandle::new();
+    env.from_source(
+        SourceSpec::Generator(spec),
+        WatermarkStrategy::no_watermarks(),
+        "g",
+    )
+    .unwrap()
+    .sink_to(SinkSpec::Collect(out.clone()), "out")
+    .unwrap();
+    let started = Instant::now();
+    env.execute("rate").unwrap();
+    // 20,000 events at 100,000/s cannot finish in less than ~0.2 s.
+    assert!(
+        started.elapsed() >= Duration::from_millis(190),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.num_rows(), 20_000);
+    // Linger cuts partial batches: far more than the 3 full batches of 8192.
+    assert!(out.batches().len() > 10, "{} batches", out.batches().len());
+}
+
+#[test]
+fn csv_sink_round_trips_through_csv_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("csv");
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(2);
+    env.from_source(numbers(5000), WatermarkStrategy::no_watermarks(), "g")
+        .unwrap()
+        .sink_to(
+            SinkSpec::Csv {
+                dir: out_dir.clone(),
+            },
+            "csv",
+        )
+        .unwrap();
+    env.execute("csv-out").unwrap();
+
+    let env = weir_worker::local_environment().unwrap();
+    let out = CollectHandle::new();
+    env.from_source(
+        csv_source(&[&out_dir], CsvOptions::default()).unwrap(),
+        WatermarkStrategy::no_watermarks(),
+        "csv",
+    )
+    .unwrap()
+    .sink_to(SinkSpec::Collect(out.clone()), "out")
+    .unwrap();
+    env.execute("csv-in").unwrap();
+    assert_eq!(values(&out.batches()), (0..5000).collect::<Vec<i64>>());
+}
+
+#[test]
+fn a_failing_function_fails_the_job_with_task_and_cause() {
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(2);
+    let s = env
+        .from_source(numbers(1_000_000), WatermarkStrategy::no_watermarks(), "g")
+        .unwrap();
+    let schema = Arc::clone(s.schema());
+    s.map_batches("Explode", schema, |b| {
+        let n = b.column(0).as_primitive::<Int64Type>();
+        if n.values().contains(&123_456) {
+            return Err(WeirError::bad_input("record 123456", "value not accepted"));
+        }
+        Ok(b)
+    })
+    .unwrap()
+    .sink_to(SinkSpec::Blackhole, "out")
+    .unwrap();
+    let err = env.execute("fails").unwrap_err().to_string();
+    assert!(err.contains("Explode"), "{err}");
+    assert!(err.contains("value not accepted"), "{err}");
+
+    // A panicking function is reported as a failure too, not a crash.
+    let env = weir_worker::local_environment().unwrap();
+    let s = env
+        .from_source(numbers(10), WatermarkStrategy::no_watermarks(), "g")
+        .unwrap();
+    let schema = Arc::clone(s.schema());
+    s.map_batches("Panics", schema, |_| panic!("user bug"))
+        .unwrap()
+        .sink_to(SinkSpec::Blackhole, "out")
+        .unwrap();
+    let err = env.execute("panics").unwrap_err().to_string();
+    assert!(err.contains("user bug"), "{err}");
+}
+
+#[test]
+fn plan_errors_are_raised_before_running() {
+    let env = weir_worker::local_environment().unwrap();
+    let s = env
+        .from_source(numbers(10), WatermarkStrategy::no_watermarks(), "g")
+        .unwrap();
+    let err = s.key_by(&["missing"]).err().unwrap().to_string();
+    assert!(
+        err.contains("'missing' not found") && err.contains("Source: g"),
+        "{err}"
+    );
+    let err = s.filter(col("n") + lit(1)).err().unwrap().to_string();
+    assert!(err.contains("expected Boolean"), "{err}");
+    let err = s
+        .key_by(&["k"])
+        .unwrap()
+        .window(weir_core::time::TumblingEventTimeWindows::of(
+            Duration::from_secs(1),
+        ))
+        .aggregate(vec![weir_core::spec::AggregateSpec::count_star()])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("without event time"), "{err}");
+    // No sink: nothing to run.
+    let err = env.execute("no-sink").unwrap_err().to_string();
+    assert!(err.contains("no sink"), "{err}");
+}
