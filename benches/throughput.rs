@@ -7,6 +7,9 @@
 //!
 //! (a) generator -> filter -> project -> blackhole
 //! (b) generator -> key_by -> 10 s tumbling window count + sum over 1,000 keys -> blackhole
+//! (c) the same window in batch mode over Parquet files (written once by Weir
+//!     into `target/weir-bench/events`; `benches/peers/run.sh` runs DuckDB and
+//!     DataFusion on the same files)
 //!
 //! Prints events/s (wall clock) and events per CPU-second of the process
 //! (user + system time from /proc/self/stat), i.e. events/s per core.
@@ -100,6 +103,49 @@ fn window(events: u64, parallelism: usize) -> StreamExecutionEnvironment {
     env
 }
 
+/// Write `events` generated events as Parquet into `dir` once (4 files).
+fn parquet_events(dir: &std::path::Path, events: u64) -> SourceSpec {
+    let marker = dir.join(format!("_complete_{events}"));
+    if !marker.exists() {
+        let _ = std::fs::remove_dir_all(dir);
+        let env = env(4);
+        env.from_source(generator(events), WatermarkStrategy::no_watermarks(), "gen")
+            .unwrap()
+            .sink_to(
+                SinkSpec::Parquet {
+                    dir: dir.to_path_buf(),
+                },
+                "events",
+            )
+            .unwrap();
+        env.execute("write-bench-data").expect("bench data written");
+        std::fs::write(&marker, b"").unwrap();
+    }
+    weir_operators::sources::parquet_source(&[dir], None).unwrap()
+}
+
+fn parquet_window(source: SourceSpec) -> StreamExecutionEnvironment {
+    let env = env(1);
+    env.set_runtime_mode(weir_core::config::RuntimeMode::Batch);
+    env.from_source(
+        source,
+        WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(100)),
+        "gen",
+    )
+    .unwrap()
+    .key_by(&["key"])
+    .unwrap()
+    .window(TumblingEventTimeWindows::of(Duration::from_secs(10)))
+    .aggregate(vec![
+        AggregateSpec::count_star().alias("cnt"),
+        AggregateSpec::sum("price").alias("total"),
+    ])
+    .unwrap()
+    .sink_to(SinkSpec::Blackhole, "blackhole")
+    .unwrap();
+    env
+}
+
 fn measure(name: &str, events: u64, parallelism: usize, env: StreamExecutionEnvironment) {
     let cpu0 = cpu_seconds();
     let result = env.execute(name).expect("benchmark job runs");
@@ -139,4 +185,16 @@ fn main() {
             window(events, p),
         );
     }
+    let parquet_events_n: u64 = std::env::var("WEIR_BENCH_PARQUET_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50_000_000);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/weir-bench/events");
+    let source = parquet_events(&dir, parquet_events_n);
+    measure(
+        "(c) parquet>key_by>tumble(10s) count+sum, batch",
+        parquet_events_n,
+        1,
+        parquet_window(source),
+    );
 }

@@ -7,9 +7,7 @@ use std::time::Instant;
 use tokio::sync::watch;
 use weir_core::api::StreamExecutionEnvironment;
 use weir_core::config::WeirConfig;
-use weir_core::graph::{
-    JobExecutor, JobGraph, JobResult, Partitioner, StreamNodeKind, TaskMetrics,
-};
+use weir_core::graph::{JobExecutor, JobGraph, JobResult, StreamNodeKind, TaskMetrics};
 use weir_core::keys::KeyGroupRange;
 use weir_core::{Result, WeirError};
 use weir_operators::partition::BatchPartitioner;
@@ -199,11 +197,7 @@ pub fn build_tasks(job: &JobGraph) -> Result<Vec<Task>> {
             .map(|(idx, e)| {
                 let senders = senders.remove(&(idx, st.subtask)).unwrap_or_default();
                 let partitioner = BatchPartitioner::new(
-                    if e.partitioner == Partitioner::Forward {
-                        Partitioner::Forward
-                    } else {
-                        e.partitioner.clone()
-                    },
+                    e.partitioner.clone(),
                     senders.len(),
                     job.config.max_parallelism,
                     st.subtask,

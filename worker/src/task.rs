@@ -2,8 +2,6 @@
 
 use std::time::{Duration, Instant};
 
-use arrow::array::AsArray;
-use arrow::datatypes::{DataType, Int64Type, TimestampMillisecondType};
 use arrow::record_batch::RecordBatch;
 use weir_core::config::RuntimeMode;
 use weir_core::graph::TaskMetrics;
@@ -11,6 +9,7 @@ use weir_core::message::{StreamMessage, Watermark};
 use weir_core::time::WatermarkStrategy;
 use weir_core::{Result, WeirError};
 use weir_operators::partition::BatchPartitioner;
+use weir_operators::window::timestamps;
 use weir_operators::{Source, SourcePoll};
 
 use crate::chain::OperatorChain;
@@ -233,24 +232,8 @@ impl Task {
     }
 }
 
-/// Largest event time in a batch (vectorized `max`).
+/// Largest event time in a batch.
 fn max_timestamp(batch: &RecordBatch, idx: usize) -> Result<Option<i64>> {
-    let col = batch.column(idx);
-    if col.null_count() > 0 {
-        return Err(WeirError::bad_input(
-            format!("event-time column '{}'", batch.schema().field(idx).name()),
-            "contains NULL timestamps",
-        ));
-    }
-    Ok(match col.data_type() {
-        DataType::Int64 => arrow::compute::max(col.as_primitive::<Int64Type>()),
-        DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, _) => {
-            arrow::compute::max(col.as_primitive::<TimestampMillisecondType>())
-        }
-        other => {
-            return Err(WeirError::Execution(format!(
-                "event-time column has type {other}"
-            )));
-        }
-    })
+    let name = batch.schema().field(idx).name().clone();
+    Ok(timestamps(batch.column(idx), &name)?.iter().copied().max())
 }
