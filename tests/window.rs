@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use arrow::array::{AsArray, RecordBatch};
-use arrow::datatypes::{Int64Type, TimestampMillisecondType};
+use arrow::datatypes::{Float64Type, Int64Type, TimestampMillisecondType};
 use proptest::prelude::*;
 use weir_core::config::RuntimeMode;
 use weir_core::spec::{
@@ -20,6 +20,7 @@ fn aggregates() -> Vec<AggregateSpec> {
         AggregateSpec::sum("value").alias("total"),
         AggregateSpec::min("value").alias("lo"),
         AggregateSpec::max("value").alias("hi"),
+        AggregateSpec::avg("value").alias("mean"),
     ]
 }
 
@@ -107,7 +108,8 @@ fn results_identical_across_parallelism_and_modes() {
     }
 }
 
-type Row = (i64, i64, i64, i64, i64, i64, i64);
+/// window_start, window_end, key, count, sum, min, max, avg (as bits, so rows sort).
+type Row = (i64, i64, i64, i64, i64, i64, i64, u64);
 
 fn weir_rows(batches: &[RecordBatch]) -> Vec<Row> {
     let mut rows = Vec::new();
@@ -123,6 +125,7 @@ fn weir_rows(batches: &[RecordBatch]) -> Vec<Row> {
                 int(4).value(r),
                 int(5).value(r),
                 int(6).value(r),
+                b.column(7).as_primitive::<Float64Type>().value(r).to_bits(),
             ));
         }
     }
@@ -163,7 +166,18 @@ fn reference(
     }
     let rows = windows
         .into_iter()
-        .map(|((s, k), (c, sum, lo, hi))| (s, s + size, k, c, sum, lo, hi))
+        .map(|((s, k), (c, sum, lo, hi))| {
+            (
+                s,
+                s + size,
+                k,
+                c,
+                sum,
+                lo,
+                hi,
+                (sum as f64 / c as f64).to_bits(),
+            )
+        })
         .collect();
     (rows, dropped)
 }

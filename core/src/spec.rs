@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use datafusion_expr::AggregateUDF;
+use datafusion_expr::type_coercion::functions::fields_with_udf;
 use datafusion_functions_aggregate::{
     average::avg_udaf, count::count_udaf, min_max, sum::sum_udaf,
 };
@@ -450,9 +451,10 @@ impl AggregateSpec {
         self
     }
 
-    /// The output field given the input schema; rejects unknown columns and
-    /// types the function does not accept.
-    pub fn output_field(&self, input: &Schema) -> Result<FieldRef> {
+    /// The argument field after the function's type coercion (e.g. `AVG`
+    /// of an integer column reads it as DOUBLE), as DataFusion's planner
+    /// would coerce it. Rejects unknown columns and unsupported types.
+    pub fn argument_field(&self, input: &Schema) -> Result<FieldRef> {
         let arg_field: FieldRef = match &self.column {
             Some(c) => {
                 let idx = input.index_of(c).map_err(|_| {
@@ -467,13 +469,19 @@ impl AggregateSpec {
             None => Arc::new(Field::new("1", DataType::Int64, false)),
         };
         let udaf = self.function.udaf();
-        let field = udaf.return_field(&[arg_field]).map_err(|e| {
-            WeirError::plan(format!(
-                "aggregate {}({}): {e}",
-                self.function.name(),
-                self.column.as_deref().unwrap_or("*")
-            ))
-        })?;
+        let coerced = fields_with_udf(&[arg_field], udaf.as_ref())
+            .map_err(|e| WeirError::plan(format!("aggregate {self}: {e}")))?;
+        Ok(Arc::clone(&coerced[0]))
+    }
+
+    /// The output field given the input schema.
+    pub fn output_field(&self, input: &Schema) -> Result<FieldRef> {
+        let arg = self.argument_field(input)?;
+        let field = self
+            .function
+            .udaf()
+            .return_field(&[arg])
+            .map_err(|e| WeirError::plan(format!("aggregate {self}: {e}")))?;
         Ok(Arc::new(
             field.as_ref().clone().with_name(self.alias.clone()),
         ))

@@ -157,7 +157,7 @@ impl WindowAssigner {
 /// timestamps before the epoch fall into the right window).
 #[inline(always)]
 pub fn tumbling_window_start(ts: i64, size: i64, offset: i64) -> i64 {
-    ts - (ts - offset).rem_euclid(size)
+    ts.wrapping_sub(ts.wrapping_sub(offset).rem_euclid(size))
 }
 
 /// Builder for tumbling event-time windows, named as in Flink.

@@ -20,7 +20,7 @@ use datafusion_common::ScalarValue;
 use datafusion_expr::{EmitTo, GroupsAccumulator};
 use datafusion_physical_expr::PhysicalExpr;
 use datafusion_physical_expr::aggregate::{AggregateExprBuilder, AggregateFunctionExpr};
-use datafusion_physical_expr::expressions::{Column, Literal};
+use datafusion_physical_expr::expressions::{Column, Literal, cast};
 use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::message::Watermark;
@@ -75,10 +75,14 @@ impl WindowAggregateOperator {
         let mut aggregates = Vec::new();
         let mut arguments = Vec::new();
         for a in &spec.aggregates {
-            let arg: Arc<dyn PhysicalExpr> = match &a.column {
+            let mut arg: Arc<dyn PhysicalExpr> = match &a.column {
                 Some(c) => Arc::new(Column::new(c, input.index_of(c)?)),
                 None => Arc::new(Literal::new(ScalarValue::Int64(Some(1)))),
             };
+            let coerced = a.argument_field(input)?;
+            if arg.data_type(input)? != *coerced.data_type() {
+                arg = cast(arg, input, coerced.data_type().clone())?;
+            }
             let expr = AggregateExprBuilder::new(a.function.udaf(), vec![Arc::clone(&arg)])
                 .schema(Arc::clone(input))
                 .alias(a.alias.clone())
@@ -161,7 +165,7 @@ impl WindowAggregateOperator {
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.output_schema.fields().len());
         columns.push(Arc::new(TimestampMillisecondArray::from_value(start, rows)));
         columns.push(Arc::new(TimestampMillisecondArray::from_value(
-            start + self.size,
+            start.saturating_add(self.size),
             rows,
         )));
         columns.extend(keys);

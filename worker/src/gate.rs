@@ -122,20 +122,15 @@ impl InputGate {
         match message {
             StreamMessage::Data(b) => {
                 ch.idle = false;
-                if self.all_idle {
-                    // Activity after every channel was idle: announce it first.
-                    self.all_idle = false;
-                    self.stashed = Some(GateEvent::Data(b));
-                    return Some(GateEvent::Idle(false));
-                }
-                Some(GateEvent::Data(b))
+                self.wake(Some(GateEvent::Data(b)))
             }
             StreamMessage::Watermark(w) => {
                 if w > ch.watermark {
                     ch.watermark = w;
                 }
                 ch.idle = false;
-                self.advance_watermark()
+                let advanced = self.advance_watermark();
+                self.wake(advanced)
             }
             StreamMessage::Idle(idle) => {
                 ch.idle = idle;
@@ -156,6 +151,17 @@ impl InputGate {
                 self.advance_watermark()
             }
         }
+    }
+
+    /// A channel showed activity: if every channel had been idle, announce
+    /// that the input is active again before handing over `event`.
+    fn wake(&mut self, event: Option<GateEvent>) -> Option<GateEvent> {
+        if !self.all_idle {
+            return event;
+        }
+        self.all_idle = false;
+        self.stashed = event;
+        Some(GateEvent::Idle(false))
     }
 
     fn advance_watermark(&mut self) -> Option<GateEvent> {
@@ -203,6 +209,22 @@ mod tests {
         a_tx.send(StreamMessage::EndOfStream).await.unwrap();
         b_tx.send(StreamMessage::EndOfStream).await.unwrap();
         assert!(matches!(gate.next().await.unwrap(), GateEvent::EndOfInput));
+    }
+
+    #[tokio::test]
+    async fn all_idle_then_active_again() {
+        let (mut a_tx, a_rx) = local_channel(8, "a".into());
+        let mut gate = InputGate::new(vec![a_rx]);
+        a_tx.send(StreamMessage::Idle(true)).await.unwrap();
+        assert!(matches!(gate.next().await.unwrap(), GateEvent::Idle(true)));
+        a_tx.send(StreamMessage::Watermark(Watermark(3)))
+            .await
+            .unwrap();
+        assert!(matches!(gate.next().await.unwrap(), GateEvent::Idle(false)));
+        assert!(matches!(
+            gate.next().await.unwrap(),
+            GateEvent::Watermark(Watermark(3))
+        ));
     }
 
     #[tokio::test]

@@ -86,3 +86,62 @@ fn chaining_controls_split_vertices() {
             .all(|e| e.partitioner == Partitioner::Rebalance)
     );
 }
+
+#[test]
+fn start_new_chain_and_disable_chaining_split_the_chain() {
+    use datafusion_expr::{col, lit};
+    use weir_core::time::WatermarkStrategy;
+    let env = StreamExecutionEnvironment::new(WeirConfig::default());
+    let none = WatermarkStrategy::no_watermarks;
+    env.from_source(generated_orders(10), none(), "orders")
+        .unwrap()
+        .filter(col("user_id").gt(lit(3)))
+        .unwrap()
+        .name("f1")
+        .unwrap()
+        .filter(col("user_id").gt(lit(4)))
+        .unwrap()
+        .name("f2")
+        .unwrap()
+        .start_new_chain()
+        .unwrap()
+        .filter(col("user_id").gt(lit(5)))
+        .unwrap()
+        .name("f3")
+        .unwrap()
+        .sink_to(SinkSpec::Blackhole, "out")
+        .unwrap()
+        .disable_chaining()
+        .unwrap();
+    let job = env.job_graph("j").unwrap();
+    let names: Vec<&str> = job.vertices.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["Source: orders -> f1", "f2 -> f3", "Sink: out"]);
+    assert!(
+        job.edges
+            .iter()
+            .all(|e| e.partitioner == Partitioner::Forward)
+    );
+}
+
+#[test]
+fn batch_mode_rejects_unbounded_sources() {
+    use weir_core::config::RuntimeMode;
+    use weir_core::spec::{ColumnGen, GeneratorSpec, SourceSpec};
+    let env = StreamExecutionEnvironment::new(WeirConfig::default());
+    env.set_runtime_mode(RuntimeMode::Batch);
+    let unbounded =
+        SourceSpec::Generator(GeneratorSpec::new(None).column("n", ColumnGen::Sequence));
+    env.from_source(
+        unbounded,
+        weir_core::time::WatermarkStrategy::no_watermarks(),
+        "g",
+    )
+    .unwrap()
+    .sink_to(SinkSpec::Blackhole, "out")
+    .unwrap();
+    let err = env.job_graph("j").unwrap_err().to_string();
+    assert!(
+        err.contains("batch mode needs every source to be bounded"),
+        "{err}"
+    );
+}
