@@ -20,6 +20,7 @@ use std::time::Duration;
 use datafusion_expr::{col, lit};
 use mimalloc::MiMalloc;
 use weir_core::api::StreamExecutionEnvironment;
+use weir_core::config::RuntimeMode;
 use weir_core::spec::{AggregateSpec, ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
 use weir_core::time::{TumblingEventTimeWindows, WatermarkStrategy};
 
@@ -82,10 +83,16 @@ fn stateless(events: u64, parallelism: usize) -> StreamExecutionEnvironment {
     env
 }
 
-fn window(events: u64, parallelism: usize) -> StreamExecutionEnvironment {
+/// source -> key_by(key) -> 10 s tumbling count + sum(price) -> blackhole.
+fn window_job(
+    source: SourceSpec,
+    parallelism: usize,
+    mode: RuntimeMode,
+) -> StreamExecutionEnvironment {
     let env = env(parallelism);
+    env.set_runtime_mode(mode);
     env.from_source(
-        generator(events),
+        source,
         WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(100)),
         "gen",
     )
@@ -124,28 +131,6 @@ fn parquet_events(dir: &std::path::Path, events: u64) -> SourceSpec {
     weir_operators::sources::parquet_source(&[dir], None).unwrap()
 }
 
-fn parquet_window(source: SourceSpec) -> StreamExecutionEnvironment {
-    let env = env(1);
-    env.set_runtime_mode(weir_core::config::RuntimeMode::Batch);
-    env.from_source(
-        source,
-        WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(100)),
-        "gen",
-    )
-    .unwrap()
-    .key_by(&["key"])
-    .unwrap()
-    .window(TumblingEventTimeWindows::of(Duration::from_secs(10)))
-    .aggregate(vec![
-        AggregateSpec::count_star().alias("cnt"),
-        AggregateSpec::sum("price").alias("total"),
-    ])
-    .unwrap()
-    .sink_to(SinkSpec::Blackhole, "blackhole")
-    .unwrap();
-    env
-}
-
 fn measure(name: &str, events: u64, parallelism: usize, env: StreamExecutionEnvironment) {
     let cpu0 = cpu_seconds();
     let result = env.execute(name).expect("benchmark job runs");
@@ -182,7 +167,7 @@ fn main() {
             "(b) generator>key_by>tumble(10s) count+sum",
             events,
             p,
-            window(events, p),
+            window_job(generator(events), p, RuntimeMode::Streaming),
         );
     }
     let parquet_events_n: u64 = std::env::var("WEIR_BENCH_PARQUET_EVENTS")
@@ -195,6 +180,6 @@ fn main() {
         "(c) parquet>key_by>tumble(10s) count+sum, batch",
         parquet_events_n,
         1,
-        parquet_window(source),
+        window_job(source, 1, RuntimeMode::Batch),
     );
 }

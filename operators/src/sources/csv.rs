@@ -10,7 +10,7 @@ use arrow::datatypes::SchemaRef;
 use weir_core::spec::{CsvSourceSpec, SourceSpec};
 use weir_core::{Result, WeirError};
 
-use super::{Source, SourcePoll, expand_paths};
+use super::{OpenSplit, Source, SourcePoll, expand_paths, poll_splits};
 use crate::OperatorContext;
 
 /// Options of a CSV source.
@@ -70,7 +70,7 @@ pub struct CsvSource {
     spec: CsvSourceSpec,
     files: Vec<PathBuf>,
     next_file: usize,
-    reader: Option<(CsvReader<BufReader<File>>, String)>,
+    reader: OpenSplit<CsvReader<BufReader<File>>>,
     batch_size: usize,
 }
 
@@ -95,31 +95,27 @@ impl CsvSource {
 
 impl Source for CsvSource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
-        loop {
-            if let Some((reader, location)) = &mut self.reader {
-                match reader.next() {
-                    Some(Ok(batch)) => return Ok(SourcePoll::Batch(batch)),
-                    Some(Err(e)) => {
-                        let message = file_line_numbers(&e.to_string(), self.spec.has_header);
-                        return Err(WeirError::bad_input(location.clone(), message));
-                    }
-                    None => self.reader = None,
-                }
-            }
-            let Some(path) = self.files.get(self.next_file) else {
-                return Ok(SourcePoll::Finished);
-            };
-            self.next_file += 1;
-            let location = path.display().to_string();
-            let file = File::open(path).map_err(|e| WeirError::io(location.clone(), e))?;
-            let reader = ReaderBuilder::new(Arc::clone(&self.spec.schema))
-                .with_header(self.spec.has_header)
-                .with_delimiter(self.spec.delimiter)
-                .with_batch_size(self.batch_size)
-                .build_buffered(BufReader::new(file))
-                .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
-            self.reader = Some((reader, location));
-        }
+        let (spec, batch_size) = (&self.spec, self.batch_size);
+        let (files, next_file) = (&self.files, &mut self.next_file);
+        poll_splits(
+            &mut self.reader,
+            || {
+                let Some(path) = files.get(*next_file) else {
+                    return Ok(None);
+                };
+                *next_file += 1;
+                let location = path.display().to_string();
+                let file = File::open(path).map_err(|e| WeirError::io(location.clone(), e))?;
+                let reader = ReaderBuilder::new(Arc::clone(&spec.schema))
+                    .with_header(spec.has_header)
+                    .with_delimiter(spec.delimiter)
+                    .with_batch_size(batch_size)
+                    .build_buffered(BufReader::new(file))
+                    .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
+                Ok(Some((reader, location)))
+            },
+            |e| file_line_numbers(&e.to_string(), spec.has_header),
+        )
     }
 }
 

@@ -78,6 +78,37 @@ impl Source for MemorySource {
     }
 }
 
+/// The reader of the split being read, with its location for errors.
+pub(crate) type OpenSplit<R> = Option<(R, String)>;
+
+/// Read the current split to its end, then open the next one with
+/// `open_next` (which returns `None` when no split is left). Reader errors
+/// are turned into bad-input errors naming the split by `describe_error`.
+pub(crate) fn poll_splits<R>(
+    current: &mut OpenSplit<R>,
+    mut open_next: impl FnMut() -> Result<OpenSplit<R>>,
+    describe_error: impl Fn(&arrow::error::ArrowError) -> String,
+) -> Result<SourcePoll>
+where
+    R: Iterator<Item = std::result::Result<RecordBatch, arrow::error::ArrowError>>,
+{
+    loop {
+        if let Some((reader, location)) = current {
+            match reader.next() {
+                Some(Ok(batch)) => return Ok(SourcePoll::Batch(batch)),
+                Some(Err(e)) => {
+                    return Err(WeirError::bad_input(location.clone(), describe_error(&e)));
+                }
+                None => *current = None,
+            }
+        }
+        match open_next()? {
+            Some(next) => *current = Some(next),
+            None => return Ok(SourcePoll::Finished),
+        }
+    }
+}
+
 /// Expand files and directories into a sorted list of files with `extension`.
 /// Hidden files (in-progress sink output) are skipped.
 pub(crate) fn expand_paths(paths: &[PathBuf], extension: &str) -> Result<Vec<PathBuf>> {

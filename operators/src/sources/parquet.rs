@@ -10,7 +10,7 @@ use weir_core::spec::{ParquetSourceSpec, SourceSpec};
 use weir_core::time::column_list;
 use weir_core::{Result, WeirError};
 
-use super::{Source, SourcePoll, expand_paths};
+use super::{OpenSplit, Source, SourcePoll, expand_paths, poll_splits};
 use crate::OperatorContext;
 
 /// Describe a Parquet source: expands directories, reads every footer (so a
@@ -83,7 +83,7 @@ pub struct ParquetSource {
     spec: ParquetSourceSpec,
     splits: Vec<(usize, usize)>,
     next_split: usize,
-    reader: Option<(ParquetRecordBatchReader, String)>,
+    reader: OpenSplit<ParquetRecordBatchReader>,
     batch_size: usize,
 }
 
@@ -107,50 +107,52 @@ impl ParquetSource {
             batch_size: ctx.config.batch_size,
         }
     }
+}
 
-    fn open_split(&self, file_idx: usize, rg: usize) -> Result<(ParquetRecordBatchReader, String)> {
-        let path = &self.spec.files[file_idx];
-        let location = format!("{} (row group {rg})", path.display());
-        let file = File::open(path).map_err(|e| WeirError::io(path.display().to_string(), e))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-            .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
-        if builder.schema().fields() != self.spec.file_schema.fields() {
-            return Err(WeirError::bad_input(
-                location,
-                "file schema changed since the job was planned",
-            ));
-        }
-        let mut builder = builder
-            .with_row_groups(vec![rg])
-            .with_batch_size(self.batch_size);
-        if let Some(proj) = &self.spec.projection {
-            let mask = ProjectionMask::roots(builder.parquet_schema(), proj.iter().copied());
-            builder = builder.with_projection(mask);
-        }
-        let reader = builder
-            .build()
-            .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
-        Ok((reader, location))
+fn open_split(
+    spec: &ParquetSourceSpec,
+    batch_size: usize,
+    file_idx: usize,
+    rg: usize,
+) -> Result<(ParquetRecordBatchReader, String)> {
+    let path = &spec.files[file_idx];
+    let location = format!("{} (row group {rg})", path.display());
+    let file = File::open(path).map_err(|e| WeirError::io(path.display().to_string(), e))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
+    if builder.schema().fields() != spec.file_schema.fields() {
+        return Err(WeirError::bad_input(
+            location,
+            "file schema changed since the job was planned",
+        ));
     }
+    let mut builder = builder
+        .with_row_groups(vec![rg])
+        .with_batch_size(batch_size);
+    if let Some(proj) = &spec.projection {
+        let mask = ProjectionMask::roots(builder.parquet_schema(), proj.iter().copied());
+        builder = builder.with_projection(mask);
+    }
+    let reader = builder
+        .build()
+        .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
+    Ok((reader, location))
 }
 
 impl Source for ParquetSource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
-        loop {
-            if let Some((reader, location)) = &mut self.reader {
-                match reader.next() {
-                    Some(Ok(batch)) => return Ok(SourcePoll::Batch(batch)),
-                    Some(Err(e)) => {
-                        return Err(WeirError::bad_input(location.clone(), e.to_string()));
-                    }
-                    None => self.reader = None,
+        let (spec, batch_size) = (&self.spec, self.batch_size);
+        let (splits, next_split) = (&self.splits, &mut self.next_split);
+        poll_splits(
+            &mut self.reader,
+            || match splits.get(*next_split) {
+                Some(&(f, rg)) => {
+                    *next_split += 1;
+                    open_split(spec, batch_size, f, rg).map(Some)
                 }
-            }
-            let Some(&(f, rg)) = self.splits.get(self.next_split) else {
-                return Ok(SourcePoll::Finished);
-            };
-            self.next_split += 1;
-            self.reader = Some(self.open_split(f, rg)?);
-        }
+                None => Ok(None),
+            },
+            |e| e.to_string(),
+        )
     }
 }
