@@ -46,7 +46,7 @@ pub fn run_job(job: JobGraph) -> Result<JobResult> {
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let (done_tx, done_rx) = std::sync::mpsc::channel::<(String, Result<TaskMetrics>)>();
     let mut threads = Vec::with_capacity(tasks.len());
-    for task in tasks {
+    for (task, input) in tasks {
         let name = task.name.clone();
         let done = done_tx.clone();
         let mut cancel = cancel_rx.clone();
@@ -62,7 +62,7 @@ pub fn run_job(job: JobGraph) -> Result<JobResult> {
                         .map_err(|e| WeirError::Execution(format!("cannot start runtime: {e}")))?;
                     runtime.block_on(async move {
                         tokio::select! {
-                            r = task.run() => r,
+                            r = task.run(input) => r,
                             _ = cancel.wait_for(|c| *c) => Err(WeirError::Execution("cancelled".into())),
                         }
                     })
@@ -123,7 +123,7 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// Instantiate the tasks of `job`: operators, sources, and local channels.
-pub fn build_tasks(job: &JobGraph) -> Result<Vec<Task>> {
+pub fn build_tasks(job: &JobGraph) -> Result<Vec<(Task, TaskInput)>> {
     let exec = job.execution_graph();
     let capacity = job.config.channel_capacity;
     // senders[(edge, producer)] ordered by consumer; receivers[(vertex, subtask)].
@@ -205,15 +205,17 @@ pub fn build_tasks(job: &JobGraph) -> Result<Vec<Task>> {
                 RecordWriter::new(partitioner, senders)
             })
             .collect();
-        tasks.push(Task {
-            name: st.name.clone(),
-            vertex: st.vertex,
-            subtask: st.subtask,
+        tasks.push((
+            Task {
+                name: st.name.clone(),
+                vertex: st.vertex,
+                subtask: st.subtask,
+                chain: OperatorChain::new(operators),
+                outputs,
+                mode: job.config.runtime_mode,
+            },
             input,
-            chain: OperatorChain::new(operators),
-            outputs,
-            mode: job.config.runtime_mode,
-        });
+        ));
     }
     Ok(tasks)
 }

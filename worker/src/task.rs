@@ -79,8 +79,6 @@ pub struct Task {
     pub vertex: usize,
     /// Subtask index.
     pub subtask: usize,
-    /// Input.
-    pub input: TaskInput,
     /// The chained operators (not including a source).
     pub chain: OperatorChain,
     /// One writer per outgoing job edge.
@@ -90,9 +88,8 @@ pub struct Task {
 }
 
 impl Task {
-    /// Run until the input ends. Returns the task's metrics.
-    pub async fn run(mut self) -> Result<TaskMetrics> {
-        let input = std::mem::replace(&mut self.input, TaskInput::Gate(InputGate::new(vec![])));
+    /// Run until `input` ends. Returns the task's metrics.
+    pub async fn run(mut self, input: TaskInput) -> Result<TaskMetrics> {
         let source_rows = match input {
             TaskInput::Source {
                 source,
