@@ -11,7 +11,7 @@ use weir_core::config::RuntimeMode;
 use weir_core::spec::{
     AggregateSpec, CollectHandle, ColumnGen, GeneratorSpec, MemorySourceSpec, SinkSpec, SourceSpec,
 };
-use weir_core::time::{TumblingEventTimeWindows, WatermarkStrategy};
+use weir_core::time::{TumblingEventTimeWindows, WatermarkStrategy, WindowAssigner};
 use weir_tests::{event_batch, event_schema, sorted_rows};
 
 fn aggregates() -> Vec<AggregateSpec> {
@@ -111,13 +111,15 @@ fn results_identical_across_parallelism_and_modes() {
 /// window_start, window_end, key, count, sum, min, max, avg (as bits, so rows sort).
 type Row = (i64, i64, i64, i64, i64, i64, i64, u64);
 
-fn weir_rows(batches: &[RecordBatch]) -> Vec<Row> {
+/// Rows of the window output, each with its `is_update` flag (false when the
+/// column is absent).
+fn weir_rows(batches: &[RecordBatch]) -> Vec<(Row, bool)> {
     let mut rows = Vec::new();
     for b in batches {
         let ts = |i: usize| b.column(i).as_primitive::<TimestampMillisecondType>();
         let int = |i: usize| b.column(i).as_primitive::<Int64Type>();
         for r in 0..b.num_rows() {
-            rows.push((
+            let row = (
                 ts(0).value(r),
                 ts(1).value(r),
                 int(2).value(r),
@@ -126,71 +128,190 @@ fn weir_rows(batches: &[RecordBatch]) -> Vec<Row> {
                 int(5).value(r),
                 int(6).value(r),
                 b.column(7).as_primitive::<Float64Type>().value(r).to_bits(),
-            ));
+            );
+            let update = b.num_columns() > 8 && b.column(8).as_boolean().value(r);
+            rows.push((row, update));
         }
     }
-    rows.sort();
     rows
 }
 
-/// Flink's rules, one record at a time: a record is dropped when its window
-/// has already fired (watermark >= window end - 1); the watermark advances
-/// after each batch to max_ts - bound - 1; everything fires at the end.
+/// The last emitted value of every (window, key), and which were emitted by
+/// a late firing (`is_update`; for a key new to an already fired window this
+/// is its first result, as a late firing in Flink's WindowOperator).
+fn final_results(rows: &[(Row, bool)]) -> (BTreeMap<(i64, i64, i64), Row>, Vec<(i64, i64, i64)>) {
+    let mut last = BTreeMap::new();
+    let mut updated = Vec::new();
+    for (row, update) in rows {
+        let id = (row.0, row.1, row.2);
+        if *update {
+            updated.push(id);
+        }
+        last.insert(id, *row);
+    }
+    updated.sort();
+    updated.dedup();
+    (last, updated)
+}
+
+/// Windows containing `t`, straight from the definitions in SEMANTICS.md.
+fn windows_of(assigner: WindowAssigner, t: i64) -> Vec<(i64, i64)> {
+    match assigner {
+        WindowAssigner::Tumbling { size, .. } => {
+            let s = t - t.rem_euclid(size);
+            vec![(s, s + size)]
+        }
+        WindowAssigner::Sliding { size, slide, .. } => {
+            let mut out = vec![];
+            let mut s = t - t.rem_euclid(slide);
+            while s > t - size {
+                out.push((s, s + size));
+                s -= slide;
+            }
+            out
+        }
+        WindowAssigner::Cumulate { step, max_size, .. } => {
+            let c = t - t.rem_euclid(max_size);
+            (1..=max_size / step)
+                .map(|k| (c, c + k * step))
+                .filter(|&(_, e)| e > t)
+                .collect()
+        }
+        WindowAssigner::Session { .. } => unreachable!("not a pane window"),
+    }
+}
+
+/// Flink's WindowOperator rules, one record at a time: a record skips the
+/// windows past `end - 1 + lateness`, and is dropped when that is all of
+/// them; a record for a fired window within its lateness re-fires it. The
+/// watermark advances after each batch (streaming) or only at the end.
 fn reference(
     batches: &[Vec<(i64, i64, i64)>],
-    size: i64,
+    assigner: WindowAssigner,
     bound: i64,
+    lateness: i64,
     streaming: bool,
-) -> (Vec<Row>, u64) {
-    let mut windows: BTreeMap<(i64, i64), (i64, i64, i64, i64)> = BTreeMap::new();
+) -> (Vec<(Row, bool)>, u64) {
+    type Acc = (i64, i64, i64, i64);
+    let mut state: BTreeMap<(i64, i64, i64), Acc> = BTreeMap::new();
     let (mut wm, mut max_ts, mut dropped) = (i64::MIN, i64::MIN, 0);
-    for batch in batches {
-        for &(k, v, t) in batch {
-            let start = t - t.rem_euclid(size);
-            if start + size - 1 <= wm {
-                dropped += 1;
-                continue;
+    let mut out = Vec::new();
+    let row = |(s, e, k): (i64, i64, i64), (c, sum, lo, hi): Acc| {
+        (s, e, k, c, sum, lo, hi, (sum as f64 / c as f64).to_bits())
+    };
+    let fire =
+        |state: &BTreeMap<(i64, i64, i64), Acc>, from: i64, to: i64, out: &mut Vec<(Row, bool)>| {
+            for (&(s, e, k), &acc) in state {
+                if e - 1 > from && e - 1 <= to {
+                    out.push((row((s, e, k), acc), false));
+                }
             }
-            let e = windows
-                .entry((start, k))
-                .or_insert((0, 0, i64::MAX, i64::MIN));
-            e.0 += 1;
-            e.1 += v;
-            e.2 = e.2.min(v);
-            e.3 = e.3.max(v);
+        };
+    for batch in batches {
+        let mut dirty = std::collections::BTreeSet::new();
+        for &(k, v, t) in batch {
+            let mut kept = false;
+            for (s, e) in windows_of(assigner, t) {
+                if e - 1 + lateness <= wm {
+                    continue;
+                }
+                kept = true;
+                let a = state.entry((s, e, k)).or_insert((0, 0, i64::MAX, i64::MIN));
+                a.0 += 1;
+                a.1 += v;
+                a.2 = a.2.min(v);
+                a.3 = a.3.max(v);
+                if e - 1 <= wm {
+                    dirty.insert((s, e, k));
+                }
+            }
+            if !kept {
+                dropped += 1;
+            }
+        }
+        for id in dirty {
+            out.push((row(id, state[&id]), true));
         }
         if streaming {
             max_ts = batch.iter().map(|r| r.2).fold(max_ts, i64::max);
-            wm = wm.max(max_ts - bound - 1);
+            let next = wm.max(max_ts - bound - 1);
+            fire(&state, wm, next, &mut out);
+            wm = next;
         }
     }
-    let rows = windows
-        .into_iter()
-        .map(|((s, k), (c, sum, lo, hi))| {
-            (
-                s,
-                s + size,
-                k,
-                c,
-                sum,
-                lo,
-                hi,
-                (sum as f64 / c as f64).to_bits(),
-            )
-        })
-        .collect();
-    (rows, dropped)
+    fire(&state, wm, i64::MAX, &mut out);
+    (out, dropped)
 }
 
-/// Batches of (key, value, ts) events, the window size and the watermark bound.
-type Case = (Vec<Vec<(i64, i64, i64)>>, i64, i64);
+/// Run the window job over in-memory batches with any assigner.
+fn run_assigner(
+    batches: &[Vec<(i64, i64, i64)>],
+    assigner: WindowAssigner,
+    bound: i64,
+    lateness: i64,
+    parallelism: usize,
+    mode: RuntimeMode,
+) -> (Vec<RecordBatch>, u64) {
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(parallelism).set_runtime_mode(mode);
+    let out = CollectHandle::new();
+    let source = SourceSpec::Memory(MemorySourceSpec {
+        schema: event_schema(),
+        batches: batches.iter().map(|b| event_batch(b)).collect(),
+    });
+    env.from_source(
+        source,
+        WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(bound as u64)),
+        "events",
+    )
+    .unwrap()
+    .key_by(&["key"])
+    .unwrap()
+    .window(assigner)
+    .allowed_lateness(Duration::from_millis(lateness as u64))
+    .aggregate(aggregates())
+    .unwrap()
+    .sink_to(SinkSpec::Collect(out.clone()), "collect")
+    .unwrap();
+    let result = env.execute("window-test").unwrap();
+    (out.batches(), result.counter("num_late_records_dropped"))
+}
+
+/// Batches of (key, value, ts) events, the window assigner, the watermark
+/// bound and the allowed lateness.
+type Case = (Vec<Vec<(i64, i64, i64)>>, WindowAssigner, i64, i64);
+
+fn assigner_strategy() -> impl Strategy<Value = WindowAssigner> {
+    prop_oneof![
+        prop::sample::select(vec![100i64, 250, 1000])
+            .prop_map(|size| WindowAssigner::Tumbling { size, offset: 0 }),
+        (prop::sample::select(vec![(200i64, 100i64), (300, 200), (1000, 250)])).prop_map(
+            |(size, slide)| WindowAssigner::Sliding {
+                size,
+                slide,
+                offset: 0
+            }
+        ),
+        (prop::sample::select(vec![(100i64, 400i64), (250, 1000)])).prop_map(|(step, max_size)| {
+            WindowAssigner::Cumulate {
+                step,
+                max_size,
+                offset: 0,
+            }
+        }),
+    ]
+}
 
 fn event_strategy() -> impl Strategy<Value = Case> {
-    let size = prop::sample::select(vec![100i64, 250, 1000]);
-    (size, 0i64..400)
-        .prop_flat_map(|(size, bound)| {
-            // Timestamps cluster on window boundaries (start - 1, start, end - 1)
-            // and walk forward with jitter, so both late and on-time records occur.
+    (
+        assigner_strategy(),
+        0i64..400,
+        prop::sample::select(vec![0i64, 0, 150, 700]),
+    )
+        .prop_flat_map(|(assigner, bound, lateness)| {
+            let unit = assigner.pane().unwrap().0;
+            // Timestamps cluster on pane boundaries (start - 1, start, end - 1)
+            // and walk forward with jitter, so late and on-time records occur.
             let event = (
                 0i64..4,
                 -100i64..100,
@@ -199,40 +320,51 @@ fn event_strategy() -> impl Strategy<Value = Case> {
                 0i64..600,
             )
                 .prop_map(move |(k, v, step, edge, jitter)| {
-                    (k, v, step * size / 4 + edge - jitter)
+                    (k, v, step * unit / 2 + edge - jitter)
                 });
             let batch = prop::collection::vec(event, 1..40);
-            (prop::collection::vec(batch, 1..12), Just(size), Just(bound))
+            (
+                prop::collection::vec(batch, 1..12),
+                Just(assigner),
+                Just(bound),
+                Just(lateness),
+            )
         })
-        .prop_map(|(mut batches, size, bound)| {
-            // Make time progress: batch i is shifted by i windows-worth.
+        .prop_map(|(mut batches, assigner, bound, lateness)| {
+            // Make time progress: batch i is shifted forward.
+            let unit = assigner.pane().unwrap().0;
             for (i, b) in batches.iter_mut().enumerate() {
                 for e in b.iter_mut() {
-                    e.2 += i as i64 * size;
+                    e.2 += i as i64 * unit * 2;
                 }
             }
-            (batches, size, bound)
+            (batches, assigner, bound, lateness)
         })
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 96, .. ProptestConfig::default() })]
 
     #[test]
-    fn window_matches_naive_reference((batches, size, bound) in event_strategy()) {
-        let source = SourceSpec::Memory(MemorySourceSpec {
-            schema: event_schema(),
-            batches: batches.iter().map(|b| event_batch(b)).collect(),
-        });
-        // Streaming at parallelism 1: per-batch watermarks, late records dropped.
-        let (out, late) = run_window_job(source.clone(), 1, RuntimeMode::Streaming, size as u64, bound as u64);
-        let (expected, expected_late) = reference(&batches, size, bound, true);
-        prop_assert_eq!(weir_rows(&out), expected);
+    fn windows_match_naive_reference((batches, assigner, bound, lateness) in event_strategy()) {
+        // Streaming at parallelism 1: per-batch watermarks, late records
+        // dropped or, within the lateness, updating fired windows.
+        let (out, late) = run_assigner(&batches, assigner, bound, lateness, 1, RuntimeMode::Streaming);
+        let (expected, expected_late) = reference(&batches, assigner, bound, lateness, true);
+        let (weir_final, weir_updated) = final_results(&weir_rows(&out));
+        let (ref_final, ref_updated) = final_results(&expected);
+        prop_assert_eq!(weir_final, ref_final);
+        prop_assert_eq!(weir_updated, ref_updated);
         prop_assert_eq!(late, expected_late);
-        // Batch mode at parallelism 3: one final watermark, nothing is late.
-        let (out, late) = run_window_job(source, 3, RuntimeMode::Batch, size as u64, bound as u64);
-        let (expected, _) = reference(&batches, size, bound, false);
-        prop_assert_eq!(weir_rows(&out), expected);
+        // Batch mode at parallelism 3: one final watermark, nothing is late,
+        // every window fires exactly once.
+        let (out, late) = run_assigner(&batches, assigner, bound, lateness, 3, RuntimeMode::Batch);
+        let (expected, _) = reference(&batches, assigner, bound, lateness, false);
+        let mut rows = weir_rows(&out);
+        rows.sort();
+        let mut expected = expected;
+        expected.sort();
+        prop_assert_eq!(rows, expected);
         prop_assert_eq!(late, 0);
     }
 }

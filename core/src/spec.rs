@@ -512,6 +512,10 @@ pub struct WindowAggregateSpec {
     pub aggregates: Vec<AggregateSpec>,
     /// Schema of the input.
     pub input_schema: SchemaRef,
+    /// How long after a window fired late records still update it (ms).
+    /// When positive, the output has a final `is_update` column that is true
+    /// for results re-emitted because of late records.
+    pub allowed_lateness: i64,
 }
 
 /// A function applied to whole batches (application mode only: it cannot be

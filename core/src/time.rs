@@ -108,6 +108,11 @@ pub fn column_list(schema: &Schema) -> String {
 }
 
 /// Assigns each record to windows by its event time.
+///
+/// Tumbling, sliding and cumulating windows are unions of aligned *panes*
+/// (tumbling: the window itself; sliding: `gcd(size, slide)`; cumulating:
+/// `step`). A record is aggregated once, into its pane; a window's result
+/// merges the panes it spans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WindowAssigner {
     /// Fixed-size, non-overlapping windows `[start, start + size)` with
@@ -118,26 +123,98 @@ pub enum WindowAssigner {
         /// Offset of window starts from the epoch in ms.
         offset: i64,
     },
+    /// Windows of `size` starting every `slide` (Flink's sliding windows,
+    /// SQL's HOP).
+    Sliding {
+        /// Window length in ms.
+        size: i64,
+        /// Distance between window starts in ms.
+        slide: i64,
+        /// Offset of window starts from the epoch in ms.
+        offset: i64,
+    },
+    /// SQL's CUMULATE: windows `[s, s + step)`, `[s, s + 2 step)`, … up to
+    /// `[s, s + max_size)`, with `s = ts - ((ts - offset) mod max_size)`.
+    Cumulate {
+        /// Growth of each successive window in ms.
+        step: i64,
+        /// Size of the largest window of a cycle in ms.
+        max_size: i64,
+        /// Offset of cycle starts from the epoch in ms.
+        offset: i64,
+    },
+    /// Per-key sessions: a record opens `[ts, ts + gap)`; windows that
+    /// overlap or touch merge.
+    Session {
+        /// Inactivity gap in ms.
+        gap: i64,
+    },
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 impl WindowAssigner {
     /// Reject nonsensical windows before the job runs.
     pub fn validate(&self) -> Result<()> {
+        let positive = |what: &str, v: i64| {
+            if v <= 0 {
+                Err(WeirError::plan(format!(
+                    "window {what} must be positive, got {v} ms"
+                )))
+            } else {
+                Ok(())
+            }
+        };
         match *self {
             WindowAssigner::Tumbling { size, offset } => {
-                if size <= 0 {
-                    return Err(WeirError::plan(format!(
-                        "tumbling window size must be positive, got {size} ms"
-                    )));
-                }
+                positive("size", size)?;
                 if offset.abs() >= size {
                     return Err(WeirError::plan(format!(
                         "tumbling window offset {offset} ms must be smaller than the size {size} ms"
                     )));
                 }
-                Ok(())
             }
+            WindowAssigner::Sliding {
+                size,
+                slide,
+                offset,
+            } => {
+                positive("size", size)?;
+                positive("slide", slide)?;
+                if slide > size {
+                    return Err(WeirError::plan(format!(
+                        "sliding window slide {slide} ms is larger than its size {size} ms; records between windows would be lost"
+                    )));
+                }
+                if offset.abs() >= slide {
+                    return Err(WeirError::plan(format!(
+                        "sliding window offset {offset} ms must be smaller than the slide {slide} ms"
+                    )));
+                }
+            }
+            WindowAssigner::Cumulate {
+                step,
+                max_size,
+                offset,
+            } => {
+                positive("step", step)?;
+                positive("max size", max_size)?;
+                if max_size % step != 0 {
+                    return Err(WeirError::plan(format!(
+                        "cumulate window max size {max_size} ms must be a multiple of the step {step} ms"
+                    )));
+                }
+                if offset.abs() >= max_size {
+                    return Err(WeirError::plan(format!(
+                        "cumulate window offset {offset} ms must be smaller than the max size {max_size} ms"
+                    )));
+                }
+            }
+            WindowAssigner::Session { gap } => positive("session gap", gap)?,
         }
+        Ok(())
     }
 
     /// Short human-readable form, as in Flink's plan names.
@@ -149,15 +226,91 @@ impl WindowAssigner {
             WindowAssigner::Tumbling { size, offset } => {
                 format!("TumblingEventTimeWindows({size}, offset {offset})")
             }
+            WindowAssigner::Sliding { size, slide, .. } => {
+                format!("SlidingEventTimeWindows({size}, {slide})")
+            }
+            WindowAssigner::Cumulate { step, max_size, .. } => {
+                format!("CumulativeEventTimeWindows({step}, {max_size})")
+            }
+            WindowAssigner::Session { gap } => format!("EventTimeSessionWindows({gap})"),
+        }
+    }
+
+    /// Pane length and offset; `None` for session windows, which have no
+    /// fixed panes.
+    pub fn pane(&self) -> Option<(i64, i64)> {
+        match *self {
+            WindowAssigner::Tumbling { size, offset } => Some((size, offset)),
+            WindowAssigner::Sliding {
+                size,
+                slide,
+                offset,
+            } => Some((gcd(size, slide), offset)),
+            WindowAssigner::Cumulate { step, offset, .. } => Some((step, offset)),
+            WindowAssigner::Session { .. } => None,
+        }
+    }
+
+    /// The windows `(start, end)` that contain the pane starting at
+    /// `pane_start`, in increasing order of end.
+    pub fn windows_of_pane(&self, pane_start: i64) -> Vec<(i64, i64)> {
+        match *self {
+            WindowAssigner::Tumbling { size, .. } => vec![(pane_start, pane_start + size)],
+            WindowAssigner::Sliding {
+                size,
+                slide,
+                offset,
+            } => {
+                let mut out = Vec::new();
+                let mut start = pane_start - (pane_start - offset).rem_euclid(slide);
+                while start + size > pane_start {
+                    out.push((start, start + size));
+                    start -= slide;
+                }
+                out.reverse();
+                out
+            }
+            WindowAssigner::Cumulate {
+                step,
+                max_size,
+                offset,
+            } => {
+                let cycle = pane_start - (pane_start - offset).rem_euclid(max_size);
+                (1..=max_size / step)
+                    .map(|k| (cycle, cycle + k * step))
+                    .filter(|&(_, end)| end > pane_start)
+                    .collect()
+            }
+            WindowAssigner::Session { .. } => vec![],
+        }
+    }
+
+    /// The latest end among the windows containing the pane at `pane_start`.
+    pub fn last_window_end_of_pane(&self, pane_start: i64) -> i64 {
+        match *self {
+            WindowAssigner::Tumbling { size, .. } => pane_start + size,
+            WindowAssigner::Sliding {
+                size,
+                slide,
+                offset,
+            } => pane_start - (pane_start - offset).rem_euclid(slide) + size,
+            WindowAssigner::Cumulate {
+                max_size, offset, ..
+            } => pane_start - (pane_start - offset).rem_euclid(max_size) + max_size,
+            WindowAssigner::Session { .. } => pane_start,
         }
     }
 }
 
-/// Start of the tumbling window containing `ts` (non-negative modulo, so
-/// timestamps before the epoch fall into the right window).
+/// Start of the tumbling window (or pane) containing `ts` (non-negative
+/// modulo, so timestamps before the epoch fall into the right window).
 #[inline(always)]
 pub fn tumbling_window_start(ts: i64, size: i64, offset: i64) -> i64 {
     ts.wrapping_sub(ts.wrapping_sub(offset).rem_euclid(size))
+}
+
+fn ms(d: Duration) -> i64 {
+    d.as_millis() as i64
 }
 
 /// Builder for tumbling event-time windows, named as in Flink.
@@ -167,7 +320,7 @@ impl TumblingEventTimeWindows {
     /// Windows of `size`, aligned to the epoch.
     pub fn of(size: Duration) -> WindowAssigner {
         WindowAssigner::Tumbling {
-            size: size.as_millis() as i64,
+            size: ms(size),
             offset: 0,
         }
     }
@@ -175,9 +328,47 @@ impl TumblingEventTimeWindows {
     /// Windows of `size` whose starts are shifted by `offset` from the epoch.
     pub fn with_offset(size: Duration, offset: Duration) -> WindowAssigner {
         WindowAssigner::Tumbling {
-            size: size.as_millis() as i64,
-            offset: offset.as_millis() as i64,
+            size: ms(size),
+            offset: ms(offset),
         }
+    }
+}
+
+/// Builder for sliding event-time windows, named as in Flink.
+pub struct SlidingEventTimeWindows;
+
+impl SlidingEventTimeWindows {
+    /// Windows of `size` every `slide`.
+    pub fn of(size: Duration, slide: Duration) -> WindowAssigner {
+        WindowAssigner::Sliding {
+            size: ms(size),
+            slide: ms(slide),
+            offset: 0,
+        }
+    }
+}
+
+/// Builder for cumulating event-time windows (SQL's CUMULATE).
+pub struct CumulativeEventTimeWindows;
+
+impl CumulativeEventTimeWindows {
+    /// Windows growing by `step` up to `max_size`.
+    pub fn of(step: Duration, max_size: Duration) -> WindowAssigner {
+        WindowAssigner::Cumulate {
+            step: ms(step),
+            max_size: ms(max_size),
+            offset: 0,
+        }
+    }
+}
+
+/// Builder for event-time session windows, named as in Flink.
+pub struct EventTimeSessionWindows;
+
+impl EventTimeSessionWindows {
+    /// Sessions closed by `gap` of inactivity.
+    pub fn with_gap(gap: Duration) -> WindowAssigner {
+        WindowAssigner::Session { gap: ms(gap) }
     }
 }
 
@@ -210,5 +401,37 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(err.to_string().contains("must be positive"));
+        let s = Duration::from_secs;
+        let err = SlidingEventTimeWindows::of(s(2), s(5))
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("larger than its size"), "{err}");
+        let err = CumulativeEventTimeWindows::of(s(3), s(10))
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("multiple of the step"), "{err}");
+    }
+
+    #[test]
+    fn pane_geometry() {
+        let hop = WindowAssigner::Sliding {
+            size: 10,
+            slide: 4,
+            offset: 0,
+        };
+        assert_eq!(hop.pane(), Some((2, 0)));
+        // Pane [8, 10) lies in windows starting at 0, 4 and 8.
+        assert_eq!(hop.windows_of_pane(8), vec![(0, 10), (4, 14), (8, 18)]);
+        assert_eq!(hop.last_window_end_of_pane(8), 18);
+        // Pane [2, 4) lies in [-4, 6) and [0, 10), not in [4, 14).
+        assert_eq!(hop.windows_of_pane(2), vec![(-4, 6), (0, 10)]);
+        let cum = WindowAssigner::Cumulate {
+            step: 2,
+            max_size: 6,
+            offset: 0,
+        };
+        assert_eq!(cum.windows_of_pane(8), vec![(6, 10), (6, 12)]);
+        assert_eq!(cum.last_window_end_of_pane(8), 12);
+        assert_eq!(cum.windows_of_pane(-2), vec![(-6, 0)]);
     }
 }

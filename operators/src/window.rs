@@ -1,19 +1,31 @@
-//! The keyed event-time window aggregation.
+//! Keyed event-time windows: tumbling, sliding and cumulating.
 //!
-//! Each open window is a *pane*: a DataFusion [`GroupValues`] table mapping
-//! keys to dense group ids, and one [`GroupsAccumulator`] per aggregate
-//! indexed by those ids. A batch is split by window (usually it falls into one
-//! or two), keys are interned for the whole slice at once and accumulators are
-//! updated with one call per aggregate — no per-row dispatch. When the
-//! watermark reaches `window_end - 1`, the pane is evaluated into one output
-//! batch and dropped, so state holds only windows that have not fired.
+//! Records are aggregated once, into the aligned *pane* that contains them
+//! (the window itself for tumbling windows, `gcd(size, slide)` for sliding
+//! windows, `step` for cumulating windows). A pane is a DataFusion
+//! [`GroupValues`] table mapping keys to dense group ids plus one
+//! [`GroupsAccumulator`] per aggregate: a batch is split by pane (usually it
+//! falls into one or two), its keys are interned at once and each
+//! accumulator is updated with one call — no per-row dispatch.
+//!
+//! When the watermark reaches `window_end - 1`, the window's panes are
+//! frozen into their intermediate state (`GroupsAccumulator::state`) and
+//! merged into a fresh table (`merge_batch`), so a record in a sliding window
+//! is aggregated once, not once per window. Panes are dropped when the last
+//! window containing them is past its allowed lateness. Tumbling windows
+//! without lateness skip the freeze and evaluate their single pane directly.
+//!
+//! Lateness follows Flink's `WindowOperator`: a record is dropped when every
+//! window containing it has passed `end - 1 + allowed_lateness`; a record for
+//! an already fired window within its lateness updates the window and
+//! re-emits the result for the record's keys, with `is_update = true`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, AsArray, BooleanArray, TimestampMillisecondArray};
 use arrow::buffer::BooleanBuffer;
-use arrow::compute::filter_record_batch;
+use arrow::compute::{filter, filter_record_batch};
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit, TimestampMillisecondType};
 use arrow::record_batch::RecordBatch;
 use datafusion_common::ScalarValue;
@@ -30,49 +42,31 @@ use weir_core::{Result, WeirError};
 
 use crate::{Operator, OperatorContext, Output};
 
-struct Pane {
-    groups: Box<dyn GroupValues>,
-    accumulators: Vec<Box<dyn GroupsAccumulator>>,
+/// Keys and accumulators of one set of groups.
+pub(crate) struct Accumulation {
+    pub(crate) groups: Box<dyn GroupValues>,
+    pub(crate) accumulators: Vec<Box<dyn GroupsAccumulator>>,
 }
 
-/// Keyed tumbling event-time window with incremental aggregation.
-pub struct WindowAggregateOperator {
-    name: String,
-    key_indices: Vec<usize>,
+/// The aggregates of a window operator: functions, their (coerced) argument
+/// expressions and the key schema. Shared by the pane and session operators.
+pub(crate) struct Aggregates {
+    pub(crate) key_indices: Vec<usize>,
     key_schema: SchemaRef,
-    ts_index: usize,
-    size: i64,
-    offset: i64,
-    aggregates: Vec<AggregateFunctionExpr>,
-    arguments: Vec<Vec<Arc<dyn PhysicalExpr>>>,
-    output_schema: SchemaRef,
-    batch_size: usize,
-    panes: BTreeMap<i64, Pane>,
-    watermark: i64,
-    starts: Vec<i64>,
-    group_ids: Vec<usize>,
-    windows_fired: u64,
-    late_dropped: u64,
+    functions: Vec<AggregateFunctionExpr>,
+    arguments: Vec<Arc<dyn PhysicalExpr>>,
 }
 
-impl WindowAggregateOperator {
-    /// Build the operator for one subtask.
-    pub fn try_new(
-        name: String,
-        spec: &WindowAggregateSpec,
-        output_schema: SchemaRef,
-        ctx: &OperatorContext,
-    ) -> Result<Self> {
+impl Aggregates {
+    pub(crate) fn try_new(name: &str, spec: &WindowAggregateSpec) -> Result<Self> {
         let input = &spec.input_schema;
-        let WindowAssigner::Tumbling { size, offset } = spec.assigner;
         let key_indices = spec
             .keys
             .iter()
             .map(|k| input.index_of(k))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let key_schema = Arc::new(input.project(&key_indices)?);
-        let ts_index = input.index_of(&spec.rowtime)?;
-        let mut aggregates = Vec::new();
+        let mut functions = Vec::new();
         let mut arguments = Vec::new();
         for a in &spec.aggregates {
             let mut arg: Arc<dyn PhysicalExpr> = match &a.column {
@@ -92,18 +86,107 @@ impl WindowAggregateOperator {
                     "{name}: aggregate {a} over this column type is not supported in windows"
                 )));
             }
-            aggregates.push(expr);
-            arguments.push(vec![arg]);
+            functions.push(expr);
+            arguments.push(arg);
         }
         Ok(Self {
-            name,
             key_indices,
             key_schema,
-            ts_index,
-            size,
-            offset,
-            aggregates,
+            functions,
             arguments,
+        })
+    }
+
+    pub(crate) fn new_accumulation(&self) -> Result<Accumulation> {
+        Ok(Accumulation {
+            groups: new_group_values(Arc::clone(&self.key_schema), &GroupOrdering::None)?,
+            accumulators: self
+                .functions
+                .iter()
+                .map(|a| a.create_groups_accumulator())
+                .collect::<datafusion_common::Result<Vec<_>>>()?,
+        })
+    }
+
+    pub(crate) fn keys(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
+        self.key_indices
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect()
+    }
+
+    /// Update `acc` with the rows of `batch` assigned to `group_ids`.
+    pub(crate) fn update(
+        &self,
+        acc: &mut Accumulation,
+        batch: &RecordBatch,
+        group_ids: &[usize],
+        total_groups: usize,
+    ) -> Result<()> {
+        for (a, arg) in acc.accumulators.iter_mut().zip(&self.arguments) {
+            let values = arg.evaluate(batch)?.into_array(batch.num_rows())?;
+            a.update_batch(&[values], group_ids, None, total_groups)?;
+        }
+        Ok(())
+    }
+}
+
+/// A pane's groups turned into intermediate state, ready to merge.
+struct Frozen {
+    keys: Vec<ArrayRef>,
+    states: Vec<Vec<ArrayRef>>,
+}
+
+#[derive(Default)]
+struct Pane {
+    live: Option<Accumulation>,
+    frozen: Vec<Frozen>,
+}
+
+/// Frozen parts of a pane are compacted into one beyond this many.
+const MAX_FROZEN_PARTS: usize = 8;
+
+/// Keyed tumbling, sliding or cumulating event-time window with incremental
+/// aggregation per pane.
+pub struct WindowAggregateOperator {
+    name: String,
+    aggregates: Aggregates,
+    ts_index: usize,
+    assigner: WindowAssigner,
+    pane_size: i64,
+    pane_offset: i64,
+    lateness: i64,
+    output_schema: SchemaRef,
+    batch_size: usize,
+    panes: BTreeMap<i64, Pane>,
+    watermark: i64,
+    starts: Vec<i64>,
+    group_ids: Vec<usize>,
+    windows_fired: u64,
+    late_dropped: u64,
+    late_updates: u64,
+}
+
+impl WindowAggregateOperator {
+    /// Build the operator for one subtask.
+    pub fn try_new(
+        name: String,
+        spec: &WindowAggregateSpec,
+        output_schema: SchemaRef,
+        ctx: &OperatorContext,
+    ) -> Result<Self> {
+        let (pane_size, pane_offset) = spec
+            .assigner
+            .pane()
+            .ok_or_else(|| WeirError::plan(format!("{name}: session windows have no panes")))?;
+        Ok(Self {
+            aggregates: Aggregates::try_new(&name, spec)?,
+            name,
+            ts_index: spec.input_schema.index_of(&spec.rowtime)?,
+            assigner: spec.assigner,
+            pane_size,
+            pane_offset,
+            lateness: spec.allowed_lateness,
             output_schema,
             batch_size: ctx.config.batch_size,
             panes: BTreeMap::new(),
@@ -112,65 +195,176 @@ impl WindowAggregateOperator {
             group_ids: Vec::new(),
             windows_fired: 0,
             late_dropped: 0,
+            late_updates: 0,
         })
     }
 
-    /// Number of windows currently holding state.
-    pub fn open_windows(&self) -> usize {
+    /// Number of panes currently holding state.
+    pub fn open_panes(&self) -> usize {
         self.panes.len()
     }
 
-    fn new_pane(&self) -> Result<Pane> {
-        Ok(Pane {
-            groups: new_group_values(Arc::clone(&self.key_schema), &GroupOrdering::None)?,
-            accumulators: self
-                .aggregates
-                .iter()
-                .map(|a| a.create_groups_accumulator())
-                .collect::<datafusion_common::Result<Vec<_>>>()?,
-        })
+    fn emits_updates(&self) -> bool {
+        self.lateness > 0
     }
 
-    /// Add the rows of `batch`, all belonging to the window starting at `start`.
+    /// Whether every window containing the pane is past its lateness.
+    fn pane_expired(&self, pane_start: i64) -> bool {
+        self.assigner
+            .last_window_end_of_pane(pane_start)
+            .saturating_sub(1)
+            .saturating_add(self.lateness)
+            <= self.watermark
+    }
+
+    /// Add the rows of `batch`, all belonging to the pane at `start`.
     fn accumulate(&mut self, start: i64, batch: &RecordBatch) -> Result<()> {
-        if !self.panes.contains_key(&start) {
-            let pane = self.new_pane()?;
-            self.panes.insert(start, pane);
+        let pane = self.panes.entry(start).or_default();
+        if pane.live.is_none() {
+            pane.live = Some(self.aggregates.new_accumulation()?);
         }
-        let pane = self.panes.get_mut(&start).expect("inserted above");
-        let keys: Vec<ArrayRef> = self
-            .key_indices
-            .iter()
-            .map(|&i| Arc::clone(batch.column(i)))
-            .collect();
-        pane.groups.intern(&keys, &mut self.group_ids)?;
-        let total_groups = pane.groups.len();
-        for (acc, args) in pane.accumulators.iter_mut().zip(&self.arguments) {
-            let values = args
-                .iter()
-                .map(|e| Ok(e.evaluate(batch)?.into_array(batch.num_rows())?))
-                .collect::<Result<Vec<_>>>()?;
-            acc.update_batch(&values, &self.group_ids, None, total_groups)?;
+        let acc = pane.live.as_mut().expect("set above");
+        acc.groups
+            .intern(&self.aggregates.keys(batch), &mut self.group_ids)?;
+        let total = acc.groups.len();
+        self.aggregates.update(acc, batch, &self.group_ids, total)
+    }
+
+    /// Turn the live groups of the panes in `[start, end)` into frozen state.
+    fn freeze_range(&mut self, start: i64, end: i64) -> Result<()> {
+        let mut compact = Vec::new();
+        for (&p, pane) in self.panes.range_mut(start..end) {
+            if let Some(mut live) = pane.live.take() {
+                let keys = live.groups.emit(EmitTo::All)?;
+                let states = live
+                    .accumulators
+                    .iter_mut()
+                    .map(|a| a.state(EmitTo::All))
+                    .collect::<datafusion_common::Result<Vec<_>>>()?;
+                if keys.first().is_some_and(|k| !k.is_empty()) {
+                    pane.frozen.push(Frozen { keys, states });
+                }
+            }
+            if pane.frozen.len() > MAX_FROZEN_PARTS {
+                compact.push(p);
+            }
+        }
+        for p in compact {
+            let parts = std::mem::take(&mut self.panes.get_mut(&p).expect("listed").frozen);
+            let (mut acc, _) = self.merge_parts(parts.iter(), None)?;
+            let keys = acc.groups.emit(EmitTo::All)?;
+            let states = acc
+                .accumulators
+                .iter_mut()
+                .map(|a| a.state(EmitTo::All))
+                .collect::<datafusion_common::Result<Vec<_>>>()?;
+            self.panes
+                .get_mut(&p)
+                .expect("listed")
+                .frozen
+                .push(Frozen { keys, states });
         }
         Ok(())
     }
 
-    fn fire(&mut self, start: i64, mut pane: Pane, out: &mut dyn Output) -> Result<()> {
-        self.windows_fired += 1;
-        let keys = pane.groups.emit(EmitTo::All)?;
+    /// Merge frozen parts into a fresh accumulation. With `only_keys`, those
+    /// keys take the first group ids and rows of other keys are skipped
+    /// (interning doubles as a vectorized membership test).
+    fn merge_parts<'a>(
+        &mut self,
+        parts: impl Iterator<Item = &'a Frozen>,
+        only_keys: Option<&[ArrayRef]>,
+    ) -> Result<(Accumulation, Option<usize>)> {
+        let mut acc = self.aggregates.new_accumulation()?;
+        let limit = match only_keys {
+            Some(keys) => {
+                acc.groups.intern(keys, &mut self.group_ids)?;
+                Some(acc.groups.len())
+            }
+            None => None,
+        };
+        for part in parts {
+            acc.groups.intern(&part.keys, &mut self.group_ids)?;
+            let total = acc.groups.len();
+            match limit {
+                None => {
+                    for (a, state) in acc.accumulators.iter_mut().zip(&part.states) {
+                        a.merge_batch(state, &self.group_ids, total)?;
+                    }
+                }
+                Some(limit) => {
+                    let ids = &self.group_ids;
+                    let mask = BooleanArray::new(
+                        BooleanBuffer::collect_bool(ids.len(), |i| ids[i] < limit),
+                        None,
+                    );
+                    if mask.true_count() == 0 {
+                        continue;
+                    }
+                    let kept: Vec<usize> = ids.iter().copied().filter(|&g| g < limit).collect();
+                    for (a, state) in acc.accumulators.iter_mut().zip(&part.states) {
+                        let state = state
+                            .iter()
+                            .map(|s| filter(s.as_ref(), &mask))
+                            .collect::<std::result::Result<Vec<_>, _>>()?;
+                        a.merge_batch(&state, &kept, total)?;
+                    }
+                }
+            }
+        }
+        Ok((acc, limit))
+    }
+
+    /// The result of window `[start, end)`, optionally for `only_keys`.
+    fn window_result(
+        &mut self,
+        start: i64,
+        end: i64,
+        only_keys: Option<&[ArrayRef]>,
+    ) -> Result<Option<(Vec<ArrayRef>, Vec<ArrayRef>)>> {
+        self.freeze_range(start, end)?;
+        let panes = std::mem::take(&mut self.panes);
+        let merged = self.merge_parts(
+            panes.range(start..end).flat_map(|(_, p)| p.frozen.iter()),
+            only_keys,
+        );
+        self.panes = panes;
+        let (mut acc, limit) = merged?;
+        // With `only_keys`, the first groups are exactly those keys.
+        let rows = limit.unwrap_or(acc.groups.len());
+        if rows == 0 {
+            return Ok(None);
+        }
+        let keys = acc.groups.emit(EmitTo::All)?;
+        let values = acc
+            .accumulators
+            .iter_mut()
+            .map(|a| a.evaluate(EmitTo::All))
+            .collect::<datafusion_common::Result<Vec<_>>>()?;
+        let cut = |v: Vec<ArrayRef>| v.into_iter().map(|a| a.slice(0, rows)).collect();
+        Ok(Some((cut(keys), cut(values))))
+    }
+
+    fn emit(
+        &mut self,
+        start: i64,
+        end: i64,
+        keys: Vec<ArrayRef>,
+        values: Vec<ArrayRef>,
+        is_update: bool,
+        out: &mut dyn Output,
+    ) -> Result<()> {
         let rows = keys.first().map(|k| k.len()).unwrap_or(0);
         if rows == 0 {
             return Ok(());
         }
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.output_schema.fields().len());
         columns.push(Arc::new(TimestampMillisecondArray::from_value(start, rows)));
-        columns.push(Arc::new(TimestampMillisecondArray::from_value(
-            start.saturating_add(self.size),
-            rows,
-        )));
+        columns.push(Arc::new(TimestampMillisecondArray::from_value(end, rows)));
         columns.extend(keys);
-        for acc in &mut pane.accumulators {
-            columns.push(acc.evaluate(EmitTo::All)?);
+        columns.extend(values);
+        if self.emits_updates() {
+            columns.push(Arc::new(BooleanArray::from(vec![is_update; rows])));
         }
         let batch = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
@@ -179,6 +373,68 @@ impl WindowAggregateOperator {
             let len = self.batch_size.min(rows - offset);
             out.collect(batch.slice(offset, len))?;
             offset += len;
+        }
+        Ok(())
+    }
+
+    /// Tumbling windows without lateness: evaluate the single pane in place.
+    fn fire_tumbling(&mut self, out: &mut dyn Output) -> Result<()> {
+        while let Some(entry) = self.panes.first_entry() {
+            let start = *entry.key();
+            if start.saturating_add(self.pane_size - 1) > self.watermark {
+                break;
+            }
+            let pane = entry.remove();
+            let Some(mut live) = pane.live else { continue };
+            self.windows_fired += 1;
+            let keys = live.groups.emit(EmitTo::All)?;
+            let values = live
+                .accumulators
+                .iter_mut()
+                .map(|a| a.evaluate(EmitTo::All))
+                .collect::<datafusion_common::Result<Vec<_>>>()?;
+            self.emit(
+                start,
+                start.saturating_add(self.pane_size),
+                keys,
+                values,
+                false,
+                out,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A late part of a pane arrived: re-emit the fired windows containing
+    /// it that are still within their lateness, for the part's keys.
+    fn refire(&mut self, pane_start: i64, part: &RecordBatch, out: &mut dyn Output) -> Result<()> {
+        let keys = self.aggregates.keys(part);
+        for (start, end) in self.assigner.windows_of_pane(pane_start) {
+            let last = end.saturating_sub(1);
+            if last <= self.watermark
+                && last.saturating_add(self.lateness) > self.watermark
+                && let Some((k, v)) = self.window_result(start, end, Some(&keys))?
+            {
+                self.late_updates += 1;
+                self.emit(start, end, k, v, true, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn process_pane(
+        &mut self,
+        pane_start: i64,
+        part: &RecordBatch,
+        out: &mut dyn Output,
+    ) -> Result<()> {
+        if self.pane_expired(pane_start) {
+            self.late_dropped += part.num_rows() as u64;
+            return Ok(());
+        }
+        self.accumulate(pane_start, part)?;
+        if self.emits_updates() && pane_start.saturating_add(self.pane_size - 1) <= self.watermark {
+            self.refire(pane_start, part, out)?;
         }
         Ok(())
     }
@@ -206,53 +462,52 @@ pub fn timestamps<'a>(column: &'a ArrayRef, name: &str) -> Result<&'a [i64]> {
     }
 }
 
+/// Split `batch` by the value of `keys` (one per row), calling `f` with each
+/// distinct value in increasing order and the rows that carry it. The common
+/// case — every row shares one value — passes the batch through uncopied.
+pub(crate) fn split_by<E>(
+    batch: &RecordBatch,
+    keys: &[i64],
+    mut f: impl FnMut(i64, &RecordBatch) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E>
+where
+    E: From<arrow::error::ArrowError>,
+{
+    let Some(&first) = keys.first() else {
+        return Ok(());
+    };
+    if keys.iter().all(|&k| k == first) {
+        return f(first, batch);
+    }
+    let mut distinct = keys.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    for d in distinct {
+        let mask = BooleanArray::new(
+            BooleanBuffer::collect_bool(keys.len(), |i| keys[i] == d),
+            None,
+        );
+        let part = filter_record_batch(batch, &mask)?;
+        f(d, &part)?;
+    }
+    Ok(())
+}
+
 impl Operator for WindowAggregateOperator {
     fn name(&self) -> &str {
         &self.name
     }
 
-    fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
         let ts_name = batch.schema().field(self.ts_index).name().clone();
         let ts = timestamps(batch.column(self.ts_index), &ts_name)?;
-        let (size, offset) = (self.size, self.offset);
-        self.starts.clear();
-        self.starts
-            .extend(ts.iter().map(|&t| tumbling_window_start(t, size, offset)));
-        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
-        for &s in &self.starts {
-            lo = lo.min(s);
-            hi = hi.max(s);
-        }
-        if batch.num_rows() == 0 {
-            return Ok(());
-        }
-        // A window is late once the watermark has reached its last millisecond:
-        // it has fired and its state is gone (Flink's WindowOperator rule).
-        let last_fired = self.watermark.saturating_sub(size - 1);
-        if lo == hi {
-            if lo <= last_fired {
-                self.late_dropped += batch.num_rows() as u64;
-                return Ok(());
-            }
-            return self.accumulate(lo, &batch);
-        }
-        let mut distinct: Vec<i64> = self.starts.clone();
-        distinct.sort_unstable();
-        distinct.dedup();
-        for s in distinct {
-            let starts = &self.starts;
-            let mask = BooleanArray::new(
-                BooleanBuffer::collect_bool(starts.len(), |i| starts[i] == s),
-                None,
-            );
-            if s <= last_fired {
-                self.late_dropped += mask.true_count() as u64;
-                continue;
-            }
-            let part = filter_record_batch(&batch, &mask)?;
-            self.accumulate(s, &part)?;
-        }
-        Ok(())
+        let (size, offset) = (self.pane_size, self.pane_offset);
+        let mut starts = std::mem::take(&mut self.starts);
+        starts.clear();
+        starts.extend(ts.iter().map(|&t| tumbling_window_start(t, size, offset)));
+        let result = split_by(&batch, &starts, |p, part| self.process_pane(p, part, out));
+        self.starts = starts;
+        result
     }
 
     fn on_watermark(
@@ -260,14 +515,40 @@ impl Operator for WindowAggregateOperator {
         watermark: Watermark,
         out: &mut dyn Output,
     ) -> Result<Option<Watermark>> {
-        self.watermark = self.watermark.max(watermark.0);
-        while let Some(entry) = self.panes.first_entry() {
-            let start = *entry.key();
-            if start.saturating_add(self.size - 1) > self.watermark {
-                break;
+        let previous = self.watermark;
+        if watermark.0 <= previous {
+            return Ok(Some(watermark));
+        }
+        self.watermark = watermark.0;
+        if matches!(self.assigner, WindowAssigner::Tumbling { .. }) && self.lateness == 0 {
+            self.fire_tumbling(out)?;
+            return Ok(Some(watermark));
+        }
+        // Windows whose last millisecond the watermark has just passed, and
+        // that hold data.
+        let mut due = BTreeSet::new();
+        for &p in self.panes.range(..=self.watermark).map(|(p, _)| p) {
+            for (start, end) in self.assigner.windows_of_pane(p) {
+                let last = end.saturating_sub(1);
+                if last > previous && last <= self.watermark {
+                    due.insert((end, start));
+                }
             }
-            let pane = entry.remove();
-            self.fire(start, pane, out)?;
+        }
+        for (end, start) in due {
+            if let Some((keys, values)) = self.window_result(start, end, None)? {
+                self.windows_fired += 1;
+                self.emit(start, end, keys, values, false, out)?;
+            }
+        }
+        let expired: Vec<i64> = self
+            .panes
+            .keys()
+            .copied()
+            .filter(|&p| self.pane_expired(p))
+            .collect();
+        for p in expired {
+            self.panes.remove(&p);
         }
         Ok(Some(watermark))
     }
@@ -276,6 +557,7 @@ impl Operator for WindowAggregateOperator {
         vec![
             ("windows_fired".into(), self.windows_fired),
             ("num_late_records_dropped".into(), self.late_dropped),
+            ("late_updates".into(), self.late_updates),
         ]
     }
 }

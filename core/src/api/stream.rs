@@ -1,6 +1,7 @@
 //! Streams: the handles user code chains operators on.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
@@ -383,6 +384,7 @@ impl KeyedStream {
         WindowedStream {
             keyed: self.clone(),
             assigner,
+            allowed_lateness: Duration::ZERO,
         }
     }
 
@@ -396,9 +398,18 @@ impl KeyedStream {
 pub struct WindowedStream {
     keyed: KeyedStream,
     assigner: WindowAssigner,
+    allowed_lateness: Duration,
 }
 
 impl WindowedStream {
+    /// Keep window state for `lateness` after a window fired: a late record
+    /// within it updates the window and re-emits its result, flagged in the
+    /// `is_update` output column. Not supported for session windows.
+    pub fn allowed_lateness(mut self, lateness: Duration) -> Self {
+        self.allowed_lateness = lateness;
+        self
+    }
+
     /// Aggregate each (key, window) incrementally. Output columns:
     /// `window_start`, `window_end`, the keys, then the aggregates.
     pub fn aggregate(&self, aggregates: Vec<AggregateSpec>) -> Result<DataStream> {
@@ -434,6 +445,19 @@ impl WindowedStream {
         for a in &aggregates {
             fields.push(a.output_field(&input.schema)?.as_ref().clone());
         }
+        let allowed_lateness = self.allowed_lateness.as_millis() as i64;
+        if allowed_lateness > 0 {
+            if matches!(self.assigner, WindowAssigner::Session { .. }) {
+                return Err(WeirError::plan(
+                    "allowed lateness is not supported for session windows yet",
+                ));
+            }
+            fields.push(Field::new(
+                "is_update",
+                arrow::datatypes::DataType::Boolean,
+                false,
+            ));
+        }
         let mut seen = std::collections::HashSet::new();
         for f in &fields {
             if !seen.insert(f.name().clone()) {
@@ -449,6 +473,7 @@ impl WindowedStream {
             assigner: self.assigner,
             aggregates,
             input_schema: Arc::clone(&input.schema),
+            allowed_lateness,
         };
         let name = format!("{:?}", OperatorSpec::WindowAggregate(spec.clone()));
         Ok(input.derive(
