@@ -111,6 +111,9 @@ fn results_identical_across_parallelism_and_modes() {
 /// window_start, window_end, key, count, sum, min, max, avg (as bits, so rows sort).
 type Row = (i64, i64, i64, i64, i64, i64, i64, u64);
 
+/// (window_start, window_end, key).
+type WindowKey = (i64, i64, i64);
+
 /// Rows of the window output, each with its `is_update` flag (false when the
 /// column is absent).
 fn weir_rows(batches: &[RecordBatch]) -> Vec<(Row, bool)> {
@@ -139,7 +142,7 @@ fn weir_rows(batches: &[RecordBatch]) -> Vec<(Row, bool)> {
 /// The last emitted value of every (window, key), and which were emitted by
 /// a late firing (`is_update`; for a key new to an already fired window this
 /// is its first result, as a late firing in Flink's WindowOperator).
-fn final_results(rows: &[(Row, bool)]) -> (BTreeMap<(i64, i64, i64), Row>, Vec<(i64, i64, i64)>) {
+fn final_results(rows: &[(Row, bool)]) -> (BTreeMap<WindowKey, Row>, Vec<WindowKey>) {
     let mut last = BTreeMap::new();
     let mut updated = Vec::new();
     for (row, update) in rows {
