@@ -11,7 +11,10 @@ use weir_core::config::RuntimeMode;
 use weir_core::spec::{
     AggregateSpec, CollectHandle, ColumnGen, GeneratorSpec, MemorySourceSpec, SinkSpec, SourceSpec,
 };
-use weir_core::time::{TumblingEventTimeWindows, WatermarkStrategy, WindowAssigner};
+use weir_core::time::{
+    CumulativeEventTimeWindows, EventTimeSessionWindows, SlidingEventTimeWindows,
+    TumblingEventTimeWindows, WatermarkStrategy, WindowAssigner,
+};
 use weir_tests::{event_batch, event_schema, sorted_rows};
 
 fn aggregates() -> Vec<AggregateSpec> {
@@ -24,12 +27,12 @@ fn aggregates() -> Vec<AggregateSpec> {
     ]
 }
 
-/// Run source -> key_by(key) -> tumbling(size) -> collect.
+/// Run source -> key_by(key) -> window -> collect.
 fn run_window_job(
     source: SourceSpec,
     parallelism: usize,
     mode: RuntimeMode,
-    size_ms: u64,
+    assigner: WindowAssigner,
     bound_ms: u64,
 ) -> (Vec<RecordBatch>, u64) {
     let env = weir_worker::local_environment().unwrap();
@@ -44,7 +47,7 @@ fn run_window_job(
     .unwrap()
     .key_by(&["key"])
     .unwrap()
-    .window(TumblingEventTimeWindows::of(Duration::from_millis(size_ms)))
+    .window(assigner)
     .aggregate(aggregates())
     .unwrap()
     .sink_to(SinkSpec::Collect(out.clone()), "collect")
@@ -72,17 +75,36 @@ fn results_identical_across_parallelism_and_modes() {
                 max_out_of_orderness_ms: 500,
             },
         );
-    let mut reference: Option<Vec<String>> = None;
-    for mode in [RuntimeMode::Streaming, RuntimeMode::Batch] {
-        for p in [1, 2, 4] {
-            let (batches, late) = run_window_job(
+    let second = Duration::from_secs(1);
+    for assigner in [
+        TumblingEventTimeWindows::of(second),
+        SlidingEventTimeWindows::of(second * 3, second),
+        CumulativeEventTimeWindows::of(second, second * 4),
+        EventTimeSessionWindows::with_gap(Duration::from_millis(2)),
+    ] {
+        let mut reference: Option<Vec<String>> = None;
+        for mode in [RuntimeMode::Streaming, RuntimeMode::Batch] {
+            for p in [1, 2, 4] {
+                let source = SourceSpec::Generator(generator.clone());
+                let (batches, late) = run_window_job(source, p, mode, assigner, 1000);
+                assert_eq!(late, 0, "out-of-orderness is within the bound");
+                let rows = sorted_rows(&batches);
+                assert!(rows.len() > 1000, "{assigner:?}: got {} rows", rows.len());
+                match &reference {
+                    None => reference = Some(rows),
+                    Some(r) => assert_eq!(r, &rows, "{assigner:?} p={p}, {mode:?} differs"),
+                }
+            }
+        }
+        if matches!(assigner, WindowAssigner::Tumbling { .. }) {
+            // Every event counted exactly once in tumbling windows.
+            let (batches, _) = run_window_job(
                 SourceSpec::Generator(generator.clone()),
-                p,
-                mode,
-                1000,
+                2,
+                RuntimeMode::Streaming,
+                assigner,
                 1000,
             );
-            assert_eq!(late, 0, "out-of-orderness is within the bound");
             let total: i64 = batches
                 .iter()
                 .map(|b| {
@@ -93,17 +115,7 @@ fn results_identical_across_parallelism_and_modes() {
                         .sum::<i64>()
                 })
                 .sum();
-            assert_eq!(total, 200_000, "every event counted once (p={p}, {mode:?})");
-            let rows = sorted_rows(&batches);
-            assert!(
-                rows.len() > 1000,
-                "20 windows x 100 keys expected, got {}",
-                rows.len()
-            );
-            match &reference {
-                None => reference = Some(rows),
-                Some(r) => assert_eq!(r, &rows, "p={p}, {mode:?} differs"),
-            }
+            assert_eq!(total, 200_000);
         }
     }
 }
@@ -367,6 +379,111 @@ proptest! {
         rows.sort();
         let mut expected = expected;
         expected.sort();
+        prop_assert_eq!(rows, expected);
+        prop_assert_eq!(late, 0);
+    }
+}
+
+/// Session windows by Flink's merging rules, one record at a time; within a
+/// batch records are taken per key, newest first (Weir's documented order).
+fn session_reference(
+    batches: &[Vec<(i64, i64, i64)>],
+    gap: i64,
+    bound: i64,
+    streaming: bool,
+) -> (Vec<Row>, u64) {
+    type Acc = (i64, i64, i64, i64);
+    let mut open: BTreeMap<i64, Vec<(i64, i64, Acc)>> = BTreeMap::new();
+    let (mut wm, mut max_ts, mut dropped) = (i64::MIN, i64::MIN, 0);
+    let mut out = Vec::new();
+    let close = |open: &mut BTreeMap<i64, Vec<(i64, i64, Acc)>>, wm: i64, out: &mut Vec<Row>| {
+        for (&k, list) in open.iter_mut() {
+            list.retain(|&(s, e, (c, sum, lo, hi))| {
+                if e - 1 <= wm {
+                    out.push((s, e, k, c, sum, lo, hi, (sum as f64 / c as f64).to_bits()));
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+    };
+    for batch in batches {
+        let mut sorted = batch.clone();
+        sorted.sort_by_key(|&(k, _, t)| (k, std::cmp::Reverse(t)));
+        for (k, v, t) in sorted {
+            let list = open.entry(k).or_default();
+            let (s, e) = (t, t + gap);
+            let (touching, rest): (Vec<_>, Vec<_>) =
+                list.drain(..).partition(|&(a, b, _)| a <= e && b >= s);
+            *list = rest;
+            if touching.is_empty() && e - 1 <= wm {
+                dropped += 1;
+                continue;
+            }
+            let mut merged = (s, e, (1, v, v, v));
+            for (a, b, (c, sum, lo, hi)) in touching {
+                let m = &mut merged;
+                m.0 = m.0.min(a);
+                m.1 = m.1.max(b);
+                m.2 = (m.2.0 + c, m.2.1 + sum, m.2.2.min(lo), m.2.3.max(hi));
+            }
+            list.push(merged);
+            list.sort_by_key(|x| x.0);
+        }
+        if streaming {
+            max_ts = batch.iter().map(|r| r.2).fold(max_ts, i64::max);
+            wm = wm.max(max_ts - bound - 1);
+            close(&mut open, wm, &mut out);
+        }
+    }
+    close(&mut open, i64::MAX, &mut out);
+    out.sort();
+    (out, dropped)
+}
+
+/// Batches of events, the session gap and the watermark bound.
+type SessionCase = (Vec<Vec<(i64, i64, i64)>>, i64, i64);
+
+fn session_case() -> impl Strategy<Value = SessionCase> {
+    (prop::sample::select(vec![10i64, 50, 200]), 0i64..300)
+        .prop_flat_map(|(gap, bound)| {
+            let event = (
+                0i64..3,
+                -100i64..100,
+                0i64..400,
+                prop::sample::select(vec![0i64, 0, 1, -1]),
+            )
+                .prop_map(move |(k, v, t, edge)| (k, v, t + edge * gap));
+            let batch = prop::collection::vec(event, 1..30);
+            (prop::collection::vec(batch, 1..10), Just(gap), Just(bound))
+        })
+        .prop_map(|(mut batches, gap, bound)| {
+            for (i, b) in batches.iter_mut().enumerate() {
+                for e in b.iter_mut() {
+                    e.2 += i as i64 * 150;
+                }
+            }
+            (batches, gap, bound)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, .. ProptestConfig::default() })]
+
+    #[test]
+    fn sessions_match_naive_reference((batches, gap, bound) in session_case()) {
+        let assigner = WindowAssigner::Session { gap };
+        let (out, late) = run_assigner(&batches, assigner, bound, 0, 1, RuntimeMode::Streaming);
+        let (expected, expected_late) = session_reference(&batches, gap, bound, true);
+        let mut rows: Vec<Row> = weir_rows(&out).into_iter().map(|(r, _)| r).collect();
+        rows.sort();
+        prop_assert_eq!(rows, expected);
+        prop_assert_eq!(late, expected_late);
+        let (out, late) = run_assigner(&batches, assigner, bound, 0, 2, RuntimeMode::Batch);
+        let (expected, _) = session_reference(&batches, gap, bound, false);
+        let mut rows: Vec<Row> = weir_rows(&out).into_iter().map(|(r, _)| r).collect();
+        rows.sort();
         prop_assert_eq!(rows, expected);
         prop_assert_eq!(late, 0);
     }

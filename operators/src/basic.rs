@@ -10,8 +10,10 @@ use weir_core::graph::StreamNode;
 use weir_core::spec::{BatchFn, OperatorSpec};
 use weir_core::{Result, WeirError};
 
+use crate::session::SessionWindowOperator;
 use crate::window::WindowAggregateOperator;
 use crate::{Operator, OperatorContext, Output};
+use weir_core::time::WindowAssigner;
 
 pub(crate) fn create(
     node: &StreamNode,
@@ -34,12 +36,15 @@ pub(crate) fn create(
             f: Arc::clone(f),
             schema: Arc::clone(&node.schema),
         }),
-        OperatorSpec::WindowAggregate(w) => Box::new(WindowAggregateOperator::try_new(
-            name,
-            w,
-            Arc::clone(&node.schema),
-            ctx,
-        )?),
+        OperatorSpec::WindowAggregate(w) => {
+            let schema = Arc::clone(&node.schema);
+            match w.assigner {
+                WindowAssigner::Session { .. } => {
+                    Box::new(SessionWindowOperator::try_new(name, w, schema, ctx)?)
+                }
+                _ => Box::new(WindowAggregateOperator::try_new(name, w, schema, ctx)?),
+            }
+        }
     })
 }
 

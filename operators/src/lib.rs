@@ -12,6 +12,7 @@
 
 pub mod basic;
 pub mod partition;
+pub mod session;
 pub mod sinks;
 pub mod sources;
 pub mod window;

@@ -115,15 +115,15 @@ impl Aggregates {
             .collect()
     }
 
-    /// Update `acc` with the rows of `batch` assigned to `group_ids`.
+    /// Update `accumulators` with the rows of `batch` assigned to `group_ids`.
     pub(crate) fn update(
         &self,
-        acc: &mut Accumulation,
+        accumulators: &mut [Box<dyn GroupsAccumulator>],
         batch: &RecordBatch,
         group_ids: &[usize],
         total_groups: usize,
     ) -> Result<()> {
-        for (a, arg) in acc.accumulators.iter_mut().zip(&self.arguments) {
+        for (a, arg) in accumulators.iter_mut().zip(&self.arguments) {
             let values = arg.evaluate(batch)?.into_array(batch.num_rows())?;
             a.update_batch(&[values], group_ids, None, total_groups)?;
         }
@@ -227,7 +227,8 @@ impl WindowAggregateOperator {
         acc.groups
             .intern(&self.aggregates.keys(batch), &mut self.group_ids)?;
         let total = acc.groups.len();
-        self.aggregates.update(acc, batch, &self.group_ids, total)
+        self.aggregates
+            .update(&mut acc.accumulators, batch, &self.group_ids, total)
     }
 
     /// Turn the live groups of the panes in `[start, end)` into frozen state.

@@ -1,0 +1,318 @@
+//! Keyed event-time session windows.
+//!
+//! Each record opens `[ts, ts + gap)`; sessions of the same key that overlap
+//! or touch merge (Flink's `EventTimeSessionWindows`). Aggregation is
+//! incremental: every session owns a group id in one set of DataFusion
+//! `GroupsAccumulator`s; when a record bridges sessions, their ids are
+//! aliased in a union-find table instead of moving state. When the watermark
+//! closes sessions, the accumulators' intermediate state is drained once
+//! and merged by resolved id into the results of the closed sessions and a
+//! fresh, compact set of accumulators for the open ones — so state never
+//! holds closed sessions or keys without an open session.
+//!
+//! Within one batch, records are assigned per key in descending timestamp
+//! order, so a record that is late on its own but touches a session opened
+//! by a newer record of the same batch joins that session — the result does
+//! not depend on the order of rows inside a batch.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BooleanArray, TimestampMillisecondArray, UInt32Array};
+use arrow::compute::{filter, filter_record_batch, take};
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use datafusion_expr::{EmitTo, GroupsAccumulator};
+use datafusion_physical_plan::aggregates::group_values::GroupValues;
+use weir_core::message::Watermark;
+use weir_core::spec::WindowAggregateSpec;
+use weir_core::time::WindowAssigner;
+use weir_core::{Result, WeirError};
+
+use crate::window::{Aggregates, timestamps};
+use crate::{Operator, OperatorContext, Output};
+
+#[derive(Debug, Clone, Copy)]
+struct Session {
+    start: i64,
+    end: i64,
+    group: usize,
+}
+
+/// Keyed session windows with incremental aggregation.
+pub struct SessionWindowOperator {
+    name: String,
+    aggregates: Aggregates,
+    ts_index: usize,
+    gap: i64,
+    output_schema: SchemaRef,
+    batch_size: usize,
+    keys: Box<dyn GroupValues>,
+    /// Open sessions per key id, sorted by start, disjoint.
+    sessions: Vec<Vec<Session>>,
+    accumulators: Vec<Box<dyn GroupsAccumulator>>,
+    /// Union-find over group ids: merged sessions point to the survivor.
+    parent: Vec<usize>,
+    /// No open session ends before this (a lower bound).
+    min_end: i64,
+    watermark: i64,
+    key_ids: Vec<usize>,
+    windows_fired: u64,
+    late_dropped: u64,
+}
+
+fn find(parent: &mut [usize], mut g: usize) -> usize {
+    while parent[g] != g {
+        parent[g] = parent[parent[g]];
+        g = parent[g];
+    }
+    g
+}
+
+impl SessionWindowOperator {
+    /// Build the operator for one subtask.
+    pub fn try_new(
+        name: String,
+        spec: &WindowAggregateSpec,
+        output_schema: SchemaRef,
+        ctx: &OperatorContext,
+    ) -> Result<Self> {
+        let WindowAssigner::Session { gap } = spec.assigner else {
+            return Err(WeirError::plan(format!("{name}: not a session window")));
+        };
+        let aggregates = Aggregates::try_new(&name, spec)?;
+        let fresh = aggregates.new_accumulation()?;
+        Ok(Self {
+            name,
+            ts_index: spec.input_schema.index_of(&spec.rowtime)?,
+            gap,
+            output_schema,
+            batch_size: ctx.config.batch_size,
+            keys: fresh.groups,
+            sessions: Vec::new(),
+            accumulators: fresh.accumulators,
+            parent: Vec::new(),
+            min_end: i64::MAX,
+            watermark: i64::MIN,
+            key_ids: Vec::new(),
+            windows_fired: 0,
+            late_dropped: 0,
+            aggregates,
+        })
+    }
+
+    /// Number of open sessions.
+    pub fn open_sessions(&self) -> usize {
+        self.sessions.iter().map(Vec::len).sum()
+    }
+
+    fn new_group(&mut self) -> usize {
+        let g = self.parent.len();
+        self.parent.push(g);
+        g
+    }
+
+    /// Assign a record of key `key` at `ts` to a session; `None` when late.
+    fn assign(&mut self, key: usize, ts: i64) -> Option<usize> {
+        let (start, end) = (ts, ts.saturating_add(self.gap));
+        let list = &mut self.sessions[key];
+        // Sessions that overlap or touch [start, end).
+        let first = list.partition_point(|s| s.end < start);
+        let last = list.partition_point(|s| s.start <= end);
+        if first == last {
+            if end.saturating_sub(1) <= self.watermark {
+                return None;
+            }
+            let group = self.new_group();
+            self.sessions[key].insert(first, Session { start, end, group });
+            self.min_end = self.min_end.min(end);
+            return Some(group);
+        }
+        let merged = Session {
+            start: start.min(list[first].start),
+            end: end.max(list[last - 1].end),
+            group: list[first].group,
+        };
+        for s in &list[first + 1..last] {
+            self.parent[s.group] = merged.group;
+        }
+        list.splice(first..last, [merged]);
+        self.min_end = self.min_end.min(merged.end);
+        Some(merged.group)
+    }
+
+    /// Close every session whose end the watermark has passed: emit its
+    /// result, and rebuild keys and accumulators from the open sessions.
+    fn close_sessions(&mut self, out: &mut dyn Output) -> Result<()> {
+        let groups = self.parent.len();
+        let roots: Vec<usize> = (0..groups).map(|g| find(&mut self.parent, g)).collect();
+        // Closed sessions become output rows, open ones new groups.
+        const NONE: u32 = u32::MAX;
+        let mut closed_index = vec![NONE; groups];
+        let mut open_index = vec![NONE; groups];
+        let (mut closed_starts, mut closed_ends, mut closed_keys) = (vec![], vec![], vec![]);
+        let mut open_keys: Vec<u32> = Vec::new();
+        let mut open_sessions: Vec<Vec<Session>> = Vec::new();
+        let mut next_open = 0usize;
+        let mut min_end = i64::MAX;
+        for (key, list) in self.sessions.iter().enumerate() {
+            let mut kept = Vec::new();
+            for s in list {
+                if s.end.saturating_sub(1) <= self.watermark {
+                    closed_index[s.group] = closed_starts.len() as u32;
+                    closed_starts.push(s.start);
+                    closed_ends.push(s.end);
+                    closed_keys.push(key as u32);
+                } else {
+                    open_index[s.group] = next_open as u32;
+                    kept.push(Session {
+                        group: next_open,
+                        ..*s
+                    });
+                    next_open += 1;
+                    min_end = min_end.min(s.end);
+                }
+            }
+            if !kept.is_empty() {
+                open_keys.push(key as u32);
+                open_sessions.push(kept);
+            }
+        }
+        let states = self
+            .accumulators
+            .iter_mut()
+            .map(|a| a.state(EmitTo::All))
+            .collect::<datafusion_common::Result<Vec<_>>>()?;
+        let route = |index: &[u32]| -> (BooleanArray, Vec<usize>) {
+            let mask: BooleanArray = (0..groups).map(|g| Some(index[roots[g]] != NONE)).collect();
+            let ids = (0..groups)
+                .filter(|&g| index[roots[g]] != NONE)
+                .map(|g| index[roots[g]] as usize)
+                .collect();
+            (mask, ids)
+        };
+        let merge = |accs: &mut Vec<Box<dyn GroupsAccumulator>>,
+                     mask: &BooleanArray,
+                     ids: &[usize],
+                     n: usize|
+         -> Result<()> {
+            for (a, state) in accs.iter_mut().zip(&states) {
+                let state = state
+                    .iter()
+                    .map(|s| filter(s.as_ref(), mask))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                a.merge_batch(&state, ids, n)?;
+            }
+            Ok(())
+        };
+        let all_keys = self.keys.emit(EmitTo::All)?;
+        // Results of the closed sessions.
+        let closed = closed_starts.len();
+        if closed > 0 {
+            let mut results = self.aggregates.new_accumulation()?.accumulators;
+            let (mask, ids) = route(&closed_index);
+            merge(&mut results, &mask, &ids, closed)?;
+            let key_idx = UInt32Array::from(closed_keys);
+            let mut columns: Vec<ArrayRef> = vec![
+                Arc::new(TimestampMillisecondArray::from(closed_starts)),
+                Arc::new(TimestampMillisecondArray::from(closed_ends)),
+            ];
+            for k in &all_keys {
+                columns.push(take(k.as_ref(), &key_idx, None)?);
+            }
+            for a in &mut results {
+                columns.push(a.evaluate(EmitTo::All)?);
+            }
+            let batch = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
+                .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
+            self.windows_fired += closed as u64;
+            let mut offset = 0;
+            while offset < closed {
+                let len = self.batch_size.min(closed - offset);
+                out.collect(batch.slice(offset, len))?;
+                offset += len;
+            }
+        }
+        // Open sessions continue in compact accumulators and key ids.
+        let mut fresh = self.aggregates.new_accumulation()?;
+        let (mask, ids) = route(&open_index);
+        merge(&mut fresh.accumulators, &mask, &ids, next_open)?;
+        let open_idx = UInt32Array::from(open_keys);
+        let kept_keys = all_keys
+            .iter()
+            .map(|k| take(k.as_ref(), &open_idx, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        if !open_idx.is_empty() {
+            fresh.groups.intern(&kept_keys, &mut self.key_ids)?;
+        }
+        self.keys = fresh.groups;
+        self.accumulators = fresh.accumulators;
+        self.sessions = open_sessions;
+        self.parent = (0..next_open).collect();
+        self.min_end = min_end;
+        Ok(())
+    }
+}
+
+impl Operator for SessionWindowOperator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
+        let rows = batch.num_rows();
+        if rows == 0 {
+            return Ok(());
+        }
+        let ts_name = batch.schema().field(self.ts_index).name().clone();
+        let ts = timestamps(batch.column(self.ts_index), &ts_name)?.to_vec();
+        let keys = self.aggregates.keys(&batch);
+        let mut key_ids = std::mem::take(&mut self.key_ids);
+        self.keys.intern(&keys, &mut key_ids)?;
+        if self.sessions.len() < self.keys.len() {
+            self.sessions.resize(self.keys.len(), Vec::new());
+        }
+        // Per key, newest first (see the module docs).
+        let mut order: Vec<u32> = (0..rows as u32).collect();
+        order.sort_unstable_by_key(|&i| (key_ids[i as usize], std::cmp::Reverse(ts[i as usize])));
+        let mut groups = vec![usize::MAX; rows];
+        for &i in &order {
+            let i = i as usize;
+            if let Some(g) = self.assign(key_ids[i], ts[i]) {
+                groups[i] = g;
+            }
+        }
+        self.key_ids = key_ids;
+        let total = self.parent.len();
+        let late = groups.iter().filter(|&&g| g == usize::MAX).count();
+        if late == 0 {
+            return self
+                .aggregates
+                .update(&mut self.accumulators, &batch, &groups, total);
+        }
+        self.late_dropped += late as u64;
+        let mask: BooleanArray = groups.iter().map(|&g| Some(g != usize::MAX)).collect();
+        let kept = filter_record_batch(&batch, &mask)?;
+        let ids: Vec<usize> = groups.into_iter().filter(|&g| g != usize::MAX).collect();
+        self.aggregates
+            .update(&mut self.accumulators, &kept, &ids, total)
+    }
+
+    fn on_watermark(
+        &mut self,
+        watermark: Watermark,
+        out: &mut dyn Output,
+    ) -> Result<Option<Watermark>> {
+        self.watermark = self.watermark.max(watermark.0);
+        if self.min_end.saturating_sub(1) <= self.watermark {
+            self.close_sessions(out)?;
+        }
+        Ok(Some(watermark))
+    }
+
+    fn metrics(&self) -> Vec<(String, u64)> {
+        vec![
+            ("windows_fired".into(), self.windows_fired),
+            ("num_late_records_dropped".into(), self.late_dropped),
+        ]
+    }
+}
