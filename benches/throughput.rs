@@ -7,6 +7,8 @@
 //!
 //! (a) generator -> filter -> project -> blackhole
 //! (b) generator -> key_by -> 10 s tumbling window count + sum over 1,000 keys -> blackhole
+//! (d) sliding 10 s / 2 s, (e) cumulating 2 s / 10 s, (f) 50 ms sessions
+//!     over 100,000 keys — all with count + sum
 //! (c) the same window in batch mode over Parquet files (written once by Weir
 //!     into `target/weir-bench/events`; `benches/peers/run.sh` runs DuckDB and
 //!     DataFusion on the same files)
@@ -22,7 +24,10 @@ use mimalloc::MiMalloc;
 use weir_core::api::StreamExecutionEnvironment;
 use weir_core::config::RuntimeMode;
 use weir_core::spec::{AggregateSpec, ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
-use weir_core::time::{TumblingEventTimeWindows, WatermarkStrategy};
+use weir_core::time::{
+    CumulativeEventTimeWindows, EventTimeSessionWindows, SlidingEventTimeWindows,
+    TumblingEventTimeWindows, WatermarkStrategy, WindowAssigner,
+};
 
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
@@ -83,9 +88,10 @@ fn stateless(events: u64, parallelism: usize) -> StreamExecutionEnvironment {
     env
 }
 
-/// source -> key_by(key) -> 10 s tumbling count + sum(price) -> blackhole.
+/// source -> key_by(key) -> window -> count + sum(price) -> blackhole.
 fn window_job(
     source: SourceSpec,
+    assigner: WindowAssigner,
     parallelism: usize,
     mode: RuntimeMode,
 ) -> StreamExecutionEnvironment {
@@ -99,7 +105,7 @@ fn window_job(
     .unwrap()
     .key_by(&["key"])
     .unwrap()
-    .window(TumblingEventTimeWindows::of(Duration::from_secs(10)))
+    .window(assigner)
     .aggregate(vec![
         AggregateSpec::count_star().alias("cnt"),
         AggregateSpec::sum("price").alias("total"),
@@ -108,6 +114,15 @@ fn window_job(
     .sink_to(SinkSpec::Blackhole, "blackhole")
     .unwrap();
     env
+}
+
+/// Like [`generator`] with `keys` distinct keys.
+fn keyed_generator(events: u64, keys: u64) -> SourceSpec {
+    let SourceSpec::Generator(mut g) = generator(events) else {
+        unreachable!()
+    };
+    g.columns[0].1 = ColumnGen::Key { cardinality: keys };
+    SourceSpec::Generator(g)
 }
 
 /// Write `events` generated events as Parquet into `dir` once (4 files).
@@ -138,9 +153,13 @@ fn measure(name: &str, events: u64, parallelism: usize, env: StreamExecutionEnvi
     let wall = result.duration.as_secs_f64();
     let seen = result.records_out("Source: gen");
     let rows_out = result.records_in("Sink: blackhole");
+    let state = match result.counter("state_bytes_max") {
+        0 => String::new(),
+        b => format!("  peak window state {:.1} KiB", b as f64 / 1024.0),
+    };
     assert_eq!(seen, events, "every event generated");
     println!(
-        "{name:<44} p={parallelism}  {events:>11} events  {wall:>7.3} s  {:>7.1} M events/s  {:>7.1} M events/s per core (cpu {cpu:.2} s)  rows out {rows_out}",
+        "{name:<44} p={parallelism}  {events:>11} events  {wall:>7.3} s  {:>7.1} M events/s  {:>7.1} M events/s per core (cpu {cpu:.2} s)  rows out {rows_out}{state}",
         seen as f64 / wall / 1e6,
         seen as f64 / cpu.max(0.01) / 1e6,
     );
@@ -156,6 +175,9 @@ fn main() {
         .map(|n| n.get())
         .unwrap_or(1);
     println!("weir throughput, {events} events per run, {cores} cores available");
+    let secs = Duration::from_secs;
+    let tumble = TumblingEventTimeWindows::of(secs(10));
+    let streaming = RuntimeMode::Streaming;
     for p in [1, 2] {
         measure(
             "(a) generator>filter>project>blackhole",
@@ -167,9 +189,49 @@ fn main() {
             "(b) generator>key_by>tumble(10s) count+sum",
             events,
             p,
-            window_job(generator(events), p, RuntimeMode::Streaming),
+            window_job(generator(events), tumble, p, streaming),
         );
     }
+    measure(
+        "(b') same, a tenth of the events (state size)",
+        events / 10,
+        1,
+        window_job(generator(events / 10), tumble, 1, streaming),
+    );
+    measure(
+        "(d) generator>key_by>hop(10s, 2s) count+sum",
+        events,
+        1,
+        window_job(
+            generator(events),
+            SlidingEventTimeWindows::of(secs(10), secs(2)),
+            1,
+            streaming,
+        ),
+    );
+    measure(
+        "(e) generator>key_by>cumulate(2s, 10s) count+sum",
+        events,
+        1,
+        window_job(
+            generator(events),
+            CumulativeEventTimeWindows::of(secs(2), secs(10)),
+            1,
+            streaming,
+        ),
+    );
+    let session_events = events / 4;
+    measure(
+        "(f) generator>key_by>session(50ms), 100k keys",
+        session_events,
+        1,
+        window_job(
+            keyed_generator(session_events, 100_000),
+            EventTimeSessionWindows::with_gap(Duration::from_millis(50)),
+            1,
+            streaming,
+        ),
+    );
     let parquet_events_n: u64 = std::env::var("WEIR_BENCH_PARQUET_EVENTS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -180,6 +242,6 @@ fn main() {
         "(c) parquet>key_by>tumble(10s) count+sum, batch",
         parquet_events_n,
         1,
-        window_job(source, 1, RuntimeMode::Batch),
+        window_job(source, tumble, 1, RuntimeMode::Batch),
     );
 }

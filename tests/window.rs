@@ -269,6 +269,8 @@ fn run_assigner(
 ) -> (Vec<RecordBatch>, u64) {
     let env = weir_worker::local_environment().unwrap();
     env.set_parallelism(parallelism).set_runtime_mode(mode);
+    // The reference advances the watermark after every batch.
+    env.configure(|c| c.watermark_interval = Duration::ZERO);
     let out = CollectHandle::new();
     let source = SourceSpec::Memory(MemorySourceSpec {
         schema: event_schema(),

@@ -44,6 +44,10 @@ pub struct WeirConfig {
     pub runtime_mode: RuntimeMode,
     /// Whether operators may be chained into one task. Default true.
     pub chaining_enabled: bool,
+    /// How often sources emit a watermark (wall clock), as Flink's
+    /// `pipeline.auto-watermark-interval`. Zero emits one after every batch.
+    /// Default 200 ms. `WEIR_WATERMARK_INTERVAL_MS`.
+    pub watermark_interval: Duration,
 }
 
 impl Default for WeirConfig {
@@ -56,6 +60,7 @@ impl Default for WeirConfig {
             channel_capacity: 4,
             runtime_mode: RuntimeMode::Streaming,
             chaining_enabled: true,
+            watermark_interval: Duration::from_millis(200),
         }
     }
 }
@@ -85,6 +90,9 @@ impl WeirConfig {
         }
         if let Some(v) = parse_env("WEIR_PARALLELISM")? {
             self.default_parallelism = v;
+        }
+        if let Some(v) = parse_env::<u64>("WEIR_WATERMARK_INTERVAL_MS")? {
+            self.watermark_interval = Duration::from_millis(v);
         }
         if let Some(v) = parse_env("WEIR_CHANNEL_CAPACITY")? {
             self.channel_capacity = v;

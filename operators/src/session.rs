@@ -58,6 +58,7 @@ pub struct SessionWindowOperator {
     key_ids: Vec<usize>,
     windows_fired: u64,
     late_dropped: u64,
+    state_bytes_max: u64,
 }
 
 fn find(parent: &mut [usize], mut g: usize) -> usize {
@@ -96,8 +97,21 @@ impl SessionWindowOperator {
             key_ids: Vec::new(),
             windows_fired: 0,
             late_dropped: 0,
+            state_bytes_max: 0,
             aggregates,
         })
+    }
+
+    /// Bytes held by keys, sessions and accumulators.
+    pub fn state_bytes(&self) -> usize {
+        self.keys.size()
+            + self.accumulators.iter().map(|a| a.size()).sum::<usize>()
+            + self.parent.len() * std::mem::size_of::<usize>()
+            + self
+                .sessions
+                .iter()
+                .map(|l| l.len() * std::mem::size_of::<Session>())
+                .sum::<usize>()
     }
 
     /// Number of open sessions.
@@ -303,6 +317,7 @@ impl Operator for SessionWindowOperator {
         out: &mut dyn Output,
     ) -> Result<Option<Watermark>> {
         self.watermark = self.watermark.max(watermark.0);
+        self.state_bytes_max = self.state_bytes_max.max(self.state_bytes() as u64);
         if self.min_end.saturating_sub(1) <= self.watermark {
             self.close_sessions(out)?;
         }
@@ -313,6 +328,7 @@ impl Operator for SessionWindowOperator {
         vec![
             ("windows_fired".into(), self.windows_fired),
             ("num_late_records_dropped".into(), self.late_dropped),
+            ("state_bytes_max".into(), self.state_bytes_max),
         ]
     }
 }

@@ -165,6 +165,7 @@ pub struct WindowAggregateOperator {
     windows_fired: u64,
     late_dropped: u64,
     late_updates: u64,
+    state_bytes_max: u64,
 }
 
 impl WindowAggregateOperator {
@@ -196,12 +197,32 @@ impl WindowAggregateOperator {
             windows_fired: 0,
             late_dropped: 0,
             late_updates: 0,
+            state_bytes_max: 0,
         })
     }
 
     /// Number of panes currently holding state.
     pub fn open_panes(&self) -> usize {
         self.panes.len()
+    }
+
+    /// Bytes held by the panes (group tables, accumulators, frozen state).
+    pub fn state_bytes(&self) -> usize {
+        self.panes
+            .values()
+            .map(|p| {
+                let live = p.live.as_ref().map_or(0, |l| {
+                    l.groups.size() + l.accumulators.iter().map(|a| a.size()).sum::<usize>()
+                });
+                let frozen: usize = p
+                    .frozen
+                    .iter()
+                    .flat_map(|f| f.keys.iter().chain(f.states.iter().flatten()))
+                    .map(|a| a.get_array_memory_size())
+                    .sum();
+                live + frozen
+            })
+            .sum()
     }
 
     fn emits_updates(&self) -> bool {
@@ -521,6 +542,8 @@ impl Operator for WindowAggregateOperator {
             return Ok(Some(watermark));
         }
         self.watermark = watermark.0;
+        // Sampled at every watermark, before firing: the peak a window holds.
+        self.state_bytes_max = self.state_bytes_max.max(self.state_bytes() as u64);
         if matches!(self.assigner, WindowAssigner::Tumbling { .. }) && self.lateness == 0 {
             self.fire_tumbling(out)?;
             return Ok(Some(watermark));
@@ -559,6 +582,7 @@ impl Operator for WindowAggregateOperator {
             ("windows_fired".into(), self.windows_fired),
             ("num_late_records_dropped".into(), self.late_dropped),
             ("late_updates".into(), self.late_updates),
+            ("state_bytes_max".into(), self.state_bytes_max),
         ]
     }
 }

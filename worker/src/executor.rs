@@ -213,6 +213,7 @@ pub fn build_tasks(job: &JobGraph) -> Result<Vec<(Task, TaskInput)>> {
                 chain: OperatorChain::new(operators),
                 outputs,
                 mode: job.config.runtime_mode,
+                watermark_interval: job.config.watermark_interval,
             },
             input,
         ));

@@ -85,6 +85,8 @@ pub struct Task {
     pub outputs: Vec<RecordWriter>,
     /// Streaming or batch.
     pub mode: RuntimeMode,
+    /// Minimum wall-clock time between two watermarks of a source.
+    pub watermark_interval: Duration,
 }
 
 impl Task {
@@ -159,6 +161,7 @@ impl Task {
         let mut rows = 0u64;
         let mut max_ts = i64::MIN;
         let mut emitted = Watermark::MIN;
+        let mut last_emit = Instant::now();
         let mut last_data = Instant::now();
         let mut idle = false;
         let streaming = self.mode == RuntimeMode::Streaming;
@@ -178,14 +181,6 @@ impl Task {
                     }
                     self.chain.process(batch, &mut tail)?;
                     self.flush(&mut tail).await?;
-                    if streaming
-                        && max_ts != i64::MIN
-                        && let Some(w) = watermarks.watermark_for(max_ts)
-                        && w > emitted
-                    {
-                        emitted = w;
-                        self.advance_watermark(w, &mut tail).await?;
-                    }
                 }
                 SourcePoll::Pending(wait) => {
                     if let Some(timeout) = watermarks.idleness
@@ -198,6 +193,17 @@ impl Task {
                     tokio::time::sleep(wait.max(Duration::from_micros(100))).await;
                 }
                 SourcePoll::Finished => break,
+            }
+            // Periodic watermarks, as Flink's auto-watermark interval.
+            if streaming
+                && max_ts != i64::MIN
+                && last_emit.elapsed() >= self.watermark_interval
+                && let Some(w) = watermarks.watermark_for(max_ts)
+                && w > emitted
+            {
+                emitted = w;
+                last_emit = Instant::now();
+                self.advance_watermark(w, &mut tail).await?;
             }
         }
         // End of a bounded input: the maximum watermark fires everything.
