@@ -242,3 +242,63 @@ fn plan_errors_are_raised_before_running() {
     let err = env.execute("no-sink").unwrap_err().to_string();
     assert!(err.contains("no sink"), "{err}");
 }
+
+#[test]
+fn side_outputs_are_edges_and_do_not_break_chains() {
+    use weir_core::time::TumblingEventTimeWindows;
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(2);
+    let spec = GeneratorSpec::new(Some(10))
+        .column("k", ColumnGen::Key { cardinality: 3 })
+        .column(
+            "ts",
+            ColumnGen::EventTime {
+                start_ms: 0,
+                events_per_second: 10,
+                max_out_of_orderness_ms: 0,
+            },
+        );
+    let windowed = env
+        .from_source(
+            SourceSpec::Generator(spec),
+            WatermarkStrategy::for_monotonous_timestamps("ts"),
+            "g",
+        )
+        .unwrap()
+        .key_by(&["k"])
+        .unwrap()
+        .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
+        .side_output_late_data("late")
+        .aggregate(vec![weir_core::spec::AggregateSpec::count_star()])
+        .unwrap();
+    windowed.sink_to(SinkSpec::Blackhole, "main").unwrap();
+    let err = windowed.side_output("other").err().unwrap().to_string();
+    assert!(
+        err.contains("no side output 'other'") && err.contains("late"),
+        "{err}"
+    );
+    let late = windowed.side_output("late").unwrap();
+    assert_eq!(
+        late.rowtime(),
+        Some("ts"),
+        "late records keep their event time"
+    );
+    late.sink_to(SinkSpec::Blackhole, "late").unwrap();
+
+    let job = env.job_graph("side").unwrap();
+    let names: Vec<&str> = job.vertices.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(
+        names[1].starts_with("Window(") && names[1].ends_with("-> Sink: main"),
+        "{names:?}"
+    );
+    assert_eq!(names[2], "Sink: late");
+    let side = job.edges.iter().find(|e| e.target == 2).unwrap();
+    assert_eq!(side.tag.as_deref(), Some("late"));
+    assert!(
+        env.explain("side")
+            .unwrap()
+            .contains("(side output 'late')")
+    );
+    env.execute("side").unwrap();
+}

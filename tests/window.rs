@@ -151,6 +151,20 @@ fn weir_rows(batches: &[RecordBatch]) -> Vec<(Row, bool)> {
     rows
 }
 
+/// (key, value, ts) rows of event batches.
+fn event_rows(batches: &[RecordBatch]) -> Vec<(i64, i64, i64)> {
+    let mut rows = Vec::new();
+    for b in batches {
+        let k = b.column(0).as_primitive::<Int64Type>();
+        let v = b.column(1).as_primitive::<Int64Type>();
+        let t = b.column(2).as_primitive::<TimestampMillisecondType>();
+        for r in 0..b.num_rows() {
+            rows.push((k.value(r), v.value(r), t.value(r)));
+        }
+    }
+    rows
+}
+
 /// The last emitted value of every (window, key), and which were emitted by
 /// a late firing (`is_update`; for a key new to an already fired window this
 /// is its first result, as a late firing in Flink's WindowOperator).
@@ -206,10 +220,10 @@ fn reference(
     bound: i64,
     lateness: i64,
     streaming: bool,
-) -> (Vec<(Row, bool)>, u64) {
+) -> (Vec<(Row, bool)>, Vec<(i64, i64, i64)>) {
     type Acc = (i64, i64, i64, i64);
     let mut state: BTreeMap<(i64, i64, i64), Acc> = BTreeMap::new();
-    let (mut wm, mut max_ts, mut dropped) = (i64::MIN, i64::MIN, 0);
+    let (mut wm, mut max_ts, mut dropped) = (i64::MIN, i64::MIN, Vec::new());
     let mut out = Vec::new();
     let row = |(s, e, k): (i64, i64, i64), (c, sum, lo, hi): Acc| {
         (s, e, k, c, sum, lo, hi, (sum as f64 / c as f64).to_bits())
@@ -241,7 +255,7 @@ fn reference(
                 }
             }
             if !kept {
-                dropped += 1;
+                dropped.push((k, v, t));
             }
         }
         for id in dirty {
@@ -266,6 +280,7 @@ fn run_assigner(
     lateness: i64,
     parallelism: usize,
     mode: RuntimeMode,
+    late_side_output: Option<&CollectHandle>,
 ) -> (Vec<RecordBatch>, u64) {
     let env = weir_worker::local_environment().unwrap();
     env.set_parallelism(parallelism).set_runtime_mode(mode);
@@ -276,20 +291,35 @@ fn run_assigner(
         schema: event_schema(),
         batches: batches.iter().map(|b| event_batch(b)).collect(),
     });
-    env.from_source(
-        source,
-        WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(bound as u64)),
-        "events",
-    )
-    .unwrap()
-    .key_by(&["key"])
-    .unwrap()
-    .window(assigner)
-    .allowed_lateness(Duration::from_millis(lateness as u64))
-    .aggregate(aggregates())
-    .unwrap()
-    .sink_to(SinkSpec::Collect(out.clone()), "collect")
-    .unwrap();
+    let windowed = env
+        .from_source(
+            source,
+            WatermarkStrategy::for_bounded_out_of_orderness(
+                "ts",
+                Duration::from_millis(bound as u64),
+            ),
+            "events",
+        )
+        .unwrap()
+        .key_by(&["key"])
+        .unwrap()
+        .window(assigner)
+        .allowed_lateness(Duration::from_millis(lateness as u64));
+    let windowed = match late_side_output {
+        Some(_) => windowed.side_output_late_data("late"),
+        None => windowed,
+    };
+    let results = windowed.aggregate(aggregates()).unwrap();
+    results
+        .sink_to(SinkSpec::Collect(out.clone()), "collect")
+        .unwrap();
+    if let Some(late) = late_side_output {
+        results
+            .side_output("late")
+            .unwrap()
+            .sink_to(SinkSpec::Collect(late.clone()), "late")
+            .unwrap();
+    }
     let result = env.execute("window-test").unwrap();
     (out.batches(), result.counter("num_late_records_dropped"))
 }
@@ -366,16 +396,27 @@ proptest! {
     fn windows_match_naive_reference((batches, assigner, bound, lateness) in event_strategy()) {
         // Streaming at parallelism 1: per-batch watermarks, late records
         // dropped or, within the lateness, updating fired windows.
-        let (out, late) = run_assigner(&batches, assigner, bound, lateness, 1, RuntimeMode::Streaming);
-        let (expected, expected_late) = reference(&batches, assigner, bound, lateness, true);
+        // Every other case sends late records to a side output.
+        let side = (batches.len() % 2 == 0).then(CollectHandle::new);
+        let (out, late) = run_assigner(&batches, assigner, bound, lateness, 1, RuntimeMode::Streaming, side.as_ref());
+        let (expected, mut expected_late) = reference(&batches, assigner, bound, lateness, true);
         let (weir_final, weir_updated) = final_results(&weir_rows(&out));
         let (ref_final, ref_updated) = final_results(&expected);
         prop_assert_eq!(weir_final, ref_final);
         prop_assert_eq!(weir_updated, ref_updated);
-        prop_assert_eq!(late, expected_late);
+        match side {
+            Some(side) => {
+                prop_assert_eq!(late, 0);
+                let mut got = event_rows(&side.batches());
+                got.sort();
+                expected_late.sort();
+                prop_assert_eq!(got, expected_late);
+            }
+            None => prop_assert_eq!(late, expected_late.len() as u64),
+        }
         // Batch mode at parallelism 3: one final watermark, nothing is late,
         // every window fires exactly once.
-        let (out, late) = run_assigner(&batches, assigner, bound, lateness, 3, RuntimeMode::Batch);
+        let (out, late) = run_assigner(&batches, assigner, bound, lateness, 3, RuntimeMode::Batch, None);
         let (expected, _) = reference(&batches, assigner, bound, lateness, false);
         let mut rows = weir_rows(&out);
         rows.sort();
@@ -393,10 +434,10 @@ fn session_reference(
     gap: i64,
     bound: i64,
     streaming: bool,
-) -> (Vec<Row>, u64) {
+) -> (Vec<Row>, Vec<(i64, i64, i64)>) {
     type Acc = (i64, i64, i64, i64);
     let mut open: BTreeMap<i64, Vec<(i64, i64, Acc)>> = BTreeMap::new();
-    let (mut wm, mut max_ts, mut dropped) = (i64::MIN, i64::MIN, 0);
+    let (mut wm, mut max_ts, mut dropped) = (i64::MIN, i64::MIN, Vec::new());
     let mut out = Vec::new();
     let close = |open: &mut BTreeMap<i64, Vec<(i64, i64, Acc)>>, wm: i64, out: &mut Vec<Row>| {
         for (&k, list) in open.iter_mut() {
@@ -420,7 +461,7 @@ fn session_reference(
                 list.drain(..).partition(|&(a, b, _)| a <= e && b >= s);
             *list = rest;
             if touching.is_empty() && e - 1 <= wm {
-                dropped += 1;
+                dropped.push((k, v, t));
                 continue;
             }
             let mut merged = (s, e, (1, v, v, v));
@@ -476,13 +517,23 @@ proptest! {
     #[test]
     fn sessions_match_naive_reference((batches, gap, bound) in session_case()) {
         let assigner = WindowAssigner::Session { gap };
-        let (out, late) = run_assigner(&batches, assigner, bound, 0, 1, RuntimeMode::Streaming);
-        let (expected, expected_late) = session_reference(&batches, gap, bound, true);
+        let side = (batches.len() % 2 == 0).then(CollectHandle::new);
+        let (out, late) = run_assigner(&batches, assigner, bound, 0, 1, RuntimeMode::Streaming, side.as_ref());
+        let (expected, mut expected_late) = session_reference(&batches, gap, bound, true);
         let mut rows: Vec<Row> = weir_rows(&out).into_iter().map(|(r, _)| r).collect();
         rows.sort();
         prop_assert_eq!(rows, expected);
-        prop_assert_eq!(late, expected_late);
-        let (out, late) = run_assigner(&batches, assigner, bound, 0, 2, RuntimeMode::Batch);
+        match side {
+            Some(side) => {
+                prop_assert_eq!(late, 0);
+                let mut got = event_rows(&side.batches());
+                got.sort();
+                expected_late.sort();
+                prop_assert_eq!(got, expected_late);
+            }
+            None => prop_assert_eq!(late, expected_late.len() as u64),
+        }
+        let (out, late) = run_assigner(&batches, assigner, bound, 0, 2, RuntimeMode::Batch, None);
         let (expected, _) = session_reference(&batches, gap, bound, false);
         let mut rows: Vec<Row> = weir_rows(&out).into_iter().map(|(r, _)| r).collect();
         rows.sort();

@@ -516,6 +516,9 @@ pub struct WindowAggregateSpec {
     /// When positive, the output has a final `is_update` column that is true
     /// for results re-emitted because of late records.
     pub allowed_lateness: i64,
+    /// Side output receiving records too late for every window; `None`
+    /// drops and counts them.
+    pub late_data_tag: Option<String>,
 }
 
 /// A function applied to whole batches (application mode only: it cannot be

@@ -29,12 +29,24 @@ pub trait Output {
     /// Emit one batch downstream (to the next chained operator or the task's
     /// network outputs).
     fn collect(&mut self, batch: RecordBatch) -> Result<()>;
+
+    /// Emit one batch to the side output `tag` (Flink's `OutputTag`). The
+    /// operator must have declared the tag when the job was built.
+    fn collect_side(&mut self, tag: &str, batch: RecordBatch) -> Result<()>;
 }
 
+/// Collects main-output batches; side outputs are an error. For tests and
+/// for driving an operator by hand.
 impl Output for Vec<RecordBatch> {
     fn collect(&mut self, batch: RecordBatch) -> Result<()> {
         self.push(batch);
         Ok(())
+    }
+
+    fn collect_side(&mut self, tag: &str, _batch: RecordBatch) -> Result<()> {
+        Err(WeirError::Execution(format!(
+            "side output '{tag}' emitted where no side output is connected"
+        )))
     }
 }
 

@@ -44,6 +44,7 @@ pub struct SessionWindowOperator {
     aggregates: Aggregates,
     ts_index: usize,
     gap: i64,
+    late_data_tag: Option<String>,
     output_schema: SchemaRef,
     batch_size: usize,
     keys: Box<dyn GroupValues>,
@@ -86,6 +87,7 @@ impl SessionWindowOperator {
             name,
             ts_index: spec.input_schema.index_of(&spec.rowtime)?,
             gap,
+            late_data_tag: spec.late_data_tag.clone(),
             output_schema,
             batch_size: ctx.config.batch_size,
             keys: fresh.groups,
@@ -272,7 +274,7 @@ impl Operator for SessionWindowOperator {
         &self.name
     }
 
-    fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
         let rows = batch.num_rows();
         if rows == 0 {
             return Ok(());
@@ -303,9 +305,15 @@ impl Operator for SessionWindowOperator {
                 .aggregates
                 .update(&mut self.accumulators, &batch, &groups, total);
         }
-        self.late_dropped += late as u64;
         let mask: BooleanArray = groups.iter().map(|&g| Some(g != usize::MAX)).collect();
         let kept = filter_record_batch(&batch, &mask)?;
+        match &self.late_data_tag {
+            Some(tag) => {
+                let late_rows = filter_record_batch(&batch, &arrow::compute::not(&mask)?)?;
+                out.collect_side(tag, late_rows)?;
+            }
+            None => self.late_dropped += late as u64,
+        }
         let ids: Vec<usize> = groups.into_iter().filter(|&g| g != usize::MAX).collect();
         self.aggregates
             .update(&mut self.accumulators, &kept, &ids, total)

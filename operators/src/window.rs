@@ -156,6 +156,7 @@ pub struct WindowAggregateOperator {
     pane_size: i64,
     pane_offset: i64,
     lateness: i64,
+    late_data_tag: Option<String>,
     output_schema: SchemaRef,
     batch_size: usize,
     panes: BTreeMap<i64, Pane>,
@@ -188,6 +189,7 @@ impl WindowAggregateOperator {
             pane_size,
             pane_offset,
             lateness: spec.allowed_lateness,
+            late_data_tag: spec.late_data_tag.clone(),
             output_schema,
             batch_size: ctx.config.batch_size,
             panes: BTreeMap::new(),
@@ -451,8 +453,13 @@ impl WindowAggregateOperator {
         out: &mut dyn Output,
     ) -> Result<()> {
         if self.pane_expired(pane_start) {
-            self.late_dropped += part.num_rows() as u64;
-            return Ok(());
+            return match &self.late_data_tag {
+                Some(tag) => out.collect_side(tag, part.clone()),
+                None => {
+                    self.late_dropped += part.num_rows() as u64;
+                    Ok(())
+                }
+            };
         }
         self.accumulate(pane_start, part)?;
         if self.emits_updates() && pane_start.saturating_add(self.pane_size - 1) <= self.watermark {

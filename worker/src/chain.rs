@@ -11,6 +11,23 @@ struct ChainedOperator {
     records_in: u64,
 }
 
+/// What a chain emitted: main-output batches of its last operator, and side
+/// outputs tagged with the position of the operator that emitted them.
+#[derive(Default)]
+pub struct ChainOutput {
+    /// Main output of the chain's last operator.
+    pub main: Vec<RecordBatch>,
+    /// `(operator position, tag, batch)`.
+    pub side: Vec<(usize, String, RecordBatch)>,
+}
+
+impl ChainOutput {
+    /// Whether nothing is buffered.
+    pub fn is_empty(&self) -> bool {
+        self.main.is_empty() && self.side.is_empty()
+    }
+}
+
 /// The operators of one task, head first. A batch emitted by operator `k` is
 /// handed straight to operator `k + 1` (no queue, no copy); what the last
 /// operator emits is collected for the task's network outputs.
@@ -22,8 +39,10 @@ pub struct OperatorChain {
 /// Delivers batches to the rest of a chain, or to the task's output buffer.
 struct Link<'a> {
     rest: &'a mut [ChainedOperator],
-    tail: &'a mut Vec<RecordBatch>,
+    tail: &'a mut ChainOutput,
     records_out: &'a mut u64,
+    /// Position of the operator this link is the output of.
+    position: usize,
 }
 
 impl Output for Link<'_> {
@@ -37,15 +56,21 @@ impl Output for Link<'_> {
                         rest,
                         tail: self.tail,
                         records_out: self.records_out,
+                        position: self.position.wrapping_add(1),
                     },
                 )
             }
             None => {
                 *self.records_out += batch.num_rows() as u64;
-                self.tail.push(batch);
+                self.tail.main.push(batch);
                 Ok(())
             }
         }
+    }
+
+    fn collect_side(&mut self, tag: &str, batch: RecordBatch) -> Result<()> {
+        self.tail.side.push((self.position, tag.to_string(), batch));
+        Ok(())
     }
 }
 
@@ -65,11 +90,13 @@ impl OperatorChain {
     }
 
     /// Push a batch through the chain; output batches land in `tail`.
-    pub fn process(&mut self, batch: RecordBatch, tail: &mut Vec<RecordBatch>) -> Result<()> {
+    pub fn process(&mut self, batch: RecordBatch, tail: &mut ChainOutput) -> Result<()> {
+        // The chain input is the "output" of a virtual operator before the head.
         Link {
             rest: &mut self.operators,
             tail,
             records_out: &mut self.records_out,
+            position: usize::MAX,
         }
         .collect(batch)
     }
@@ -80,7 +107,7 @@ impl OperatorChain {
     pub fn on_watermark(
         &mut self,
         watermark: Watermark,
-        tail: &mut Vec<RecordBatch>,
+        tail: &mut ChainOutput,
     ) -> Result<Option<Watermark>> {
         let mut current = Some(watermark);
         for k in 0..self.operators.len() {
@@ -92,6 +119,7 @@ impl OperatorChain {
                     rest,
                     tail,
                     records_out: &mut self.records_out,
+                    position: k,
                 },
             )?;
         }
@@ -100,13 +128,14 @@ impl OperatorChain {
 
     /// End of input: finish operators head first, so every operator receives
     /// its predecessor's final output before finishing itself.
-    pub fn finish(&mut self, tail: &mut Vec<RecordBatch>) -> Result<()> {
+    pub fn finish(&mut self, tail: &mut ChainOutput) -> Result<()> {
         for k in 0..self.operators.len() {
             let (head, rest) = self.operators.split_at_mut(k + 1);
             head[k].operator.finish(&mut Link {
                 rest,
                 tail,
                 records_out: &mut self.records_out,
+                position: k,
             })?;
         }
         Ok(())

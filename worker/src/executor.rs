@@ -192,19 +192,32 @@ pub fn build_tasks(job: &JobGraph) -> Result<Vec<(Task, TaskInput)>> {
             .map(|&n| create_operator(&job.nodes[n], &ctx))
             .collect::<Result<Vec<_>>>()
             .map_err(|e| task_error(&st.name, e))?;
-        let outputs = job
-            .out_edges(st.vertex)
-            .map(|(idx, e)| {
-                let senders = senders.remove(&(idx, st.subtask)).unwrap_or_default();
-                let partitioner = BatchPartitioner::new(
-                    e.partitioner.clone(),
-                    senders.len(),
-                    job.config.max_parallelism,
-                    st.subtask,
-                );
-                RecordWriter::new(partitioner, senders)
-            })
-            .collect();
+        let mut outputs = Vec::new();
+        let mut side_outputs = Vec::new();
+        for (idx, e) in job.out_edges(st.vertex) {
+            let senders = senders.remove(&(idx, st.subtask)).unwrap_or_default();
+            let partitioner = BatchPartitioner::new(
+                e.partitioner.clone(),
+                senders.len(),
+                job.config.max_parallelism,
+                st.subtask,
+            );
+            let writer = RecordWriter::new(partitioner, senders);
+            match &e.tag {
+                None => outputs.push(writer),
+                Some(tag) => {
+                    let position = chain_nodes
+                        .iter()
+                        .position(|&n| n == e.source_node)
+                        .ok_or_else(|| {
+                            WeirError::Execution(format!(
+                                "side output '{tag}' comes from a node outside its vertex"
+                            ))
+                        })?;
+                    side_outputs.push((position, tag.clone(), writer));
+                }
+            }
+        }
         tasks.push((
             Task {
                 name: st.name.clone(),
@@ -212,6 +225,7 @@ pub fn build_tasks(job: &JobGraph) -> Result<Vec<(Task, TaskInput)>> {
                 subtask: st.subtask,
                 chain: OperatorChain::new(operators),
                 outputs,
+                side_outputs,
                 mode: job.config.runtime_mode,
                 watermark_interval: job.config.watermark_interval,
             },

@@ -12,7 +12,7 @@ use weir_operators::partition::BatchPartitioner;
 use weir_operators::window::timestamps;
 use weir_operators::{Source, SourcePoll};
 
-use crate::chain::OperatorChain;
+use crate::chain::{ChainOutput, OperatorChain};
 use crate::channel::ChannelSender;
 use crate::gate::{GateEvent, InputGate};
 
@@ -81,8 +81,10 @@ pub struct Task {
     pub subtask: usize,
     /// The chained operators (not including a source).
     pub chain: OperatorChain,
-    /// One writer per outgoing job edge.
+    /// One writer per outgoing main-output job edge.
     pub outputs: Vec<RecordWriter>,
+    /// Writers of side-output edges: (operator position in the chain, tag).
+    pub side_outputs: Vec<(usize, String, RecordWriter)>,
     /// Streaming or batch.
     pub mode: RuntimeMode,
     /// Minimum wall-clock time between two watermarks of a source.
@@ -114,8 +116,16 @@ impl Task {
         })
     }
 
-    async fn flush(&mut self, tail: &mut Vec<RecordBatch>) -> Result<()> {
-        for batch in tail.drain(..) {
+    async fn flush(&mut self, tail: &mut ChainOutput) -> Result<()> {
+        for (position, tag, batch) in tail.side.drain(..) {
+            // A side output nobody reads is discarded, as in Flink.
+            for (p, t, w) in &mut self.side_outputs {
+                if *p == position && *t == tag {
+                    w.emit(batch.clone()).await?;
+                }
+            }
+        }
+        for batch in tail.main.drain(..) {
             match self.outputs.as_mut_slice() {
                 [] => {}
                 [only] => only.emit(batch).await?,
@@ -130,13 +140,14 @@ impl Task {
     }
 
     async fn broadcast(&mut self, message: StreamMessage) -> Result<()> {
-        for w in &mut self.outputs {
+        let side = self.side_outputs.iter_mut().map(|(_, _, w)| w);
+        for w in self.outputs.iter_mut().chain(side) {
             w.broadcast(message.clone()).await?;
         }
         Ok(())
     }
 
-    async fn advance_watermark(&mut self, w: Watermark, tail: &mut Vec<RecordBatch>) -> Result<()> {
+    async fn advance_watermark(&mut self, w: Watermark, tail: &mut ChainOutput) -> Result<()> {
         let forward = self.chain.on_watermark(w, tail)?;
         self.flush(tail).await?;
         if let Some(w) = forward {
@@ -145,7 +156,7 @@ impl Task {
         Ok(())
     }
 
-    async fn end_of_input(&mut self, tail: &mut Vec<RecordBatch>) -> Result<()> {
+    async fn end_of_input(&mut self, tail: &mut ChainOutput) -> Result<()> {
         self.chain.finish(tail)?;
         self.flush(tail).await?;
         self.broadcast(StreamMessage::EndOfStream).await
@@ -157,7 +168,7 @@ impl Task {
         watermarks: WatermarkStrategy,
         rowtime: Option<usize>,
     ) -> Result<u64> {
-        let mut tail = Vec::new();
+        let mut tail = ChainOutput::default();
         let mut rows = 0u64;
         let mut max_ts = i64::MIN;
         let mut emitted = Watermark::MIN;
@@ -213,7 +224,7 @@ impl Task {
     }
 
     async fn run_gate(&mut self, mut gate: InputGate) -> Result<()> {
-        let mut tail = Vec::new();
+        let mut tail = ChainOutput::default();
         loop {
             match gate.next().await? {
                 GateEvent::Data(batch) => {

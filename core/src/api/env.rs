@@ -129,6 +129,7 @@ impl StreamExecutionEnvironment {
             inputs,
             schema,
             chaining: ChainingStrategy::Always,
+            side_outputs: vec![],
         });
         id
     }

@@ -27,6 +27,8 @@ pub struct DataStream {
     id: usize,
     schema: SchemaRef,
     rowtime: Option<String>,
+    /// Event-time columns of this operator's side outputs.
+    side_rowtimes: Vec<(String, Option<String>)>,
 }
 
 impl DataStream {
@@ -41,7 +43,32 @@ impl DataStream {
             id,
             schema,
             rowtime,
+            side_rowtimes: vec![],
         }
+    }
+
+    /// The side output `tag` of the operator that produced this stream.
+    pub fn side_output(&self, tag: &str) -> Result<DataStream> {
+        let t = self.env.transformation(self.id);
+        let Some((_, schema)) = t.side_outputs.iter().find(|(n, _)| n == tag) else {
+            let known: Vec<&str> = t.side_outputs.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(WeirError::plan(format!(
+                "'{}' has no side output '{tag}' (declared: [{}])",
+                t.name,
+                known.join(", ")
+            )));
+        };
+        let rowtime = self
+            .side_rowtimes
+            .iter()
+            .find(|(n, _)| n == tag)
+            .and_then(|(_, r)| r.clone());
+        Ok(self.derive(
+            format!("SideOutput({tag})"),
+            TransformationKind::SideOutput(tag.to_string()),
+            Arc::clone(schema),
+            rowtime,
+        ))
     }
 
     /// Output schema.
@@ -385,6 +412,7 @@ impl KeyedStream {
             keyed: self.clone(),
             assigner,
             allowed_lateness: Duration::ZERO,
+            late_data_tag: None,
         }
     }
 
@@ -399,9 +427,19 @@ pub struct WindowedStream {
     keyed: KeyedStream,
     assigner: WindowAssigner,
     allowed_lateness: Duration,
+    late_data_tag: Option<String>,
 }
 
 impl WindowedStream {
+    /// Send records that are too late for every window to the side output
+    /// `tag` instead of dropping them; read it with
+    /// [`DataStream::side_output`] on the aggregated stream. Its schema is
+    /// the window's input schema.
+    pub fn side_output_late_data(mut self, tag: &str) -> Self {
+        self.late_data_tag = Some(tag.to_string());
+        self
+    }
+
     /// Keep window state for `lateness` after a window fired: a late record
     /// within it updates the window and re-emits its result, flagged in the
     /// `is_update` output column. Not supported for session windows.
@@ -474,14 +512,27 @@ impl WindowedStream {
             aggregates,
             input_schema: Arc::clone(&input.schema),
             allowed_lateness,
+            late_data_tag: self.late_data_tag.clone(),
         };
         let name = format!("{:?}", OperatorSpec::WindowAggregate(spec.clone()));
-        Ok(input.derive(
+        let out = input.derive(
             name,
             TransformationKind::Operator(OperatorSpec::WindowAggregate(spec)),
             Arc::new(Schema::new(fields)),
             None,
-        ))
+        );
+        if let Some(tag) = &self.late_data_tag {
+            let schema = Arc::clone(&input.schema);
+            out.env
+                .update(out.id, |t| t.side_outputs.push((tag.clone(), schema)));
+            let mut side_rowtime = out.side_rowtimes.clone();
+            side_rowtime.push((tag.clone(), input.rowtime.clone()));
+            return Ok(DataStream {
+                side_rowtimes: side_rowtime,
+                ..out
+            });
+        }
+        Ok(out)
     }
 }
 

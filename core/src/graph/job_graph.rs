@@ -28,6 +28,10 @@ pub struct JobEdge {
     pub target: usize,
     /// How records are distributed.
     pub partitioner: Partitioner,
+    /// The stream node (inside the producer vertex) that emits the records.
+    pub source_node: usize,
+    /// The side output carried; `None` is the main output of the chain's tail.
+    pub tag: Option<String>,
 }
 
 /// A job after chaining: what gets scheduled.
@@ -65,7 +69,10 @@ impl JobGraph {
         for node in &graph.nodes {
             let ins: Vec<_> = graph.in_edges(node.id).collect();
             let chained_to = match ins.as_slice() {
-                [edge] if chainable(graph, edge.source, node, &edge.partitioner) => {
+                [edge]
+                    if edge.tag.is_none()
+                        && chainable(graph, edge.source, node, &edge.partitioner) =>
+                {
                     Some(vertex_of[edge.source])
                 }
                 _ => None,
@@ -102,6 +109,8 @@ impl JobGraph {
                 source: vertex_of[e.source],
                 target: vertex_of[e.target],
                 partitioner: e.partitioner.clone(),
+                source_node: e.source,
+                tag: e.tag.clone(),
             })
             .collect();
         Ok(Self {
@@ -147,7 +156,14 @@ impl JobGraph {
             );
             let inputs: Vec<String> = self
                 .in_edges(v.id)
-                .map(|(_, e)| format!("{} {}", vertex_label(e.source), e.partitioner))
+                .map(|(_, e)| match &e.tag {
+                    Some(tag) => format!(
+                        "{} {} (side output '{tag}')",
+                        vertex_label(e.source),
+                        e.partitioner
+                    ),
+                    None => format!("{} {}", vertex_label(e.source), e.partitioner),
+                })
                 .collect();
             if !inputs.is_empty() {
                 let _ = write!(s, " <- {}", inputs.join(", "));
@@ -177,7 +193,7 @@ fn chainable(graph: &StreamGraph, source: usize, target: &StreamNode, p: &Partit
     graph.config.chaining_enabled
         && *p == Partitioner::Forward
         && up.parallelism == target.parallelism
-        && graph.out_edges(source).count() == 1
+        && graph.main_out_edges(source).count() == 1
         && up.chaining != ChainingStrategy::Never
         && target.chaining == ChainingStrategy::Always
 }

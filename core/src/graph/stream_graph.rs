@@ -56,6 +56,8 @@ pub struct StreamEdge {
     pub target: usize,
     /// How records are distributed.
     pub partitioner: Partitioner,
+    /// The producer's side output this edge carries; `None` is the main output.
+    pub tag: Option<String>,
 }
 
 /// Nodes and edges of a job before chaining.
@@ -91,7 +93,9 @@ impl StreamGraph {
                 },
                 TransformationKind::Operator(op) => StreamNodeKind::Operator(op.clone()),
                 TransformationKind::Sink(s) => StreamNodeKind::Sink(s.clone()),
-                TransformationKind::Partition(_) | TransformationKind::Union => continue,
+                TransformationKind::Partition(_)
+                | TransformationKind::Union
+                | TransformationKind::SideOutput(_) => continue,
             };
             let id = nodes.len();
             let parallelism = t.parallelism.unwrap_or(config.default_parallelism);
@@ -119,8 +123,8 @@ impl StreamGraph {
             });
             for &input in &t.inputs {
                 let mut upstream = Vec::new();
-                resolve_inputs(transformations, input, None, &mut upstream);
-                for (src_t, partitioner) in upstream {
+                resolve_inputs(transformations, input, None, None, &mut upstream);
+                for (src_t, partitioner, tag) in upstream {
                     let source = node_of[src_t].ok_or_else(|| {
                         WeirError::plan(format!("input of '{}' is not a physical node", t.name))
                     })?;
@@ -140,6 +144,7 @@ impl StreamGraph {
                         source,
                         target: id,
                         partitioner,
+                        tag,
                     });
                 }
             }
@@ -165,6 +170,13 @@ impl StreamGraph {
         self.edges.iter().filter(move |e| e.target == node)
     }
 
+    /// Main-output edges leaving `node` (side outputs excluded).
+    pub fn main_out_edges(&self, node: usize) -> impl Iterator<Item = &StreamEdge> {
+        self.edges
+            .iter()
+            .filter(move |e| e.source == node && e.tag.is_none())
+    }
+
     /// Edges leaving `node`.
     pub fn out_edges(&self, node: usize) -> impl Iterator<Item = &StreamEdge> {
         self.edges.iter().filter(move |e| e.source == node)
@@ -176,7 +188,10 @@ impl StreamGraph {
         for n in &self.nodes {
             let inputs: Vec<String> = self
                 .in_edges(n.id)
-                .map(|e| format!("#{} {}", e.source, e.partitioner))
+                .map(|e| match &e.tag {
+                    Some(tag) => format!("#{} {} (side output '{tag}')", e.source, e.partitioner),
+                    None => format!("#{} {}", e.source, e.partitioner),
+                })
                 .collect();
             let _ = write!(s, "  #{} {} [p={}]", n.id, n.name, n.parallelism);
             if !inputs.is_empty() {
@@ -189,26 +204,39 @@ impl StreamGraph {
 }
 
 /// Walk up through virtual transformations to the physical producers,
-/// remembering the partitioner closest to the consumer.
+/// remembering the partitioner closest to the consumer and the side output
+/// the records come from.
 fn resolve_inputs(
     transformations: &[Transformation],
     id: usize,
     partitioner: Option<Partitioner>,
-    out: &mut Vec<(usize, Option<Partitioner>)>,
+    tag: Option<String>,
+    out: &mut Vec<(usize, Option<Partitioner>, Option<String>)>,
 ) {
     let t = &transformations[id];
     match &t.kind {
         TransformationKind::Partition(p) => {
             let p = partitioner.or_else(|| Some(p.clone()));
             for &i in &t.inputs {
-                resolve_inputs(transformations, i, p.clone(), out);
+                resolve_inputs(transformations, i, p.clone(), tag.clone(), out);
             }
         }
         TransformationKind::Union => {
             for &i in &t.inputs {
-                resolve_inputs(transformations, i, partitioner.clone(), out);
+                resolve_inputs(transformations, i, partitioner.clone(), tag.clone(), out);
             }
         }
-        _ => out.push((id, partitioner)),
+        TransformationKind::SideOutput(name) => {
+            for &i in &t.inputs {
+                resolve_inputs(
+                    transformations,
+                    i,
+                    partitioner.clone(),
+                    Some(name.clone()),
+                    out,
+                );
+            }
+        }
+        _ => out.push((id, partitioner, tag)),
     }
 }

@@ -36,6 +36,8 @@ pub enum TransformationKind {
     Partition(Partitioner),
     /// Virtual: merges its inputs into one stream.
     Union,
+    /// Virtual: the named side output of its input operator.
+    SideOutput(String),
 }
 
 /// One recorded API call.
@@ -57,6 +59,8 @@ pub struct Transformation {
     pub schema: SchemaRef,
     /// Chaining behaviour.
     pub chaining: ChainingStrategy,
+    /// Side outputs the operator declares: tag and schema.
+    pub side_outputs: Vec<(String, SchemaRef)>,
 }
 
 impl Transformation {
@@ -64,7 +68,9 @@ impl Transformation {
     pub fn is_virtual(&self) -> bool {
         matches!(
             self.kind,
-            TransformationKind::Partition(_) | TransformationKind::Union
+            TransformationKind::Partition(_)
+                | TransformationKind::Union
+                | TransformationKind::SideOutput(_)
         )
     }
 }
