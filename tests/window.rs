@@ -123,6 +123,9 @@ fn results_identical_across_parallelism_and_modes() {
 /// window_start, window_end, key, count, sum, min, max, avg (as bits, so rows sort).
 type Row = (i64, i64, i64, i64, i64, i64, i64, u64);
 
+/// A test event: (key, value, ts).
+type Event = (i64, i64, i64);
+
 /// (window_start, window_end, key).
 type WindowKey = (i64, i64, i64);
 
@@ -220,7 +223,7 @@ fn reference(
     bound: i64,
     lateness: i64,
     streaming: bool,
-) -> (Vec<(Row, bool)>, Vec<(i64, i64, i64)>) {
+) -> (Vec<(Row, bool)>, Vec<Event>) {
     type Acc = (i64, i64, i64, i64);
     let mut state: BTreeMap<(i64, i64, i64), Acc> = BTreeMap::new();
     let (mut wm, mut max_ts, mut dropped) = (i64::MIN, i64::MIN, Vec::new());
@@ -434,7 +437,7 @@ fn session_reference(
     gap: i64,
     bound: i64,
     streaming: bool,
-) -> (Vec<Row>, Vec<(i64, i64, i64)>) {
+) -> (Vec<Row>, Vec<Event>) {
     type Acc = (i64, i64, i64, i64);
     let mut open: BTreeMap<i64, Vec<(i64, i64, Acc)>> = BTreeMap::new();
     let (mut wm, mut max_ts, mut dropped) = (i64::MIN, i64::MIN, Vec::new());
