@@ -290,10 +290,10 @@ fn run_assigner(
     // The reference advances the watermark after every batch.
     env.configure(|c| c.watermark_interval = Duration::ZERO);
     let out = CollectHandle::new();
-    let source = SourceSpec::Memory(MemorySourceSpec {
-        schema: event_schema(),
-        batches: batches.iter().map(|b| event_batch(b)).collect(),
-    });
+    let source = SourceSpec::Memory(MemorySourceSpec::new(
+        event_schema(),
+        batches.iter().map(|b| event_batch(b)).collect(),
+    ));
     let windowed = env
         .from_source(
             source,

@@ -51,6 +51,9 @@ pub enum WeirError {
         #[source]
         source: Box<WeirError>,
     },
+    /// The job was cancelled by its user.
+    #[error("job {0} was cancelled")]
+    Cancelled(String),
     /// The runtime itself failed (a channel closed unexpectedly, a task panicked).
     #[error("execution error: {0}")]
     Execution(String),

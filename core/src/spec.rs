@@ -187,14 +187,34 @@ pub struct CsvSourceSpec {
     pub delimiter: u8,
 }
 
-/// A bounded source over batches held in memory (Flink's `fromData`); batch
-/// `k` goes to subtask `k mod parallelism`, in order.
+/// A source over batches held in memory (Flink's `fromData`); batch `k`
+/// goes to subtask `k mod parallelism`, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemorySourceSpec {
     /// Schema of every batch.
     pub schema: SchemaRef,
     /// The batches.
     pub batches: Vec<RecordBatch>,
+    /// Whether the source ends after the batches (true), or stays open
+    /// without new data like a quiet message-queue partition (false).
+    pub bounded: bool,
+}
+
+impl MemorySourceSpec {
+    /// A bounded source over `batches` (which must share `schema`).
+    pub fn new(schema: SchemaRef, batches: Vec<RecordBatch>) -> Self {
+        Self {
+            schema,
+            batches,
+            bounded: true,
+        }
+    }
+
+    /// Stay open after the batches are replayed.
+    pub fn unbounded(mut self) -> Self {
+        self.bounded = false;
+        self
+    }
 }
 
 /// A source of a job.
@@ -232,7 +252,8 @@ impl SourceSpec {
     pub fn is_bounded(&self) -> bool {
         match self {
             SourceSpec::Generator(g) => g.num_events.is_some(),
-            SourceSpec::Parquet(_) | SourceSpec::Csv(_) | SourceSpec::Memory(_) => true,
+            SourceSpec::Parquet(_) | SourceSpec::Csv(_) => true,
+            SourceSpec::Memory(m) => m.bounded,
         }
     }
 

@@ -2,12 +2,13 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use tokio::sync::watch;
 use weir_core::api::StreamExecutionEnvironment;
 use weir_core::config::WeirConfig;
-use weir_core::graph::{JobExecutor, JobGraph, JobResult, StreamNodeKind, TaskMetrics};
+use weir_core::graph::{JobClient, JobExecutor, JobGraph, JobResult, StreamNodeKind, TaskMetrics};
 use weir_core::keys::KeyGroupRange;
 use weir_core::{Result, WeirError};
 use weir_operators::partition::BatchPartitioner;
@@ -31,8 +32,57 @@ pub fn local_environment() -> Result<StreamExecutionEnvironment> {
 }
 
 impl JobExecutor for LocalExecutor {
+    fn submit(&self, job: JobGraph) -> Result<Box<dyn JobClient>> {
+        let (cancel, _) = watch::channel(false);
+        let cancel = Arc::new(cancel);
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let name = job.job_name.clone();
+        let tasks = build_tasks(&job)?;
+        let signal = Arc::clone(&cancel);
+        let thread = std::thread::Builder::new()
+            .name(format!("weir job: {name}").chars().take(60).collect())
+            .spawn(move || run_tasks(job, tasks, signal))
+            .map_err(|e| WeirError::Execution(format!("cannot start job thread: {e}")))?;
+        Ok(Box::new(LocalJob {
+            name,
+            cancel,
+            cancelled,
+            thread,
+        }))
+    }
+
     fn execute(&self, job: JobGraph) -> Result<JobResult> {
         run_job(job)
+    }
+}
+
+/// A job running on the local executor.
+struct LocalJob {
+    name: String,
+    cancel: Arc<watch::Sender<bool>>,
+    cancelled: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Result<JobResult>>,
+}
+
+impl JobClient for LocalJob {
+    fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        self.cancel.send_replace(true);
+    }
+
+    fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    fn wait(self: Box<Self>) -> Result<JobResult> {
+        let outcome = self
+            .thread
+            .join()
+            .map_err(|_| WeirError::Execution("job thread panicked".into()))?;
+        if self.cancelled.load(Ordering::SeqCst) {
+            return Err(WeirError::Cancelled(self.name));
+        }
+        outcome
     }
 }
 
@@ -41,9 +91,18 @@ impl JobExecutor for LocalExecutor {
 /// stalls only its own task, and back-pressure does the rest). The first
 /// failure cancels every other task; the root cause is returned.
 pub fn run_job(job: JobGraph) -> Result<JobResult> {
-    let started = Instant::now();
     let tasks = build_tasks(&job)?;
-    let (cancel_tx, cancel_rx) = watch::channel(false);
+    run_tasks(job, tasks, Arc::new(watch::channel(false).0))
+}
+
+/// Run built tasks until they end or `cancel_tx` is set.
+fn run_tasks(
+    job: JobGraph,
+    tasks: Vec<(Task, TaskInput)>,
+    cancel_tx: Arc<watch::Sender<bool>>,
+) -> Result<JobResult> {
+    let started = Instant::now();
+    let cancel_rx = cancel_tx.subscribe();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<(String, Result<TaskMetrics>)>();
     let mut threads = Vec::with_capacity(tasks.len());
     for (task, input) in tasks {

@@ -135,9 +135,21 @@ impl InputGate {
             StreamMessage::Idle(idle) => {
                 ch.idle = idle;
                 let all_idle = self.channels.iter().all(|c| c.idle || c.finished);
-                if all_idle != self.all_idle {
-                    self.all_idle = all_idle;
-                    return Some(GateEvent::Idle(all_idle));
+                if all_idle && !self.all_idle {
+                    // As Flink's watermark valve: when the last active channel
+                    // goes idle, the largest watermark of any channel is safe.
+                    self.all_idle = true;
+                    let max = self.channels.iter().map(|c| c.watermark).max();
+                    if let Some(max) = max.filter(|&m| m > self.watermark) {
+                        self.watermark = max;
+                        self.stashed = Some(GateEvent::Idle(true));
+                        return Some(GateEvent::Watermark(max));
+                    }
+                    return Some(GateEvent::Idle(true));
+                }
+                if !all_idle && self.all_idle {
+                    self.all_idle = false;
+                    return Some(GateEvent::Idle(false));
                 }
                 self.advance_watermark()
             }

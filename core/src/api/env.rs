@@ -8,7 +8,7 @@ use super::stream::DataStream;
 use crate::config::{RuntimeMode, WeirConfig};
 use crate::error::{Result, WeirError};
 use crate::graph::{
-    ChainingStrategy, JobExecutor, JobGraph, JobResult, StreamGraph, Transformation,
+    ChainingStrategy, JobClient, JobExecutor, JobGraph, JobResult, StreamGraph, Transformation,
     TransformationKind,
 };
 use crate::spec::SourceSpec;
@@ -171,15 +171,24 @@ impl StreamExecutionEnvironment {
         ))
     }
 
-    /// Lower the job and run it with the environment's executor. The recorded
-    /// transformations stay, so a second call runs the job again.
-    pub fn execute(&self, job_name: &str) -> Result<JobResult> {
-        let executor = self.executor.as_ref().ok_or_else(|| {
+    fn executor(&self) -> Result<&Arc<dyn JobExecutor>> {
+        self.executor.as_ref().ok_or_else(|| {
             WeirError::plan(
                 "this environment has no executor; create it with weir_worker::local_environment()",
             )
-        })?;
+        })
+    }
+
+    /// Lower the job and run it to its end with the environment's executor.
+    /// The recorded transformations stay, so a second call runs the job again.
+    pub fn execute(&self, job_name: &str) -> Result<JobResult> {
         let job = self.job_graph(job_name)?;
-        executor.execute(job)
+        self.executor()?.execute(job)
+    }
+
+    /// Lower the job and start it; the returned client cancels or awaits it.
+    pub fn execute_async(&self, job_name: &str) -> Result<Box<dyn JobClient>> {
+        let job = self.job_graph(job_name)?;
+        self.executor()?.submit(job)
     }
 }

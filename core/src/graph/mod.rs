@@ -119,12 +119,29 @@ impl JobResult {
     }
 }
 
-/// Runs a job graph to completion.
+/// A running job.
+pub trait JobClient: Send {
+    /// Ask every task to stop; [`Self::wait`] then returns
+    /// [`WeirError::Cancelled`](crate::WeirError::Cancelled).
+    fn cancel(&self);
+    /// Whether the job has ended (finished, failed or cancelled).
+    fn is_finished(&self) -> bool;
+    /// Block until the job ends.
+    fn wait(self: Box<Self>) -> Result<JobResult>;
+}
+
+/// Runs job graphs.
 ///
-/// Contract: `execute` blocks until every task has finished (bounded jobs) or
-/// the job failed; the first task failure cancels the job and is returned with
-/// the failing subtask's name. Unbounded jobs run until cancelled.
+/// Contract: a submitted job runs until every task has finished (bounded
+/// jobs), the job failed — the first task failure cancels the job and is
+/// returned with the failing subtask's name — or it is cancelled. Unbounded
+/// jobs run until cancelled.
 pub trait JobExecutor: Send + Sync {
-    /// Run `job` and return its metrics.
-    fn execute(&self, job: JobGraph) -> Result<JobResult>;
+    /// Start `job` and return a handle to it.
+    fn submit(&self, job: JobGraph) -> Result<Box<dyn JobClient>>;
+
+    /// Run `job` to its end and return its metrics.
+    fn execute(&self, job: JobGraph) -> Result<JobResult> {
+        self.submit(job)?.wait()
+    }
 }

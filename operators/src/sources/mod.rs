@@ -60,6 +60,7 @@ pub fn create_source(node: &StreamNode, ctx: &OperatorContext) -> Result<Box<dyn
                 .map(|(_, b)| b.clone())
                 .collect::<Vec<_>>()
                 .into_iter(),
+            bounded: m.bounded,
         }),
     })
 }
@@ -67,13 +68,15 @@ pub fn create_source(node: &StreamNode, ctx: &OperatorContext) -> Result<Box<dyn
 /// Replays the in-memory batches assigned to one subtask.
 struct MemorySource {
     batches: std::vec::IntoIter<RecordBatch>,
+    bounded: bool,
 }
 
 impl Source for MemorySource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
         Ok(match self.batches.next() {
             Some(b) => SourcePoll::Batch(b),
-            None => SourcePoll::Finished,
+            None if self.bounded => SourcePoll::Finished,
+            None => SourcePoll::Pending(Duration::from_millis(5)),
         })
     }
 }
