@@ -9,6 +9,7 @@
 //! (b) generator -> key_by -> 10 s tumbling window count + sum over 1,000 keys -> blackhole
 //! (d) sliding 10 s / 2 s, (e) cumulating 2 s / 10 s, (f) 50 ms sessions
 //!     over 100,000 keys — all with count + sum
+//! (g) interval join of two generators on key within [0, 50 ms]
 //! (c) the same window in batch mode over Parquet files (written once by Weir
 //!     into `target/weir-bench/events`; `benches/peers/run.sh` runs DuckDB and
 //!     DataFusion on the same files)
@@ -125,6 +126,32 @@ fn keyed_generator(events: u64, keys: u64) -> SourceSpec {
     SourceSpec::Generator(g)
 }
 
+/// Two generators of `events / 2` each -> interval join on key within
+/// [0, 50 ms] -> blackhole.
+fn interval_join_job(events: u64) -> StreamExecutionEnvironment {
+    let env = env(1);
+    let side = |seed: u64, name: &str| {
+        let SourceSpec::Generator(g) = keyed_generator(events / 2, 100_000) else {
+            unreachable!()
+        };
+        env.from_source(
+            SourceSpec::Generator(g.seed(seed)),
+            WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(100)),
+            name,
+        )
+        .unwrap()
+        .key_by(&["key"])
+        .unwrap()
+    };
+    let (left, right) = (side(1, "gen"), side(2, "gen-right"));
+    left.interval_join(&right)
+        .between(0, 50)
+        .unwrap()
+        .sink_to(SinkSpec::Blackhole, "blackhole")
+        .unwrap();
+    env
+}
+
 /// Write `events` generated events as Parquet into `dir` once (4 files).
 fn parquet_events(dir: &std::path::Path, events: u64) -> SourceSpec {
     let marker = dir.join(format!("_complete_{events}"));
@@ -151,6 +178,7 @@ fn measure(name: &str, events: u64, parallelism: usize, env: StreamExecutionEnvi
     let result = env.execute(name).expect("benchmark job runs");
     let cpu = cpu_seconds() - cpu0;
     let wall = result.duration.as_secs_f64();
+    // Every source named gen… counts (the join reads two).
     let seen = result.records_out("Source: gen");
     let rows_out = result.records_in("Sink: blackhole");
     let state = match result.counter("state_bytes_max") {
@@ -231,6 +259,12 @@ fn main() {
             1,
             streaming,
         ),
+    );
+    measure(
+        "(g) two generators>interval join [0, 50ms], 100k keys",
+        events / 4,
+        1,
+        interval_join_job(events / 4),
     );
     let parquet_events_n: u64 = std::env::var("WEIR_BENCH_PARQUET_EVENTS")
         .ok()

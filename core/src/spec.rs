@@ -558,6 +558,40 @@ pub enum OperatorSpec {
     MapBatches(BatchFn),
     /// A keyed window aggregation.
     WindowAggregate(WindowAggregateSpec),
+    /// A keyed interval join of two inputs.
+    IntervalJoin(IntervalJoinSpec),
+}
+
+impl OperatorSpec {
+    /// Number of inputs the operator reads.
+    pub fn input_count(&self) -> usize {
+        match self {
+            OperatorSpec::IntervalJoin(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// A keyed interval join: a left row `l` and a right row `r` with equal keys
+/// join when `l.ts + lower <= r.ts <= l.ts + upper` (bounds inclusive).
+#[derive(Debug, Clone)]
+pub struct IntervalJoinSpec {
+    /// Key columns of the left input.
+    pub left_keys: Vec<String>,
+    /// Key columns of the right input (same types, same order).
+    pub right_keys: Vec<String>,
+    /// Event-time column of the left input.
+    pub left_rowtime: String,
+    /// Event-time column of the right input.
+    pub right_rowtime: String,
+    /// Lower bound in ms (may be negative).
+    pub lower: i64,
+    /// Upper bound in ms.
+    pub upper: i64,
+    /// Schema of the left input.
+    pub left_schema: SchemaRef,
+    /// Schema of the right input.
+    pub right_schema: SchemaRef,
 }
 
 impl fmt::Debug for OperatorSpec {
@@ -569,6 +603,14 @@ impl fmt::Debug for OperatorSpec {
                 write!(f, "Project({})", parts.join(", "))
             }
             OperatorSpec::MapBatches(_) => write!(f, "MapBatches(<fn>)"),
+            OperatorSpec::IntervalJoin(j) => write!(
+                f,
+                "IntervalJoin(keys [{}] = [{}], between {} and {} ms)",
+                j.left_keys.join(", "),
+                j.right_keys.join(", "),
+                j.lower,
+                j.upper
+            ),
             OperatorSpec::WindowAggregate(w) => {
                 let aggs: Vec<_> = w.aggregates.iter().map(|a| a.to_string()).collect();
                 write!(

@@ -10,6 +10,7 @@ use weir_core::graph::StreamNode;
 use weir_core::spec::{BatchFn, OperatorSpec};
 use weir_core::{Result, WeirError};
 
+use crate::join::IntervalJoinOperator;
 use crate::session::SessionWindowOperator;
 use crate::window::WindowAggregateOperator;
 use crate::{Operator, OperatorContext, Output};
@@ -36,6 +37,12 @@ pub(crate) fn create(
             f: Arc::clone(f),
             schema: Arc::clone(&node.schema),
         }),
+        OperatorSpec::IntervalJoin(j) => Box::new(IntervalJoinOperator::try_new(
+            name,
+            j,
+            Arc::clone(&node.schema),
+            ctx,
+        )?),
         OperatorSpec::WindowAggregate(w) => {
             let schema = Arc::clone(&node.schema);
             match w.assigner {

@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod basic;
+pub mod join;
 pub mod partition;
 pub mod session;
 pub mod sinks;
@@ -76,8 +77,25 @@ pub trait Operator: Send {
     /// Display name.
     fn name(&self) -> &str;
 
-    /// Process one batch.
+    /// Process one batch (of the first input).
     fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()>;
+
+    /// Process one batch of input `input`; two-input operators override this.
+    /// Only the head of a chain can have more than one input.
+    fn process_input(
+        &mut self,
+        input: usize,
+        batch: RecordBatch,
+        out: &mut dyn Output,
+    ) -> Result<()> {
+        match input {
+            0 => self.process_batch(batch, out),
+            n => Err(WeirError::Execution(format!(
+                "{} has one input but received input {n}",
+                self.name()
+            ))),
+        }
+    }
 
     /// The input watermark advanced to `watermark`; fire what it completes.
     /// Returns the watermark to forward (by default the same one).

@@ -89,6 +89,33 @@ impl OperatorChain {
         }
     }
 
+    /// Push a batch of the head's input `input` through the chain.
+    pub fn process_input(
+        &mut self,
+        input: usize,
+        batch: RecordBatch,
+        tail: &mut ChainOutput,
+    ) -> Result<()> {
+        if input == 0 {
+            return self.process(batch, tail);
+        }
+        let (head, rest) = self
+            .operators
+            .split_first_mut()
+            .ok_or_else(|| weir_core::WeirError::Execution("empty chain with two inputs".into()))?;
+        head.records_in += batch.num_rows() as u64;
+        head.operator.process_input(
+            input,
+            batch,
+            &mut Link {
+                rest,
+                tail,
+                records_out: &mut self.records_out,
+                position: 0,
+            },
+        )
+    }
+
     /// Push a batch through the chain; output batches land in `tail`.
     pub fn process(&mut self, batch: RecordBatch, tail: &mut ChainOutput) -> Result<()> {
         // The chain input is the "output" of a virtual operator before the head.

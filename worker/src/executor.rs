@@ -187,7 +187,8 @@ pub fn build_tasks(job: &JobGraph) -> Result<Vec<(Task, TaskInput)>> {
     let capacity = job.config.channel_capacity;
     // senders[(edge, producer)] ordered by consumer; receivers[(vertex, subtask)].
     let mut senders: HashMap<(usize, usize), Vec<Box<dyn ChannelSender>>> = HashMap::new();
-    let mut receivers: HashMap<(usize, usize), Vec<Box<dyn ChannelReceiver>>> = HashMap::new();
+    let mut receivers: HashMap<(usize, usize), Vec<(usize, Box<dyn ChannelReceiver>)>> =
+        HashMap::new();
     for c in &exec.channels {
         let edge = &job.edges[c.job_edge];
         let name = format!(
@@ -202,7 +203,7 @@ pub fn build_tasks(job: &JobGraph) -> Result<Vec<(Task, TaskInput)>> {
         receivers
             .entry((edge.target, c.consumer))
             .or_default()
-            .push(rx);
+            .push((edge.target_input, rx));
     }
     let mut tasks = Vec::with_capacity(exec.subtasks.len());
     for st in &exec.subtasks {
@@ -238,7 +239,7 @@ pub fn build_tasks(job: &JobGraph) -> Result<Vec<(Task, TaskInput)>> {
                 )
             }
             _ => (
-                TaskInput::Gate(InputGate::new(
+                TaskInput::Gate(InputGate::with_inputs(
                     receivers
                         .remove(&(st.vertex, st.subtask))
                         .unwrap_or_default(),

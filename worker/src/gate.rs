@@ -12,8 +12,8 @@ use crate::channel::ChannelReceiver;
 /// What the gate hands to the task.
 #[derive(Debug)]
 pub enum GateEvent {
-    /// A data batch from some channel.
-    Data(RecordBatch),
+    /// A data batch from a channel of input `.0`.
+    Data(usize, RecordBatch),
     /// The combined watermark advanced.
     Watermark(Watermark),
     /// Every input channel became idle (`true`) or one became active (`false`).
@@ -26,6 +26,7 @@ pub enum GateEvent {
 
 struct InputChannel {
     receiver: Box<dyn ChannelReceiver>,
+    input: usize,
     watermark: Watermark,
     idle: bool,
     finished: bool,
@@ -45,14 +46,21 @@ pub struct InputGate {
 }
 
 impl InputGate {
-    /// A gate over `receivers`.
+    /// A gate over `receivers` of a single-input task.
     pub fn new(receivers: Vec<Box<dyn ChannelReceiver>>) -> Self {
+        Self::with_inputs(receivers.into_iter().map(|r| (0, r)).collect())
+    }
+
+    /// A gate over receivers each tagged with the operator input they feed.
+    /// The watermark is the minimum over the channels of all inputs.
+    pub fn with_inputs(receivers: Vec<(usize, Box<dyn ChannelReceiver>)>) -> Self {
         let remaining = receivers.len();
         Self {
             channels: receivers
                 .into_iter()
-                .map(|receiver| InputChannel {
+                .map(|(input, receiver)| InputChannel {
                     receiver,
+                    input,
                     watermark: Watermark::MIN,
                     idle: false,
                     finished: false,
@@ -122,7 +130,8 @@ impl InputGate {
         match message {
             StreamMessage::Data(b) => {
                 ch.idle = false;
-                self.wake(Some(GateEvent::Data(b)))
+                let input = ch.input;
+                self.wake(Some(GateEvent::Data(input, b)))
             }
             StreamMessage::Watermark(w) => {
                 if w > ch.watermark {

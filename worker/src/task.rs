@@ -227,8 +227,8 @@ impl Task {
         let mut tail = ChainOutput::default();
         loop {
             match gate.next().await? {
-                GateEvent::Data(batch) => {
-                    self.chain.process(batch, &mut tail)?;
+                GateEvent::Data(input, batch) => {
+                    self.chain.process_input(input, batch, &mut tail)?;
                     self.flush(&mut tail).await?;
                 }
                 GateEvent::Watermark(w) => self.advance_watermark(w, &mut tail).await?,

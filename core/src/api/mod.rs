@@ -33,4 +33,4 @@ mod stream;
 
 pub use env::StreamExecutionEnvironment;
 pub use expr::plan_expr;
-pub use stream::{DataStream, DataStreamSink, KeyedStream, WindowedStream};
+pub use stream::{DataStream, DataStreamSink, IntervalJoinBuilder, KeyedStream, WindowedStream};

@@ -14,7 +14,9 @@ use super::expr::plan_expr;
 use crate::error::{Result, WeirError};
 use crate::graph::{ChainingStrategy, Partitioner, TransformationKind};
 use crate::keys::is_hashable_key_type;
-use crate::spec::{AggregateSpec, BatchFn, OperatorSpec, SinkSpec, WindowAggregateSpec};
+use crate::spec::{
+    AggregateSpec, BatchFn, IntervalJoinSpec, OperatorSpec, SinkSpec, WindowAggregateSpec,
+};
 use crate::time::{WindowAssigner, check_timestamp_column, column_list};
 
 /// A stream of record batches with a fixed schema.
@@ -419,6 +421,101 @@ impl KeyedStream {
     /// The underlying stream (hash-partitioned).
     pub fn as_stream(&self) -> &DataStream {
         &self.stream
+    }
+
+    /// Join with `other` on equal keys within a time interval; finish with
+    /// [`IntervalJoinBuilder::between`].
+    pub fn interval_join(&self, other: &KeyedStream) -> IntervalJoinBuilder {
+        IntervalJoinBuilder {
+            left: self.clone(),
+            right: other.clone(),
+        }
+    }
+}
+
+/// An interval join waiting for its bounds.
+pub struct IntervalJoinBuilder {
+    left: KeyedStream,
+    right: KeyedStream,
+}
+
+impl IntervalJoinBuilder {
+    /// Join left row `l` with right row `r` of the same key when
+    /// `l.ts + lower_ms <= r.ts <= l.ts + upper_ms` (Flink's `between`,
+    /// bounds inclusive). Output: the left columns, then the right columns
+    /// (a right column whose name is taken gets the prefix `right_`). Rows
+    /// later than the watermark on arrival (`ts < watermark`) are dropped and
+    /// counted, as in Flink's interval join.
+    pub fn between(&self, lower_ms: i64, upper_ms: i64) -> Result<DataStream> {
+        let (l, r) = (&self.left.stream, &self.right.stream);
+        let context = |e: WeirError| l.in_context(e);
+        if lower_ms > upper_ms {
+            return Err(context(WeirError::plan(format!(
+                "interval join lower bound {lower_ms} ms is above the upper bound {upper_ms} ms"
+            ))));
+        }
+        let rowtime = |s: &DataStream, side: &str| -> Result<String> {
+            let rt = s.rowtime.clone().ok_or_else(|| {
+                WeirError::plan(format!(
+                    "interval join: the {side} input has no event time; give its source a WatermarkStrategy"
+                ))
+            })?;
+            check_timestamp_column(&s.schema, &rt)?;
+            Ok(rt)
+        };
+        let (left_rowtime, right_rowtime) = (rowtime(l, "left")?, rowtime(r, "right")?);
+        if self.left.keys.len() != self.right.keys.len() {
+            return Err(context(WeirError::plan(format!(
+                "interval join keys differ in number: [{}] vs [{}]",
+                self.left.keys.join(", "),
+                self.right.keys.join(", ")
+            ))));
+        }
+        for (lk, rk) in self.left.keys.iter().zip(&self.right.keys) {
+            let (lt, rt) = (
+                l.schema.field_with_name(lk)?.data_type(),
+                r.schema.field_with_name(rk)?.data_type(),
+            );
+            if lt != rt {
+                return Err(context(WeirError::plan(format!(
+                    "interval join key '{lk}' ({lt}) and '{rk}' ({rt}) have different types"
+                ))));
+            }
+        }
+        let mut fields: Vec<Field> = l
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        for f in r.schema.fields() {
+            let taken = fields.iter().any(|x| x.name() == f.name());
+            let name = if taken {
+                format!("right_{}", f.name())
+            } else {
+                f.name().clone()
+            };
+            fields.push(f.as_ref().clone().with_name(name));
+        }
+        let spec = IntervalJoinSpec {
+            left_keys: self.left.keys.clone(),
+            right_keys: self.right.keys.clone(),
+            left_rowtime,
+            right_rowtime,
+            lower: lower_ms,
+            upper: upper_ms,
+            left_schema: Arc::clone(&l.schema),
+            right_schema: Arc::clone(&r.schema),
+        };
+        let name = format!("{:?}", OperatorSpec::IntervalJoin(spec.clone()));
+        let schema = Arc::new(Schema::new(fields));
+        let id = l.env.add(
+            name,
+            TransformationKind::Operator(OperatorSpec::IntervalJoin(spec)),
+            vec![l.id, r.id],
+            Arc::clone(&schema),
+        );
+        Ok(DataStream::new(l.env.clone(), id, schema, None))
     }
 }
 

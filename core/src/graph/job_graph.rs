@@ -32,6 +32,8 @@ pub struct JobEdge {
     pub source_node: usize,
     /// The side output carried; `None` is the main output of the chain's tail.
     pub tag: Option<String>,
+    /// Which input of the consumer vertex's head the edge feeds.
+    pub target_input: usize,
 }
 
 /// A job after chaining: what gets scheduled.
@@ -111,6 +113,7 @@ impl JobGraph {
                 partitioner: e.partitioner.clone(),
                 source_node: e.source,
                 tag: e.tag.clone(),
+                target_input: e.target_input,
             })
             .collect();
         Ok(Self {

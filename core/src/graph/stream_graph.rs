@@ -58,6 +58,8 @@ pub struct StreamEdge {
     pub partitioner: Partitioner,
     /// The producer's side output this edge carries; `None` is the main output.
     pub tag: Option<String>,
+    /// Which input of the consumer the edge feeds (0 for single-input).
+    pub target_input: usize,
 }
 
 /// Nodes and edges of a job before chaining.
@@ -121,7 +123,12 @@ impl StreamGraph {
                 schema: Arc::clone(&t.schema),
                 chaining: t.chaining,
             });
-            for &input in &t.inputs {
+            // A multi-input operator numbers its inputs; a sink or
+            // single-input operator has one input however many edges feed it.
+            let numbered =
+                matches!(&t.kind, TransformationKind::Operator(op) if op.input_count() > 1);
+            for (input_index, &input) in t.inputs.iter().enumerate() {
+                let target_input = if numbered { input_index } else { 0 };
                 let mut upstream = Vec::new();
                 resolve_inputs(transformations, input, None, None, &mut upstream);
                 for (src_t, partitioner, tag) in upstream {
@@ -145,6 +152,7 @@ impl StreamGraph {
                         target: id,
                         partitioner,
                         tag,
+                        target_input,
                     });
                 }
             }

@@ -1,0 +1,443 @@
+//! The keyed interval join.
+//!
+//! Each side buffers its rows (whole batches, referenced by slot) and an
+//! index per key of `(timestamp, slot, row)` sorted by time. A batch from
+//! one side is interned into the shared key table in one call, probes the
+//! other side's index by binary search on the time bounds, and its pairs are
+//! gathered column-wise: `take` for the probing side, `interleave` across the
+//! buffered batches of the other. Every pair is emitted once, by whichever of
+//! its two rows arrives second.
+//!
+//! A left row can match no future right row once the watermark passes
+//! `ts + upper`, a right row once it passes `ts - lower`; the watermark drops
+//! such rows from the index and frees batches whose rows are all gone.
+//! Unlike Flink, which drops its left rows when the watermark *reaches*
+//! `ts + upper` and so can miss a right row at exactly that timestamp, rows
+//! stay until the watermark has passed, so every pair of on-time rows joins.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
+use arrow::compute::{filter_record_batch, interleave, take};
+use arrow::datatypes::{Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use datafusion_expr::EmitTo;
+use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
+use datafusion_physical_plan::aggregates::order::GroupOrdering;
+use weir_core::message::Watermark;
+use weir_core::spec::IntervalJoinSpec;
+use weir_core::{Result, WeirError};
+
+use crate::window::timestamps;
+use crate::{Operator, OperatorContext, Output};
+
+struct Buffered {
+    batch: RecordBatch,
+    live: usize,
+}
+
+/// One input's buffered rows.
+struct Side {
+    key_indices: Vec<usize>,
+    ts_index: usize,
+    slots: Vec<Option<Buffered>>,
+    free: Vec<u32>,
+    /// Per key id: `(ts, slot, row)` sorted by `ts`.
+    index: HashMap<usize, Vec<(i64, u32, u32)>>,
+    live_rows: usize,
+}
+
+impl Side {
+    fn new(schema: &Schema, keys: &[String], rowtime: &str) -> Result<Self> {
+        Ok(Self {
+            key_indices: keys
+                .iter()
+                .map(|k| schema.index_of(k))
+                .collect::<std::result::Result<_, _>>()?,
+            ts_index: schema.index_of(rowtime)?,
+            slots: Vec::new(),
+            free: Vec::new(),
+            index: HashMap::new(),
+            live_rows: 0,
+        })
+    }
+
+    fn insert(&mut self, batch: RecordBatch, key_ids: &[usize], ts: &[i64]) {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        for (row, (&k, &t)) in key_ids.iter().zip(ts).enumerate() {
+            let entries = self.index.entry(k).or_default();
+            let pos = entries.partition_point(|e| e.0 <= t);
+            entries.insert(pos, (t, slot, row as u32));
+        }
+        self.live_rows += batch.num_rows();
+        self.slots[slot as usize] = Some(Buffered {
+            live: batch.num_rows(),
+            batch,
+        });
+    }
+
+    /// Drop entries with `ts < threshold`.
+    fn expire(&mut self, threshold: i64) {
+        let slots = &mut self.slots;
+        let free = &mut self.free;
+        let mut removed = 0;
+        self.index.retain(|_, entries| {
+            let n = entries.partition_point(|e| e.0 < threshold);
+            for &(_, slot, _) in &entries[..n] {
+                let b = slots[slot as usize].as_mut().expect("indexed slot is live");
+                b.live -= 1;
+                if b.live == 0 {
+                    slots[slot as usize] = None;
+                    free.push(slot);
+                }
+            }
+            removed += n;
+            entries.drain(..n);
+            !entries.is_empty()
+        });
+        self.live_rows -= removed;
+    }
+
+    fn bytes(&self) -> usize {
+        self.slots
+            .iter()
+            .flatten()
+            .map(|b| b.batch.get_array_memory_size())
+            .sum::<usize>()
+            + self.live_rows * std::mem::size_of::<(i64, u32, u32)>()
+    }
+}
+
+/// Keyed interval join of two inputs.
+pub struct IntervalJoinOperator {
+    name: String,
+    lower: i64,
+    upper: i64,
+    sides: [Side; 2],
+    keys: Box<dyn GroupValues>,
+    output_schema: SchemaRef,
+    batch_size: usize,
+    watermark: i64,
+    key_ids: Vec<usize>,
+    late_dropped: u64,
+    state_bytes_max: u64,
+}
+
+impl IntervalJoinOperator {
+    /// Build the operator for one subtask.
+    pub fn try_new(
+        name: String,
+        spec: &IntervalJoinSpec,
+        output_schema: SchemaRef,
+        ctx: &OperatorContext,
+    ) -> Result<Self> {
+        let left = Side::new(&spec.left_schema, &spec.left_keys, &spec.left_rowtime)?;
+        let right = Side::new(&spec.right_schema, &spec.right_keys, &spec.right_rowtime)?;
+        let key_schema = Arc::new(spec.left_schema.project(&left.key_indices)?);
+        Ok(Self {
+            name,
+            lower: spec.lower,
+            upper: spec.upper,
+            sides: [left, right],
+            keys: new_group_values(key_schema, &GroupOrdering::None)?,
+            output_schema,
+            batch_size: ctx.config.batch_size,
+            watermark: i64::MIN,
+            key_ids: Vec::new(),
+            late_dropped: 0,
+            state_bytes_max: 0,
+        })
+    }
+
+    /// Rows buffered on the left and on the right.
+    pub fn buffered_rows(&self) -> (usize, usize) {
+        (self.sides[0].live_rows, self.sides[1].live_rows)
+    }
+
+    fn process(&mut self, input: usize, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        if input > 1 {
+            return Err(WeirError::Execution(format!(
+                "{}: no input {input}",
+                self.name
+            )));
+        }
+        let ts_name = batch
+            .schema()
+            .field(self.sides[input].ts_index)
+            .name()
+            .clone();
+        // Flink's interval join: a row is late when ts < watermark.
+        let batch = {
+            let ts = timestamps(batch.column(self.sides[input].ts_index), &ts_name)?;
+            let late = ts.iter().filter(|&&t| t < self.watermark).count();
+            if late > 0 {
+                self.late_dropped += late as u64;
+                let wm = self.watermark;
+                let keep: BooleanArray = ts.iter().map(|&t| Some(t >= wm)).collect();
+                filter_record_batch(&batch, &keep)?
+            } else {
+                batch
+            }
+        };
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let ts = timestamps(batch.column(self.sides[input].ts_index), &ts_name)?.to_vec();
+        let keys: Vec<ArrayRef> = self.sides[input]
+            .key_indices
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect();
+        let mut key_ids = std::mem::take(&mut self.key_ids);
+        self.keys.intern(&keys, &mut key_ids)?;
+        // Bounds on the other side's timestamp for a row at `t`.
+        let (lo, hi) = if input == 0 {
+            (self.lower, self.upper)
+        } else {
+            (-self.upper, -self.lower)
+        };
+        let other = &self.sides[1 - input];
+        let mut this_rows: Vec<u32> = Vec::new();
+        let mut other_rows: Vec<(u32, u32)> = Vec::new();
+        for (row, (&k, &t)) in key_ids.iter().zip(&ts).enumerate() {
+            let Some(entries) = other.index.get(&k) else {
+                continue;
+            };
+            let (from, to) = (t.saturating_add(lo), t.saturating_add(hi));
+            let start = entries.partition_point(|e| e.0 < from);
+            for &(et, slot, r) in &entries[start..] {
+                if et > to {
+                    break;
+                }
+                this_rows.push(row as u32);
+                other_rows.push((slot, r));
+            }
+        }
+        if !this_rows.is_empty() {
+            self.emit(input, &batch, &this_rows, &other_rows, out)?;
+        }
+        self.sides[input].insert(batch, &key_ids, &ts);
+        self.key_ids = key_ids;
+        Ok(())
+    }
+
+    fn emit(
+        &self,
+        input: usize,
+        batch: &RecordBatch,
+        this_rows: &[u32],
+        other_rows: &[(u32, u32)],
+        out: &mut dyn Output,
+    ) -> Result<()> {
+        let other = &self.sides[1 - input];
+        let this_idx = UInt32Array::from(this_rows.to_vec());
+        let this_cols = batch
+            .columns()
+            .iter()
+            .map(|c| take(c.as_ref(), &this_idx, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        // The buffered batches used, numbered densely for `interleave`.
+        let mut dense: HashMap<u32, usize> = HashMap::new();
+        let mut used: Vec<&RecordBatch> = Vec::new();
+        let picks: Vec<(usize, usize)> = other_rows
+            .iter()
+            .map(|&(slot, row)| {
+                let n = *dense.entry(slot).or_insert_with(|| {
+                    used.push(
+                        &other.slots[slot as usize]
+                            .as_ref()
+                            .expect("live slot")
+                            .batch,
+                    );
+                    used.len() - 1
+                });
+                (n, row as usize)
+            })
+            .collect();
+        let width = used.first().map(|b| b.num_columns()).unwrap_or(0);
+        let other_cols = (0..width)
+            .map(|c| {
+                let arrays: Vec<&dyn Array> = used.iter().map(|b| b.column(c).as_ref()).collect();
+                interleave(&arrays, &picks)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let columns = if input == 0 {
+            [this_cols, other_cols].concat()
+        } else {
+            [other_cols, this_cols].concat()
+        };
+        let joined = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
+            .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
+        let rows = joined.num_rows();
+        let mut offset = 0;
+        while offset < rows {
+            let len = self.batch_size.min(rows - offset);
+            out.collect(joined.slice(offset, len))?;
+            offset += len;
+        }
+        Ok(())
+    }
+}
+
+impl Operator for IntervalJoinOperator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        self.process(0, batch, out)
+    }
+
+    fn process_input(
+        &mut self,
+        input: usize,
+        batch: RecordBatch,
+        out: &mut dyn Output,
+    ) -> Result<()> {
+        self.process(input, batch, out)
+    }
+
+    fn on_watermark(
+        &mut self,
+        watermark: Watermark,
+        _out: &mut dyn Output,
+    ) -> Result<Option<Watermark>> {
+        if watermark.0 <= self.watermark {
+            return Ok(Some(watermark));
+        }
+        self.watermark = watermark.0;
+        let bytes = (self.sides[0].bytes() + self.sides[1].bytes()) as u64;
+        self.state_bytes_max = self.state_bytes_max.max(bytes);
+        // Left rows with ts + upper < wm, right rows with ts - lower < wm.
+        let wm = self.watermark;
+        self.sides[0].expire(wm.saturating_sub(self.upper));
+        self.sides[1].expire(wm.saturating_add(self.lower));
+        if self.sides[0].live_rows == 0 && self.sides[1].live_rows == 0 && !self.keys.is_empty() {
+            // Nothing buffered: drop the key table so it cannot grow forever.
+            let _ = self.keys.emit(EmitTo::All)?;
+        }
+        Ok(Some(watermark))
+    }
+
+    fn metrics(&self) -> Vec<(String, u64)> {
+        vec![
+            ("num_late_records_dropped".into(), self.late_dropped),
+            ("state_bytes_max".into(), self.state_bytes_max),
+            (
+                "buffered_rows".into(),
+                (self.sides[0].live_rows + self.sides[1].live_rows) as u64,
+            ),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, TimestampMillisecondArray};
+    use arrow::datatypes::{DataType, Field, TimeUnit};
+    use weir_core::config::WeirConfig;
+    use weir_core::keys::KeyGroupRange;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Millisecond, None),
+                false,
+            ),
+        ]))
+    }
+
+    fn batch(rows: &[(i64, i64)]) -> RecordBatch {
+        RecordBatch::try_new(
+            schema(),
+            vec![
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(TimestampMillisecondArray::from_iter_values(
+                    rows.iter().map(|r| r.1),
+                )),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn operator(lower: i64, upper: i64) -> IntervalJoinOperator {
+        let spec = IntervalJoinSpec {
+            left_keys: vec!["k".into()],
+            right_keys: vec!["k".into()],
+            left_rowtime: "ts".into(),
+            right_rowtime: "ts".into(),
+            lower,
+            upper,
+            left_schema: schema(),
+            right_schema: schema(),
+        };
+        let out = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Millisecond, None),
+                false,
+            ),
+            Field::new("right_k", DataType::Int64, false),
+            Field::new(
+                "right_ts",
+                DataType::Timestamp(TimeUnit::Millisecond, None),
+                false,
+            ),
+        ]));
+        let ctx = OperatorContext {
+            task_name: "join".into(),
+            subtask: 0,
+            parallelism: 1,
+            key_groups: KeyGroupRange::for_subtask(0, 1, 128),
+            config: WeirConfig::default(),
+        };
+        IntervalJoinOperator::try_new("join".into(), &spec, out, &ctx).unwrap()
+    }
+
+    #[test]
+    fn rows_stay_until_the_watermark_passes_their_last_match() {
+        let mut op = operator(-5, 10);
+        let mut out: Vec<RecordBatch> = Vec::new();
+        op.process_input(0, batch(&[(1, 100)]), &mut out).unwrap();
+        // Watermark at exactly ts + upper: a right row at 110 can still come.
+        op.on_watermark(Watermark(110), &mut out).unwrap();
+        assert_eq!(op.buffered_rows(), (1, 0));
+        op.process_input(1, batch(&[(1, 110), (2, 110)]), &mut out)
+            .unwrap();
+        assert_eq!(out.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+        // Past it, the left row is gone; the right rows wait for lefts up to
+        // ts - lower = 115.
+        op.on_watermark(Watermark(111), &mut out).unwrap();
+        assert_eq!(op.buffered_rows(), (0, 2));
+        op.on_watermark(Watermark(116), &mut out).unwrap();
+        assert_eq!(op.buffered_rows(), (0, 0));
+    }
+
+    #[test]
+    fn rows_behind_the_watermark_are_dropped_and_counted() {
+        let mut op = operator(0, 10);
+        let mut out: Vec<RecordBatch> = Vec::new();
+        op.process_input(0, batch(&[(1, 100)]), &mut out).unwrap();
+        op.on_watermark(Watermark(105), &mut out).unwrap();
+        // 104 < 105 is late although it would match; 105 is on time.
+        op.process_input(1, batch(&[(1, 104), (1, 105)]), &mut out)
+            .unwrap();
+        let joined: usize = out.iter().map(|b| b.num_rows()).sum();
+        assert_eq!(joined, 1);
+        assert!(
+            op.metrics()
+                .contains(&("num_late_records_dropped".into(), 1))
+        );
+    }
+}

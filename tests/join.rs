@@ -1,0 +1,164 @@
+//! Interval join: equal to a brute-force join on random out-of-order input,
+//! at every parallelism and in batch mode.
+
+use std::time::Duration;
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::{Int64Type, TimestampMillisecondType};
+use proptest::prelude::*;
+use weir_core::config::RuntimeMode;
+use weir_core::spec::{CollectHandle, MemorySourceSpec, SinkSpec, SourceSpec};
+use weir_core::time::WatermarkStrategy;
+use weir_tests::{event_batch, event_schema};
+
+type Event = (i64, i64, i64);
+type Pair = (Event, Event);
+
+fn run_join(
+    left: &[Vec<Event>],
+    right: &[Vec<Event>],
+    bounds: (i64, i64),
+    jitter: i64,
+    parallelism: usize,
+    mode: RuntimeMode,
+) -> (Vec<Pair>, u64) {
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(parallelism).set_runtime_mode(mode);
+    env.configure(|c| c.watermark_interval = Duration::ZERO);
+    let source = |batches: &[Vec<Event>]| {
+        SourceSpec::Memory(MemorySourceSpec::new(
+            event_schema(),
+            batches.iter().map(|b| event_batch(b)).collect(),
+        ))
+    };
+    let strategy = || {
+        WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(jitter as u64))
+    };
+    let l = env.from_source(source(left), strategy(), "left").unwrap();
+    let r = env.from_source(source(right), strategy(), "right").unwrap();
+    let out = CollectHandle::new();
+    l.key_by(&["key"])
+        .unwrap()
+        .interval_join(&r.key_by(&["key"]).unwrap())
+        .between(bounds.0, bounds.1)
+        .unwrap()
+        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .unwrap();
+    let result = env.execute("join").unwrap();
+    let mut pairs = Vec::new();
+    for b in out.batches() {
+        pairs.extend(pairs_of(&b));
+    }
+    pairs.sort();
+    (pairs, result.counter("num_late_records_dropped"))
+}
+
+fn pairs_of(b: &RecordBatch) -> Vec<Pair> {
+    let int = |i: usize| b.column(i).as_primitive::<Int64Type>();
+    let ts = |i: usize| b.column(i).as_primitive::<TimestampMillisecondType>();
+    (0..b.num_rows())
+        .map(|r| {
+            (
+                (int(0).value(r), int(1).value(r), ts(2).value(r)),
+                (int(3).value(r), int(4).value(r), ts(5).value(r)),
+            )
+        })
+        .collect()
+}
+
+fn brute_force(left: &[Vec<Event>], right: &[Vec<Event>], (lower, upper): (i64, i64)) -> Vec<Pair> {
+    let mut pairs = Vec::new();
+    for l in left.iter().flatten() {
+        for r in right.iter().flatten() {
+            if l.0 == r.0 && l.2 + lower <= r.2 && r.2 <= l.2 + upper {
+                pairs.push((*l, *r));
+            }
+        }
+    }
+    pairs.sort();
+    pairs
+}
+
+/// Batches whose time moves forward with jitter of at most `jitter` ms.
+fn stream(jitter: i64) -> impl Strategy<Value = Vec<Vec<Event>>> {
+    prop::collection::vec(
+        prop::collection::vec((0i64..4, 0i64..1000, 0i64..100, 0..=jitter), 0..25),
+        1..8,
+    )
+    .prop_map(|batches| {
+        batches
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| {
+                b.into_iter()
+                    .map(|(k, v, t, j)| (k, v, i as i64 * 100 + t - j))
+                    .collect()
+            })
+            .collect()
+    })
+}
+
+fn case() -> impl Strategy<Value = (Vec<Vec<Event>>, Vec<Vec<Event>>, (i64, i64), i64)> {
+    (0i64..60).prop_flat_map(|jitter| {
+        let bounds = (-150i64..150, 0i64..200).prop_map(|(lower, width)| (lower, lower + width));
+        (stream(jitter), stream(jitter), bounds, Just(jitter))
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+    #[test]
+    fn interval_join_matches_brute_force((left, right, bounds, jitter) in case()) {
+        let expected = brute_force(&left, &right, bounds);
+        for (p, mode) in [(1, RuntimeMode::Streaming), (2, RuntimeMode::Streaming), (3, RuntimeMode::Batch)] {
+            let (pairs, late) = run_join(&left, &right, bounds, jitter, p, mode);
+            prop_assert_eq!(late, 0);
+            prop_assert_eq!(&pairs, &expected, "p={} {:?}", p, mode);
+        }
+    }
+}
+
+#[test]
+fn bounds_are_validated_when_the_job_is_built() {
+    let env = weir_worker::local_environment().unwrap();
+    let s = || {
+        SourceSpec::Memory(MemorySourceSpec::new(
+            event_schema(),
+            vec![event_batch(&[(1, 1, 1)])],
+        ))
+    };
+    let strategy = || WatermarkStrategy::for_monotonous_timestamps("ts");
+    let l = env
+        .from_source(s(), strategy(), "l")
+        .unwrap()
+        .key_by(&["key"])
+        .unwrap();
+    let r = env
+        .from_source(s(), strategy(), "r")
+        .unwrap()
+        .key_by(&["value"])
+        .unwrap();
+    let err = l
+        .interval_join(&r)
+        .between(10, -10)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("lower bound 10 ms is above the upper bound -10 ms"),
+        "{err}"
+    );
+    let no_time = env
+        .from_source(s(), WatermarkStrategy::no_watermarks(), "n")
+        .unwrap()
+        .key_by(&["key"])
+        .unwrap();
+    let err = l
+        .interval_join(&no_time)
+        .between(0, 1)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("right input has no event time"), "{err}");
+}
