@@ -181,14 +181,16 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
+/// The receiving end of a channel and the consumer input it feeds.
+type InputChannelEnd = (usize, Box<dyn ChannelReceiver>);
+
 /// Instantiate the tasks of `job`: operators, sources, and local channels.
 pub fn build_tasks(job: &JobGraph) -> Result<Vec<(Task, TaskInput)>> {
     let exec = job.execution_graph();
     let capacity = job.config.channel_capacity;
     // senders[(edge, producer)] ordered by consumer; receivers[(vertex, subtask)].
     let mut senders: HashMap<(usize, usize), Vec<Box<dyn ChannelSender>>> = HashMap::new();
-    let mut receivers: HashMap<(usize, usize), Vec<(usize, Box<dyn ChannelReceiver>)>> =
-        HashMap::new();
+    let mut receivers: HashMap<(usize, usize), Vec<InputChannelEnd>> = HashMap::new();
     for c in &exec.channels {
         let edge = &job.edges[c.job_edge];
         let name = format!(
