@@ -98,7 +98,10 @@ fn stream(jitter: i64) -> impl Strategy<Value = Vec<Vec<Event>>> {
     })
 }
 
-fn case() -> impl Strategy<Value = (Vec<Vec<Event>>, Vec<Vec<Event>>, (i64, i64), i64)> {
+/// Left batches, right batches, (lower, upper) bounds, out-of-orderness.
+type Case = (Vec<Vec<Event>>, Vec<Vec<Event>>, (i64, i64), i64);
+
+fn case() -> impl Strategy<Value = Case> {
     (0i64..60).prop_flat_map(|jitter| {
         let bounds = (-150i64..150, 0i64..200).prop_map(|(lower, width)| (lower, lower + width));
         (stream(jitter), stream(jitter), bounds, Just(jitter))
