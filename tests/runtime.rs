@@ -302,3 +302,83 @@ fn side_outputs_are_edges_and_do_not_break_chains() {
     );
     env.execute("side").unwrap();
 }
+
+/// Emits one row per key 50 ms (wall clock) after the key was first seen.
+#[derive(Default)]
+struct Delayed {
+    seen: weir_core::process::ValueState<bool>,
+}
+
+impl weir_core::process::KeyedProcessFunction for Delayed {
+    fn process_batch(
+        &mut self,
+        _batch: &arrow::record_batch::RecordBatch,
+        ctx: &mut weir_core::process::ProcessContext,
+    ) -> weir_core::Result<()> {
+        let now = ctx.current_processing_time();
+        for &k in &ctx.key_ids().to_vec() {
+            if self.seen.get(k).is_none() {
+                self.seen.set(k, true);
+                ctx.timers.register_processing_time_timer(k, now + 50);
+            }
+        }
+        Ok(())
+    }
+
+    fn on_timers(
+        &mut self,
+        timers: &weir_core::process::FiredTimers,
+        ctx: &mut weir_core::process::ProcessContext,
+    ) -> weir_core::Result<()> {
+        assert_eq!(
+            timers.domain,
+            weir_core::process::TimeDomain::ProcessingTime
+        );
+        let keys: Vec<u32> = timers.timers.iter().map(|t| t.1).collect();
+        let columns = ctx.key_values(&keys)?;
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("k", arrow::datatypes::DataType::Int64, false),
+        ]));
+        ctx.emit(arrow::record_batch::RecordBatch::try_new(schema, columns)?);
+        Ok(())
+    }
+}
+
+#[test]
+fn processing_time_timers_fire_while_input_is_quiet() {
+    use weir_core::spec::MemorySourceSpec;
+    let env = weir_worker::local_environment().unwrap();
+    let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new("k", arrow::datatypes::DataType::Int64, false),
+    ]));
+    let batch = arrow::record_batch::RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new(arrow::array::Int64Array::from(vec![7, 8, 7]))],
+    )
+    .unwrap();
+    let source =
+        SourceSpec::Memory(MemorySourceSpec::new(Arc::clone(&schema), vec![batch]).unbounded());
+    let out = CollectHandle::new();
+    env.from_source(source, WatermarkStrategy::no_watermarks(), "quiet")
+        .unwrap()
+        .key_by(&["k"])
+        .unwrap()
+        .process("Delayed", schema, vec![], || Box::new(Delayed::default()))
+        .unwrap()
+        .set_parallelism(2)
+        .unwrap()
+        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .unwrap();
+    let job = env.execute_async("timers").unwrap();
+    let started = Instant::now();
+    while out.num_rows() < 2 && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(40),
+        "timers wait for the clock"
+    );
+    job.cancel();
+    let _ = job.wait();
+    assert_eq!(values(&out.batches()), vec![7, 8]);
+}

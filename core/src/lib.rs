@@ -40,6 +40,7 @@ pub mod error;
 pub mod graph;
 pub mod keys;
 pub mod message;
+pub mod process;
 pub mod spec;
 pub mod time;
 

@@ -560,6 +560,30 @@ pub enum OperatorSpec {
     WindowAggregate(WindowAggregateSpec),
     /// A keyed interval join of two inputs.
     IntervalJoin(IntervalJoinSpec),
+    /// A keyed process function with state and timers.
+    KeyedProcess(KeyedProcessSpec),
+}
+
+/// Creates one [`KeyedProcessFunction`](crate::process::KeyedProcessFunction)
+/// per subtask (application mode only).
+pub type ProcessFactory =
+    Arc<dyn Fn() -> Box<dyn crate::process::KeyedProcessFunction> + Send + Sync>;
+
+/// A keyed process function.
+#[derive(Clone)]
+pub struct KeyedProcessSpec {
+    /// Key columns.
+    pub keys: Vec<String>,
+    /// Schema of the input.
+    pub input_schema: SchemaRef,
+    /// Makes the function of each subtask.
+    pub factory: ProcessFactory,
+}
+
+impl fmt::Debug for KeyedProcessSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KeyedProcess(keys [{}])", self.keys.join(", "))
+    }
 }
 
 impl OperatorSpec {
@@ -603,6 +627,7 @@ impl fmt::Debug for OperatorSpec {
                 write!(f, "Project({})", parts.join(", "))
             }
             OperatorSpec::MapBatches(_) => write!(f, "MapBatches(<fn>)"),
+            OperatorSpec::KeyedProcess(p) => write!(f, "{p:?}"),
             OperatorSpec::IntervalJoin(j) => write!(
                 f,
                 "IntervalJoin(keys [{}] = [{}], between {} and {} ms)",

@@ -11,6 +11,7 @@ use weir_core::spec::{BatchFn, OperatorSpec};
 use weir_core::{Result, WeirError};
 
 use crate::join::IntervalJoinOperator;
+use crate::process::KeyedProcessOperator;
 use crate::session::SessionWindowOperator;
 use crate::window::WindowAggregateOperator;
 use crate::{Operator, OperatorContext, Output};
@@ -37,6 +38,13 @@ pub(crate) fn create(
             f: Arc::clone(f),
             schema: Arc::clone(&node.schema),
         }),
+        OperatorSpec::KeyedProcess(p) => Box::new(KeyedProcessOperator::try_new(
+            name,
+            p,
+            Arc::clone(&node.schema),
+            node.side_outputs.clone(),
+            ctx,
+        )?),
         OperatorSpec::IntervalJoin(j) => Box::new(IntervalJoinOperator::try_new(
             name,
             j,

@@ -13,6 +13,7 @@
 pub mod basic;
 pub mod join;
 pub mod partition;
+pub mod process;
 pub mod session;
 pub mod sinks;
 pub mod sources;
@@ -105,6 +106,17 @@ pub trait Operator: Send {
         _out: &mut dyn Output,
     ) -> Result<Option<Watermark>> {
         Ok(Some(watermark))
+    }
+
+    /// The earliest processing-time timer (ms since the epoch), if any: the
+    /// runtime calls [`Self::on_processing_time`] when the clock reaches it.
+    fn next_processing_timer(&self) -> Option<i64> {
+        None
+    }
+
+    /// The wall clock reached `now` (ms since the epoch).
+    fn on_processing_time(&mut self, _now: i64, _out: &mut dyn Output) -> Result<()> {
+        Ok(())
     }
 
     /// The input ended (after the final watermark): flush and close.

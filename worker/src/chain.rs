@@ -153,6 +153,39 @@ impl OperatorChain {
         Ok(current)
     }
 
+    /// The earliest processing-time timer of any chained operator.
+    pub fn next_processing_timer(&self) -> Option<i64> {
+        self.operators
+            .iter()
+            .filter_map(|o| o.operator.next_processing_timer())
+            .min()
+    }
+
+    /// The wall clock reached `now`: let each operator fire its timers, its
+    /// output flowing through the rest of the chain.
+    pub fn on_processing_time(&mut self, now: i64, tail: &mut ChainOutput) -> Result<()> {
+        for k in 0..self.operators.len() {
+            if self.operators[k]
+                .operator
+                .next_processing_timer()
+                .is_none_or(|t| t > now)
+            {
+                continue;
+            }
+            let (head, rest) = self.operators.split_at_mut(k + 1);
+            head[k].operator.on_processing_time(
+                now,
+                &mut Link {
+                    rest,
+                    tail,
+                    records_out: &mut self.records_out,
+                    position: k,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
     /// End of input: finish operators head first, so every operator receives
     /// its predecessor's final output before finishing itself.
     pub fn finish(&mut self, tail: &mut ChainOutput) -> Result<()> {

@@ -9,6 +9,7 @@ use weir_core::message::{StreamMessage, Watermark};
 use weir_core::time::WatermarkStrategy;
 use weir_core::{Result, WeirError};
 use weir_operators::partition::BatchPartitioner;
+use weir_operators::process::now_ms;
 use weir_operators::window::timestamps;
 use weir_operators::{Source, SourcePoll};
 
@@ -205,6 +206,7 @@ impl Task {
                 }
                 SourcePoll::Finished => break,
             }
+            self.processing_time(&mut tail).await?;
             // Periodic watermarks, as Flink's auto-watermark interval.
             if streaming
                 && max_ts != i64::MIN
@@ -223,10 +225,33 @@ impl Task {
         Ok(rows)
     }
 
+    /// Fire processing-time timers that are due.
+    async fn processing_time(&mut self, tail: &mut ChainOutput) -> Result<()> {
+        let now = now_ms();
+        if self.chain.next_processing_timer().is_some_and(|t| t <= now) {
+            self.chain.on_processing_time(now, tail)?;
+            self.flush(tail).await?;
+        }
+        Ok(())
+    }
+
     async fn run_gate(&mut self, mut gate: InputGate) -> Result<()> {
         let mut tail = ChainOutput::default();
         loop {
-            match gate.next().await? {
+            let event = match self.chain.next_processing_timer() {
+                None => gate.next().await?,
+                Some(at) => {
+                    let wait = Duration::from_millis(at.saturating_sub(now_ms()).max(0) as u64);
+                    tokio::select! {
+                        event = gate.next() => event?,
+                        _ = tokio::time::sleep(wait) => {
+                            self.processing_time(&mut tail).await?;
+                            continue;
+                        }
+                    }
+                }
+            };
+            match event {
                 GateEvent::Data(input, batch) => {
                     self.chain.process_input(input, batch, &mut tail)?;
                     self.flush(&mut tail).await?;

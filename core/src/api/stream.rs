@@ -14,8 +14,10 @@ use super::expr::plan_expr;
 use crate::error::{Result, WeirError};
 use crate::graph::{ChainingStrategy, Partitioner, TransformationKind};
 use crate::keys::is_hashable_key_type;
+use crate::process::KeyedProcessFunction;
 use crate::spec::{
-    AggregateSpec, BatchFn, IntervalJoinSpec, OperatorSpec, SinkSpec, WindowAggregateSpec,
+    AggregateSpec, BatchFn, IntervalJoinSpec, KeyedProcessSpec, OperatorSpec, SinkSpec,
+    WindowAggregateSpec,
 };
 use crate::time::{WindowAssigner, check_timestamp_column, column_list};
 
@@ -421,6 +423,50 @@ impl KeyedStream {
     /// The underlying stream (hash-partitioned).
     pub fn as_stream(&self) -> &DataStream {
         &self.stream
+    }
+
+    /// Run a keyed process function: `factory` makes one per subtask; its
+    /// output has `output_schema`, and it may emit to the declared
+    /// `side_outputs` (tag, schema). The output keeps the input's event time
+    /// when `output_schema` has the same rowtime column.
+    pub fn process(
+        &self,
+        name: &str,
+        output_schema: SchemaRef,
+        side_outputs: Vec<(String, SchemaRef)>,
+        factory: impl Fn() -> Box<dyn KeyedProcessFunction> + Send + Sync + 'static,
+    ) -> Result<DataStream> {
+        let input = &self.stream;
+        let rowtime = input
+            .rowtime
+            .clone()
+            .filter(|rt| check_timestamp_column(&output_schema, rt).is_ok());
+        let spec = KeyedProcessSpec {
+            keys: self.keys.clone(),
+            input_schema: Arc::clone(&input.schema),
+            factory: Arc::new(factory),
+        };
+        let out = input.derive(
+            name.to_string(),
+            TransformationKind::Operator(OperatorSpec::KeyedProcess(spec)),
+            output_schema,
+            rowtime,
+        );
+        let side_rowtimes = side_outputs
+            .iter()
+            .map(|(tag, schema)| {
+                let rt = input
+                    .rowtime
+                    .clone()
+                    .filter(|rt| check_timestamp_column(schema, rt).is_ok());
+                (tag.clone(), rt)
+            })
+            .collect();
+        out.env.update(out.id, |t| t.side_outputs = side_outputs);
+        Ok(DataStream {
+            side_rowtimes,
+            ..out
+        })
     }
 
     /// Join with `other` on equal keys within a time interval; finish with

@@ -45,6 +45,8 @@ pub struct StreamNode {
     pub schema: SchemaRef,
     /// Chaining behaviour.
     pub chaining: ChainingStrategy,
+    /// Declared side outputs: tag and schema.
+    pub side_outputs: Vec<(String, SchemaRef)>,
 }
 
 /// A data edge between two stream nodes.
@@ -122,6 +124,7 @@ impl StreamGraph {
                 kind,
                 schema: Arc::clone(&t.schema),
                 chaining: t.chaining,
+                side_outputs: t.side_outputs.clone(),
             });
             // A multi-input operator numbers its inputs; a sink or
             // single-input operator has one input however many edges feed it.

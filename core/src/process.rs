@@ -1,0 +1,385 @@
+//! Keyed process functions: user logic with per-key state and timers.
+//!
+//! A [`KeyedProcessFunction`] receives whole batches of one subtask's key
+//! groups together with a dense id per row's key (`ctx.key_ids()`); state
+//! lives in the function's own [`ValueState`], [`ListState`] and
+//! [`MapState`] fields, indexed by those ids. Timers are registered per key
+//! and fire — in event time when the watermark passes them, in processing
+//! time by the wall clock — in timestamp order, in batches.
+//!
+//! ```
+//! use weir_core::process::{KeyedProcessFunction, ProcessContext, ValueState, FiredTimers};
+//! use arrow::record_batch::RecordBatch;
+//!
+//! /// Counts rows per key.
+//! #[derive(Default)]
+//! struct Count { seen: ValueState<u64> }
+//!
+//! impl KeyedProcessFunction for Count {
+//!     fn process_batch(&mut self, _batch: &RecordBatch, ctx: &mut ProcessContext) -> weir_core::Result<()> {
+//!         for &k in ctx.key_ids() {
+//!             let n = self.seen.get(k).copied().unwrap_or(0);
+//!             self.seen.set(k, n + 1);
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//! ```
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::Hash;
+
+use arrow::array::ArrayRef;
+use arrow::record_batch::RecordBatch;
+
+use crate::error::Result;
+
+/// Dense id of a key within one operator instance (stable for its lifetime).
+pub type KeyId = u32;
+
+/// One value per key.
+#[derive(Debug, Clone)]
+pub struct ValueState<T> {
+    values: Vec<Option<T>>,
+}
+
+impl<T> Default for ValueState<T> {
+    fn default() -> Self {
+        Self { values: Vec::new() }
+    }
+}
+
+impl<T> ValueState<T> {
+    /// The key's value.
+    pub fn get(&self, key: KeyId) -> Option<&T> {
+        self.values.get(key as usize).and_then(Option::as_ref)
+    }
+
+    /// Set the key's value.
+    pub fn set(&mut self, key: KeyId, value: T) {
+        let i = key as usize;
+        if self.values.len() <= i {
+            self.values.resize_with(i + 1, || None);
+        }
+        self.values[i] = Some(value);
+    }
+
+    /// Remove the key's value.
+    pub fn clear(&mut self, key: KeyId) -> Option<T> {
+        self.values.get_mut(key as usize).and_then(Option::take)
+    }
+
+    /// Number of keys holding a value.
+    pub fn len(&self) -> usize {
+        self.values.iter().filter(|v| v.is_some()).count()
+    }
+
+    /// Whether no key holds a value.
+    pub fn is_empty(&self) -> bool {
+        self.values.iter().all(Option::is_none)
+    }
+}
+
+/// A list per key.
+#[derive(Debug, Clone)]
+pub struct ListState<T> {
+    lists: HashMap<KeyId, Vec<T>>,
+}
+
+impl<T> Default for ListState<T> {
+    fn default() -> Self {
+        Self {
+            lists: HashMap::new(),
+        }
+    }
+}
+
+impl<T> ListState<T> {
+    /// The key's list (empty when none).
+    pub fn get(&self, key: KeyId) -> &[T] {
+        self.lists.get(&key).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Append to the key's list.
+    pub fn add(&mut self, key: KeyId, value: T) {
+        self.lists.entry(key).or_default().push(value);
+    }
+
+    /// Replace the key's list.
+    pub fn update(&mut self, key: KeyId, values: Vec<T>) {
+        if values.is_empty() {
+            self.lists.remove(&key);
+        } else {
+            self.lists.insert(key, values);
+        }
+    }
+
+    /// Remove and return the key's list.
+    pub fn clear(&mut self, key: KeyId) -> Vec<T> {
+        self.lists.remove(&key).unwrap_or_default()
+    }
+
+    /// Number of keys holding a list.
+    pub fn len(&self) -> usize {
+        self.lists.len()
+    }
+
+    /// Whether no key holds a list.
+    pub fn is_empty(&self) -> bool {
+        self.lists.is_empty()
+    }
+}
+
+/// A map per key.
+#[derive(Debug, Clone)]
+pub struct MapState<K, V> {
+    maps: HashMap<KeyId, HashMap<K, V>>,
+}
+
+impl<K, V> Default for MapState<K, V> {
+    fn default() -> Self {
+        Self {
+            maps: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Eq + Hash, V> MapState<K, V> {
+    /// The value under `entry` for the key.
+    pub fn get(&self, key: KeyId, entry: &K) -> Option<&V> {
+        self.maps.get(&key).and_then(|m| m.get(entry))
+    }
+
+    /// Put `value` under `entry` for the key.
+    pub fn put(&mut self, key: KeyId, entry: K, value: V) {
+        self.maps.entry(key).or_default().insert(entry, value);
+    }
+
+    /// Remove `entry` for the key.
+    pub fn remove(&mut self, key: KeyId, entry: &K) -> Option<V> {
+        let map = self.maps.get_mut(&key)?;
+        let v = map.remove(entry);
+        if map.is_empty() {
+            self.maps.remove(&key);
+        }
+        v
+    }
+
+    /// The key's whole map (empty when none).
+    pub fn entries(&self, key: KeyId) -> impl Iterator<Item = (&K, &V)> {
+        self.maps.get(&key).into_iter().flat_map(|m| m.iter())
+    }
+
+    /// Number of entries for the key.
+    pub fn entry_count(&self, key: KeyId) -> usize {
+        self.maps.get(&key).map_or(0, HashMap::len)
+    }
+
+    /// Remove the key's map.
+    pub fn clear(&mut self, key: KeyId) {
+        self.maps.remove(&key);
+    }
+
+    /// Number of keys holding a map.
+    pub fn len(&self) -> usize {
+        self.maps.len()
+    }
+
+    /// Whether no key holds a map.
+    pub fn is_empty(&self) -> bool {
+        self.maps.is_empty()
+    }
+}
+
+/// Event-time and processing-time timers per key.
+#[derive(Debug, Default, Clone)]
+pub struct TimerService {
+    event_time: BTreeSet<(i64, KeyId)>,
+    processing_time: BTreeSet<(i64, KeyId)>,
+}
+
+impl TimerService {
+    /// Fire `key`'s event-time timer when the watermark reaches `timestamp`.
+    /// Registering the same (key, timestamp) twice keeps one timer.
+    pub fn register_event_time_timer(&mut self, key: KeyId, timestamp: i64) {
+        self.event_time.insert((timestamp, key));
+    }
+
+    /// Delete an event-time timer.
+    pub fn delete_event_time_timer(&mut self, key: KeyId, timestamp: i64) {
+        self.event_time.remove(&(timestamp, key));
+    }
+
+    /// Fire `key`'s processing-time timer when the wall clock (ms since the
+    /// epoch) reaches `timestamp`.
+    pub fn register_processing_time_timer(&mut self, key: KeyId, timestamp: i64) {
+        self.processing_time.insert((timestamp, key));
+    }
+
+    /// Delete a processing-time timer.
+    pub fn delete_processing_time_timer(&mut self, key: KeyId, timestamp: i64) {
+        self.processing_time.remove(&(timestamp, key));
+    }
+
+    /// Remove and return the event-time timers due at `watermark`, in order.
+    pub fn take_event_time(&mut self, watermark: i64) -> Vec<(i64, KeyId)> {
+        take_due(&mut self.event_time, watermark)
+    }
+
+    /// Remove and return the processing-time timers due at `now`, in order.
+    pub fn take_processing_time(&mut self, now: i64) -> Vec<(i64, KeyId)> {
+        take_due(&mut self.processing_time, now)
+    }
+
+    /// The earliest processing-time timer.
+    pub fn next_processing_time(&self) -> Option<i64> {
+        self.processing_time.first().map(|t| t.0)
+    }
+
+    /// Registered timers (event time, processing time).
+    pub fn len(&self) -> (usize, usize) {
+        (self.event_time.len(), self.processing_time.len())
+    }
+}
+
+fn take_due(timers: &mut BTreeSet<(i64, KeyId)>, until: i64) -> Vec<(i64, KeyId)> {
+    let rest = timers.split_off(&(until.saturating_add(1), 0));
+    std::mem::replace(timers, rest).into_iter().collect()
+}
+
+/// Which clock a batch of fired timers belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeDomain {
+    /// Fired by the watermark.
+    EventTime,
+    /// Fired by the wall clock.
+    ProcessingTime,
+}
+
+/// Timers that fired together, in timestamp order.
+#[derive(Debug, Clone)]
+pub struct FiredTimers {
+    /// Event or processing time.
+    pub domain: TimeDomain,
+    /// `(timestamp, key)` pairs.
+    pub timers: Vec<(i64, KeyId)>,
+}
+
+/// What a process function sees of its operator: the current batch's key
+/// ids, key values, timers, time, and where to emit.
+pub struct ProcessContext<'a> {
+    pub(crate) key_ids: &'a [KeyId],
+    pub(crate) key_values: &'a dyn Fn(&[KeyId]) -> Result<Vec<ArrayRef>>,
+    /// Timers of this operator instance.
+    pub timers: &'a mut TimerService,
+    pub(crate) watermark: i64,
+    pub(crate) processing_time: i64,
+    pub(crate) output: Vec<RecordBatch>,
+    pub(crate) side_output: Vec<(String, RecordBatch)>,
+}
+
+impl<'a> ProcessContext<'a> {
+    /// A context (built by the operator runtime).
+    pub fn new(
+        key_ids: &'a [KeyId],
+        key_values: &'a dyn Fn(&[KeyId]) -> Result<Vec<ArrayRef>>,
+        timers: &'a mut TimerService,
+        watermark: i64,
+        processing_time: i64,
+    ) -> Self {
+        Self {
+            key_ids,
+            key_values,
+            timers,
+            watermark,
+            processing_time,
+            output: Vec::new(),
+            side_output: Vec::new(),
+        }
+    }
+
+    /// The key id of every row of the current batch (empty in `on_timers`).
+    pub fn key_ids(&self) -> &[KeyId] {
+        self.key_ids
+    }
+
+    /// The key column values of `keys`, one array per key column.
+    pub fn key_values(&self, keys: &[KeyId]) -> Result<Vec<ArrayRef>> {
+        (self.key_values)(keys)
+    }
+
+    /// The operator's current watermark.
+    pub fn current_watermark(&self) -> i64 {
+        self.watermark
+    }
+
+    /// Wall-clock time in ms since the epoch.
+    pub fn current_processing_time(&self) -> i64 {
+        self.processing_time
+    }
+
+    /// Emit a batch on the main output (it must have the declared schema).
+    pub fn emit(&mut self, batch: RecordBatch) {
+        self.output.push(batch);
+    }
+
+    /// Emit a batch on a declared side output.
+    pub fn emit_side(&mut self, tag: &str, batch: RecordBatch) {
+        self.side_output.push((tag.to_string(), batch));
+    }
+
+    /// Take what was emitted: main batches and side batches.
+    pub fn into_outputs(self) -> (Vec<RecordBatch>, Vec<(String, RecordBatch)>) {
+        (self.output, self.side_output)
+    }
+}
+
+/// User logic over keyed batches with state and timers (Flink's
+/// `KeyedProcessFunction`). Rows of a batch arrive in input order.
+pub trait KeyedProcessFunction: Send {
+    /// Handle a batch; `ctx.key_ids()[i]` is row `i`'s key.
+    fn process_batch(&mut self, batch: &RecordBatch, ctx: &mut ProcessContext) -> Result<()>;
+
+    /// Handle timers that fired, in timestamp order.
+    fn on_timers(&mut self, _timers: &FiredTimers, _ctx: &mut ProcessContext) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timers_fire_in_order_up_to_the_watermark() {
+        let mut t = TimerService::default();
+        t.register_event_time_timer(2, 10);
+        t.register_event_time_timer(1, 5);
+        t.register_event_time_timer(1, 5);
+        t.register_event_time_timer(3, 11);
+        t.delete_event_time_timer(3, 11);
+        assert_eq!(t.take_event_time(10), vec![(5, 1), (10, 2)]);
+        assert_eq!(t.len(), (0, 0));
+    }
+
+    #[test]
+    fn states_are_per_key() {
+        let mut v = ValueState::default();
+        v.set(3, "a");
+        assert_eq!(v.get(3), Some(&"a"));
+        assert_eq!(v.get(1), None);
+        let mut m = MapState::default();
+        m.put(1, "x", 1);
+        m.put(1, "y", 2);
+        m.put(2, "x", 3);
+        assert_eq!(m.entry_count(1), 2);
+        assert_eq!(m.remove(2, &"x"), Some(3));
+        assert_eq!(m.len(), 1);
+        let mut l = ListState::default();
+        l.add(1, 5);
+        l.add(1, 6);
+        assert_eq!(l.get(1), &[5, 6]);
+        assert_eq!(l.clear(1), vec![5, 6]);
+        assert!(l.is_empty());
+    }
+}

@@ -1,0 +1,244 @@
+//! The keyed process function operator.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arrow::array::{Array, ArrayRef};
+use arrow::compute::{interleave, take};
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
+use datafusion_physical_plan::aggregates::order::GroupOrdering;
+use weir_core::message::Watermark;
+use weir_core::process::{
+    FiredTimers, KeyId, KeyedProcessFunction, ProcessContext, TimeDomain, TimerService,
+};
+use weir_core::spec::KeyedProcessSpec;
+use weir_core::{Result, WeirError};
+
+use crate::{Operator, OperatorContext, Output};
+
+/// Wall-clock time in ms since the epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Dense key ids with their key values, interned a batch at a time.
+struct KeyTable {
+    groups: Box<dyn GroupValues>,
+    /// Key columns of the rows that introduced new ids, one chunk per batch.
+    chunks: Vec<Vec<ArrayRef>>,
+    /// Id -> (chunk, row).
+    locations: Vec<(usize, usize)>,
+}
+
+impl KeyTable {
+    fn intern(&mut self, keys: &[ArrayRef], ids: &mut Vec<usize>) -> Result<()> {
+        let before = self.groups.len();
+        self.groups.intern(keys, ids)?;
+        if self.groups.len() == before {
+            return Ok(());
+        }
+        // Ids are given in order of first occurrence: record those rows.
+        let mut first_rows = Vec::new();
+        let mut next = before;
+        for (row, &id) in ids.iter().enumerate() {
+            if id == next {
+                first_rows.push(row as u32);
+                next += 1;
+            }
+        }
+        let idx = arrow::array::UInt32Array::from(first_rows);
+        let chunk = keys
+            .iter()
+            .map(|k| take(k.as_ref(), &idx, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let c = self.chunks.len();
+        self.locations.extend((0..idx.len()).map(|r| (c, r)));
+        self.chunks.push(chunk);
+        Ok(())
+    }
+
+    fn values(&self, ids: &[KeyId]) -> Result<Vec<ArrayRef>> {
+        let picks: Vec<(usize, usize)> = ids
+            .iter()
+            .map(|&id| {
+                self.locations.get(id as usize).copied().ok_or_else(|| {
+                    WeirError::Execution(format!("unknown key id {id} in a process function"))
+                })
+            })
+            .collect::<Result<_>>()?;
+        let columns = self.chunks.first().map_or(0, Vec::len);
+        (0..columns)
+            .map(|c| {
+                let arrays: Vec<&dyn Array> = self.chunks.iter().map(|ch| ch[c].as_ref()).collect();
+                Ok(interleave(&arrays, &picks)?)
+            })
+            .collect()
+    }
+}
+
+/// Runs a [`KeyedProcessFunction`] for one subtask.
+pub struct KeyedProcessOperator {
+    name: String,
+    function: Box<dyn KeyedProcessFunction>,
+    key_indices: Vec<usize>,
+    keys: KeyTable,
+    timers: TimerService,
+    output_schema: SchemaRef,
+    side_schemas: Vec<(String, SchemaRef)>,
+    watermark: i64,
+    ids: Vec<usize>,
+    key_ids: Vec<KeyId>,
+    timers_fired: u64,
+}
+
+impl KeyedProcessOperator {
+    /// Build the operator for one subtask.
+    pub fn try_new(
+        name: String,
+        spec: &KeyedProcessSpec,
+        output_schema: SchemaRef,
+        side_schemas: Vec<(String, SchemaRef)>,
+        _ctx: &OperatorContext,
+    ) -> Result<Self> {
+        let key_indices = spec
+            .keys
+            .iter()
+            .map(|k| spec.input_schema.index_of(k))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let key_schema = Arc::new(spec.input_schema.project(&key_indices)?);
+        Ok(Self {
+            name,
+            function: (spec.factory)(),
+            key_indices,
+            keys: KeyTable {
+                groups: new_group_values(key_schema, &GroupOrdering::None)?,
+                chunks: Vec::new(),
+                locations: Vec::new(),
+            },
+            timers: TimerService::default(),
+            output_schema,
+            side_schemas,
+            watermark: i64::MIN,
+            ids: Vec::new(),
+            key_ids: Vec::new(),
+            timers_fired: 0,
+        })
+    }
+
+    /// Run `f` with a fresh context over `key_ids`, then forward what it emitted.
+    fn call(
+        &mut self,
+        key_ids: &[KeyId],
+        out: &mut dyn Output,
+        f: impl FnOnce(&mut dyn KeyedProcessFunction, &mut ProcessContext) -> Result<()>,
+    ) -> Result<()> {
+        let keys = &self.keys;
+        let lookup = |ids: &[KeyId]| keys.values(ids);
+        let mut ctx =
+            ProcessContext::new(key_ids, &lookup, &mut self.timers, self.watermark, now_ms());
+        f(self.function.as_mut(), &mut ctx)?;
+        let (main, side) = ctx.into_outputs();
+        for b in main {
+            if b.schema().fields() != self.output_schema.fields() {
+                return Err(WeirError::Execution(format!(
+                    "{}: emitted a batch with columns {:?}, declared {:?}",
+                    self.name,
+                    b.schema().fields(),
+                    self.output_schema.fields()
+                )));
+            }
+            if b.num_rows() > 0 {
+                out.collect(b)?;
+            }
+        }
+        for (tag, b) in side {
+            match self.side_schemas.iter().find(|(t, _)| *t == tag) {
+                Some((_, s)) if s.fields() == b.schema().fields() => out.collect_side(&tag, b)?,
+                Some(_) => {
+                    return Err(WeirError::Execution(format!(
+                        "{}: side output '{tag}' emitted with the wrong schema",
+                        self.name
+                    )));
+                }
+                None => {
+                    return Err(WeirError::Execution(format!(
+                        "{}: side output '{tag}' was not declared",
+                        self.name
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn fire(
+        &mut self,
+        domain: TimeDomain,
+        timers: Vec<(i64, KeyId)>,
+        out: &mut dyn Output,
+    ) -> Result<()> {
+        if timers.is_empty() {
+            return Ok(());
+        }
+        self.timers_fired += timers.len() as u64;
+        let fired = FiredTimers { domain, timers };
+        self.call(&[], out, |f, ctx| f.on_timers(&fired, ctx))
+    }
+}
+
+impl Operator for KeyedProcessOperator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        let keys: Vec<ArrayRef> = self
+            .key_indices
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect();
+        let mut ids = std::mem::take(&mut self.ids);
+        self.keys.intern(&keys, &mut ids)?;
+        let mut key_ids = std::mem::take(&mut self.key_ids);
+        key_ids.clear();
+        key_ids.extend(ids.iter().map(|&i| i as KeyId));
+        self.ids = ids;
+        let result = self.call(&key_ids, out, |f, ctx| f.process_batch(&batch, ctx));
+        self.key_ids = key_ids;
+        result
+    }
+
+    fn on_watermark(
+        &mut self,
+        watermark: Watermark,
+        out: &mut dyn Output,
+    ) -> Result<Option<Watermark>> {
+        self.watermark = self.watermark.max(watermark.0);
+        let due = self.timers.take_event_time(self.watermark);
+        self.fire(TimeDomain::EventTime, due, out)?;
+        Ok(Some(watermark))
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        self.timers.next_processing_time()
+    }
+
+    fn on_processing_time(&mut self, now: i64, out: &mut dyn Output) -> Result<()> {
+        let due = self.timers.take_processing_time(now);
+        self.fire(TimeDomain::ProcessingTime, due, out)
+    }
+
+    fn metrics(&self) -> Vec<(String, u64)> {
+        let (event, processing) = self.timers.len();
+        vec![
+            ("timers_fired".into(), self.timers_fired),
+            ("timers_pending".into(), (event + processing) as u64),
+            ("keys".into(), self.keys.locations.len() as u64),
+        ]
+    }
+}
