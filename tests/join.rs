@@ -8,7 +8,7 @@ use arrow::datatypes::{Int64Type, TimestampMillisecondType};
 use proptest::prelude::*;
 use weir_core::config::RuntimeMode;
 use weir_core::spec::{CollectHandle, MemorySourceSpec, SinkSpec, SourceSpec};
-use weir_core::time::WatermarkStrategy;
+use weir_core::time::{WatermarkStrategy, WindowAssigner};
 use weir_tests::{event_batch, event_schema};
 
 type Event = (i64, i64, i64);
@@ -164,4 +164,113 @@ fn bounds_are_validated_when_the_job_is_built() {
         .unwrap()
         .to_string();
     assert!(err.contains("right input has no event time"), "{err}");
+}
+
+/// Windows containing `t` (tumbling, sliding, cumulating), from their definitions.
+fn windows_of(assigner: WindowAssigner, t: i64) -> Vec<(i64, i64)> {
+    match assigner {
+        WindowAssigner::Tumbling { size, .. } => {
+            vec![(t - t.rem_euclid(size), t - t.rem_euclid(size) + size)]
+        }
+        WindowAssigner::Sliding { size, slide, .. } => {
+            let mut out = vec![];
+            let mut s = t - t.rem_euclid(slide);
+            while s > t - size {
+                out.push((s, s + size));
+                s -= slide;
+            }
+            out
+        }
+        WindowAssigner::Cumulate { step, max_size, .. } => {
+            let c = t - t.rem_euclid(max_size);
+            (1..=max_size / step)
+                .map(|k| (c, c + k * step))
+                .filter(|&(_, e)| e > t)
+                .collect()
+        }
+        WindowAssigner::Session { .. } => unreachable!(),
+    }
+}
+
+type WindowPair = (i64, i64, Event, Event);
+
+fn run_window_join(
+    left: &[Vec<Event>],
+    right: &[Vec<Event>],
+    assigner: WindowAssigner,
+    jitter: i64,
+    parallelism: usize,
+    mode: RuntimeMode,
+) -> Vec<WindowPair> {
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(parallelism).set_runtime_mode(mode);
+    let source = |batches: &[Vec<Event>]| {
+        SourceSpec::Memory(MemorySourceSpec::new(
+            event_schema(),
+            batches.iter().map(|b| event_batch(b)).collect(),
+        ))
+    };
+    let strategy = || {
+        WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(jitter as u64))
+    };
+    let l = env.from_source(source(left), strategy(), "left").unwrap();
+    let r = env.from_source(source(right), strategy(), "right").unwrap();
+    let out = CollectHandle::new();
+    l.key_by(&["key"])
+        .unwrap()
+        .window_join(&r.key_by(&["key"]).unwrap(), assigner)
+        .unwrap()
+        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .unwrap();
+    let result = env.execute("window-join").unwrap();
+    assert_eq!(result.counter("num_late_records_dropped"), 0);
+    let mut rows = Vec::new();
+    for b in out.batches() {
+        let ts = |i: usize| b.column(i).as_primitive::<TimestampMillisecondType>();
+        let int = |i: usize| b.column(i).as_primitive::<Int64Type>();
+        for r in 0..b.num_rows() {
+            rows.push((
+                ts(0).value(r),
+                ts(1).value(r),
+                (int(2).value(r), int(3).value(r), ts(4).value(r)),
+                (int(5).value(r), int(6).value(r), ts(7).value(r)),
+            ));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    #[test]
+    fn window_join_matches_brute_force(
+        (left, right, _, jitter) in case(),
+        assigner in prop::sample::select(vec![
+            WindowAssigner::Tumbling { size: 100, offset: 0 },
+            WindowAssigner::Sliding { size: 200, slide: 100, offset: 0 },
+            WindowAssigner::Cumulate { step: 50, max_size: 200, offset: 0 },
+        ]),
+    ) {
+        let mut expected = Vec::new();
+        for l in left.iter().flatten() {
+            for r in right.iter().flatten() {
+                if l.0 != r.0 {
+                    continue;
+                }
+                let rw = windows_of(assigner, r.2);
+                for w in windows_of(assigner, l.2) {
+                    if rw.contains(&w) {
+                        expected.push((w.0, w.1, *l, *r));
+                    }
+                }
+            }
+        }
+        expected.sort();
+        for (p, mode) in [(1, RuntimeMode::Streaming), (2, RuntimeMode::Streaming), (3, RuntimeMode::Batch)] {
+            let rows = run_window_join(&left, &right, assigner, jitter, p, mode);
+            prop_assert_eq!(&rows, &expected, "p={} {:?}", p, mode);
+        }
+    }
 }

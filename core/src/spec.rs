@@ -562,6 +562,28 @@ pub enum OperatorSpec {
     IntervalJoin(IntervalJoinSpec),
     /// A keyed process function with state and timers.
     KeyedProcess(KeyedProcessSpec),
+    /// A keyed window join of two inputs.
+    WindowJoin(WindowJoinSpec),
+}
+
+/// A keyed window join: rows of both inputs with equal keys in the same
+/// window pair up (an inner join per window).
+#[derive(Debug, Clone)]
+pub struct WindowJoinSpec {
+    /// Key columns of the left input.
+    pub left_keys: Vec<String>,
+    /// Key columns of the right input (same types, same order).
+    pub right_keys: Vec<String>,
+    /// Event-time column of the left input.
+    pub left_rowtime: String,
+    /// Event-time column of the right input.
+    pub right_rowtime: String,
+    /// Tumbling, sliding or cumulating windows.
+    pub assigner: WindowAssigner,
+    /// Schema of the left input.
+    pub left_schema: SchemaRef,
+    /// Schema of the right input.
+    pub right_schema: SchemaRef,
 }
 
 /// Creates one [`KeyedProcessFunction`](crate::process::KeyedProcessFunction)
@@ -590,7 +612,7 @@ impl OperatorSpec {
     /// Number of inputs the operator reads.
     pub fn input_count(&self) -> usize {
         match self {
-            OperatorSpec::IntervalJoin(_) => 2,
+            OperatorSpec::IntervalJoin(_) | OperatorSpec::WindowJoin(_) => 2,
             _ => 1,
         }
     }
@@ -628,6 +650,13 @@ impl fmt::Debug for OperatorSpec {
             }
             OperatorSpec::MapBatches(_) => write!(f, "MapBatches(<fn>)"),
             OperatorSpec::KeyedProcess(p) => write!(f, "{p:?}"),
+            OperatorSpec::WindowJoin(j) => write!(
+                f,
+                "WindowJoin({}, keys [{}] = [{}])",
+                j.assigner.describe(),
+                j.left_keys.join(", "),
+                j.right_keys.join(", ")
+            ),
             OperatorSpec::IntervalJoin(j) => write!(
                 f,
                 "IntervalJoin(keys [{}] = [{}], between {} and {} ms)",

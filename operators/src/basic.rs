@@ -14,6 +14,7 @@ use crate::join::IntervalJoinOperator;
 use crate::process::KeyedProcessOperator;
 use crate::session::SessionWindowOperator;
 use crate::window::WindowAggregateOperator;
+use crate::window_join::WindowJoinOperator;
 use crate::{Operator, OperatorContext, Output};
 use weir_core::time::WindowAssigner;
 
@@ -43,6 +44,12 @@ pub(crate) fn create(
             p,
             Arc::clone(&node.schema),
             node.side_outputs.clone(),
+            ctx,
+        )?),
+        OperatorSpec::WindowJoin(j) => Box::new(WindowJoinOperator::try_new(
+            name,
+            j,
+            Arc::clone(&node.schema),
             ctx,
         )?),
         OperatorSpec::IntervalJoin(j) => Box::new(IntervalJoinOperator::try_new(

@@ -18,6 +18,7 @@ pub mod session;
 pub mod sinks;
 pub mod sources;
 pub mod window;
+pub mod window_join;
 
 use arrow::record_batch::RecordBatch;
 use weir_core::config::WeirConfig;

@@ -17,7 +17,7 @@ use crate::keys::is_hashable_key_type;
 use crate::process::KeyedProcessFunction;
 use crate::spec::{
     AggregateSpec, BatchFn, IntervalJoinSpec, KeyedProcessSpec, OperatorSpec, SinkSpec,
-    WindowAggregateSpec,
+    WindowAggregateSpec, WindowJoinSpec,
 };
 use crate::time::{WindowAssigner, check_timestamp_column, column_list};
 
@@ -469,6 +469,53 @@ impl KeyedStream {
         })
     }
 
+    /// Join with `other` on equal keys within the same window (tumbling,
+    /// sliding or cumulating). Output: `window_start`, `window_end`, the left
+    /// columns, then the right columns (`right_` prefix on taken names).
+    pub fn window_join(&self, other: &KeyedStream, assigner: WindowAssigner) -> Result<DataStream> {
+        let (l, r) = (&self.stream, &other.stream);
+        assigner.validate()?;
+        if assigner.pane().is_none() {
+            return Err(l.in_context(WeirError::plan(
+                "window join over session windows is not supported yet; use tumbling, sliding or cumulating windows",
+            )));
+        }
+        let sides = JoinSides::check(self, other, "window join")?;
+        let ts_type =
+            arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None);
+        let mut fields = vec![
+            Field::new("window_start", ts_type.clone(), false),
+            Field::new("window_end", ts_type, false),
+        ];
+        for f in sides.fields {
+            let taken = fields.iter().any(|x| x.name() == f.name());
+            let name = if taken {
+                format!("joined_{}", f.name())
+            } else {
+                f.name().clone()
+            };
+            fields.push(f.with_name(name));
+        }
+        let spec = WindowJoinSpec {
+            left_keys: self.keys.clone(),
+            right_keys: other.keys.clone(),
+            left_rowtime: sides.left_rowtime,
+            right_rowtime: sides.right_rowtime,
+            assigner,
+            left_schema: Arc::clone(&l.schema),
+            right_schema: Arc::clone(&r.schema),
+        };
+        let name = format!("{:?}", OperatorSpec::WindowJoin(spec.clone()));
+        let schema = Arc::new(Schema::new(fields));
+        let id = l.env.add(
+            name,
+            TransformationKind::Operator(OperatorSpec::WindowJoin(spec)),
+            vec![l.id, r.id],
+            Arc::clone(&schema),
+        );
+        Ok(DataStream::new(l.env.clone(), id, schema, None))
+    }
+
     /// Join with `other` on equal keys within a time interval; finish with
     /// [`IntervalJoinBuilder::between`].
     pub fn interval_join(&self, other: &KeyedStream) -> IntervalJoinBuilder {
@@ -494,37 +541,70 @@ impl IntervalJoinBuilder {
     /// counted, as in Flink's interval join.
     pub fn between(&self, lower_ms: i64, upper_ms: i64) -> Result<DataStream> {
         let (l, r) = (&self.left.stream, &self.right.stream);
-        let context = |e: WeirError| l.in_context(e);
         if lower_ms > upper_ms {
-            return Err(context(WeirError::plan(format!(
+            return Err(l.in_context(WeirError::plan(format!(
                 "interval join lower bound {lower_ms} ms is above the upper bound {upper_ms} ms"
             ))));
         }
+        let sides = JoinSides::check(&self.left, &self.right, "interval join")?;
+        let spec = IntervalJoinSpec {
+            left_keys: self.left.keys.clone(),
+            right_keys: self.right.keys.clone(),
+            left_rowtime: sides.left_rowtime,
+            right_rowtime: sides.right_rowtime,
+            lower: lower_ms,
+            upper: upper_ms,
+            left_schema: Arc::clone(&l.schema),
+            right_schema: Arc::clone(&r.schema),
+        };
+        let name = format!("{:?}", OperatorSpec::IntervalJoin(spec.clone()));
+        let schema = Arc::new(Schema::new(sides.fields));
+        let id = l.env.add(
+            name,
+            TransformationKind::Operator(OperatorSpec::IntervalJoin(spec)),
+            vec![l.id, r.id],
+            Arc::clone(&schema),
+        );
+        Ok(DataStream::new(l.env.clone(), id, schema, None))
+    }
+}
+
+/// What both joins check of their inputs, and their output fields.
+struct JoinSides {
+    left_rowtime: String,
+    right_rowtime: String,
+    fields: Vec<Field>,
+}
+
+impl JoinSides {
+    fn check(left: &KeyedStream, right: &KeyedStream, what: &str) -> Result<Self> {
+        let (l, r) = (&left.stream, &right.stream);
+        let context = |e: WeirError| l.in_context(e);
         let rowtime = |s: &DataStream, side: &str| -> Result<String> {
             let rt = s.rowtime.clone().ok_or_else(|| {
                 WeirError::plan(format!(
-                    "interval join: the {side} input has no event time; give its source a WatermarkStrategy"
+                    "{what}: the {side} input has no event time; give its source a WatermarkStrategy"
                 ))
             })?;
             check_timestamp_column(&s.schema, &rt)?;
             Ok(rt)
         };
         let (left_rowtime, right_rowtime) = (rowtime(l, "left")?, rowtime(r, "right")?);
-        if self.left.keys.len() != self.right.keys.len() {
+        if left.keys.len() != right.keys.len() {
             return Err(context(WeirError::plan(format!(
-                "interval join keys differ in number: [{}] vs [{}]",
-                self.left.keys.join(", "),
-                self.right.keys.join(", ")
+                "{what} keys differ in number: [{}] vs [{}]",
+                left.keys.join(", "),
+                right.keys.join(", ")
             ))));
         }
-        for (lk, rk) in self.left.keys.iter().zip(&self.right.keys) {
+        for (lk, rk) in left.keys.iter().zip(&right.keys) {
             let (lt, rt) = (
                 l.schema.field_with_name(lk)?.data_type(),
                 r.schema.field_with_name(rk)?.data_type(),
             );
             if lt != rt {
                 return Err(context(WeirError::plan(format!(
-                    "interval join key '{lk}' ({lt}) and '{rk}' ({rt}) have different types"
+                    "{what} key '{lk}' ({lt}) and '{rk}' ({rt}) have different types"
                 ))));
             }
         }
@@ -543,25 +623,11 @@ impl IntervalJoinBuilder {
             };
             fields.push(f.as_ref().clone().with_name(name));
         }
-        let spec = IntervalJoinSpec {
-            left_keys: self.left.keys.clone(),
-            right_keys: self.right.keys.clone(),
+        Ok(Self {
             left_rowtime,
             right_rowtime,
-            lower: lower_ms,
-            upper: upper_ms,
-            left_schema: Arc::clone(&l.schema),
-            right_schema: Arc::clone(&r.schema),
-        };
-        let name = format!("{:?}", OperatorSpec::IntervalJoin(spec.clone()));
-        let schema = Arc::new(Schema::new(fields));
-        let id = l.env.add(
-            name,
-            TransformationKind::Operator(OperatorSpec::IntervalJoin(spec)),
-            vec![l.id, r.id],
-            Arc::clone(&schema),
-        );
-        Ok(DataStream::new(l.env.clone(), id, schema, None))
+            fields,
+        })
     }
 }
 
