@@ -14,7 +14,7 @@ use arrow::record_batch::RecordBatch;
 use datafusion_expr::AggregateUDF;
 use datafusion_expr::type_coercion::functions::fields_with_udf;
 use datafusion_functions_aggregate::{
-    average::avg_udaf, count::count_udaf, min_max, sum::sum_udaf,
+    average::avg_udaf, count::count_udaf, first_last, min_max, sum::sum_udaf,
 };
 use datafusion_physical_expr::PhysicalExpr;
 
@@ -379,11 +379,13 @@ impl SinkSpec {
     }
 }
 
-/// The built-in aggregate functions of windows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The aggregate functions of windows.
+#[derive(Debug, Clone)]
 pub enum AggregateFunction {
     /// Number of rows (with a column: non-null values). BIGINT.
     Count,
+    /// Number of distinct non-null values. BIGINT.
+    CountDistinct,
     /// Sum; integer sums are BIGINT / UBIGINT, float sums DOUBLE.
     Sum,
     /// Minimum.
@@ -393,27 +395,66 @@ pub enum AggregateFunction {
     /// Average as DOUBLE. Flink SQL's `AVG(BIGINT)` is BIGINT; the SQL layer
     /// casts, the DataStream API returns the exact average.
     Avg,
+    /// The value of the row with the smallest event time.
+    FirstValue,
+    /// The value of the row with the largest event time.
+    LastValue,
+    /// A user-defined aggregate: any DataFusion `AggregateUDF`, whose
+    /// accumulators work on Arrow arrays (update a batch, merge states,
+    /// evaluate; state as arrays).
+    Udf(Arc<AggregateUDF>),
 }
+
+impl PartialEq for AggregateFunction {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Udf(a), Self::Udf(b)) => a.name() == b.name(),
+            _ => std::mem::discriminant(self) == std::mem::discriminant(other),
+        }
+    }
+}
+
+impl Eq for AggregateFunction {}
 
 impl AggregateFunction {
     /// The DataFusion aggregate implementing this function.
-    pub fn udaf(self) -> Arc<AggregateUDF> {
+    pub fn udaf(&self) -> Arc<AggregateUDF> {
         match self {
-            AggregateFunction::Count => count_udaf(),
+            AggregateFunction::Count | AggregateFunction::CountDistinct => count_udaf(),
             AggregateFunction::Sum => sum_udaf(),
             AggregateFunction::Min => min_max::min_udaf(),
             AggregateFunction::Max => min_max::max_udaf(),
             AggregateFunction::Avg => avg_udaf(),
+            AggregateFunction::FirstValue => first_last::first_value_udaf(),
+            AggregateFunction::LastValue => first_last::last_value_udaf(),
+            AggregateFunction::Udf(u) => Arc::clone(u),
         }
     }
 
-    fn name(self) -> &'static str {
+    /// Whether the function counts distinct values.
+    pub fn is_distinct(&self) -> bool {
+        matches!(self, AggregateFunction::CountDistinct)
+    }
+
+    /// Whether the function is ordered by event time.
+    pub fn is_ordered(&self) -> bool {
+        matches!(
+            self,
+            AggregateFunction::FirstValue | AggregateFunction::LastValue
+        )
+    }
+
+    fn name(&self) -> String {
         match self {
-            AggregateFunction::Count => "count",
-            AggregateFunction::Sum => "sum",
-            AggregateFunction::Min => "min",
-            AggregateFunction::Max => "max",
-            AggregateFunction::Avg => "avg",
+            AggregateFunction::Count => "count".into(),
+            AggregateFunction::CountDistinct => "count_distinct".into(),
+            AggregateFunction::Sum => "sum".into(),
+            AggregateFunction::Min => "min".into(),
+            AggregateFunction::Max => "max".into(),
+            AggregateFunction::Avg => "avg".into(),
+            AggregateFunction::FirstValue => "first_value".into(),
+            AggregateFunction::LastValue => "last_value".into(),
+            AggregateFunction::Udf(u) => u.name().to_string(),
         }
     }
 }
@@ -430,6 +471,23 @@ pub struct AggregateSpec {
 }
 
 impl AggregateSpec {
+    /// A user-defined aggregate over `column`.
+    pub fn udf(function: Arc<AggregateUDF>, column: &str) -> Self {
+        Self::new(AggregateFunction::Udf(function), Some(column))
+    }
+    /// `COUNT(DISTINCT column)`.
+    pub fn count_distinct(column: &str) -> Self {
+        Self::new(AggregateFunction::CountDistinct, Some(column))
+    }
+    /// `FIRST_VALUE(column)` by event time.
+    pub fn first_value(column: &str) -> Self {
+        Self::new(AggregateFunction::FirstValue, Some(column))
+    }
+    /// `LAST_VALUE(column)` by event time.
+    pub fn last_value(column: &str) -> Self {
+        Self::new(AggregateFunction::LastValue, Some(column))
+    }
+
     fn new(function: AggregateFunction, column: Option<&str>) -> Self {
         let alias = match column {
             Some(c) => format!("{}_{c}", function.name()),

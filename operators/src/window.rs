@@ -33,6 +33,7 @@ use datafusion_expr::{EmitTo, GroupsAccumulator};
 use datafusion_physical_expr::PhysicalExpr;
 use datafusion_physical_expr::aggregate::{AggregateExprBuilder, AggregateFunctionExpr};
 use datafusion_physical_expr::expressions::{Column, Literal, cast};
+use datafusion_physical_expr::{GroupsAccumulatorAdapter, PhysicalSortExpr};
 use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::message::Watermark;
@@ -53,8 +54,10 @@ pub(crate) struct Accumulation {
 pub(crate) struct Aggregates {
     pub(crate) key_indices: Vec<usize>,
     key_schema: SchemaRef,
-    functions: Vec<AggregateFunctionExpr>,
-    arguments: Vec<Arc<dyn PhysicalExpr>>,
+    functions: Vec<Arc<AggregateFunctionExpr>>,
+    /// Arguments of each function: the value, then (ordered functions) the
+    /// event time they are ordered by.
+    arguments: Vec<Vec<Arc<dyn PhysicalExpr>>>,
 }
 
 impl Aggregates {
@@ -77,17 +80,23 @@ impl Aggregates {
             if arg.data_type(input)? != *coerced.data_type() {
                 arg = cast(arg, input, coerced.data_type().clone())?;
             }
-            let expr = AggregateExprBuilder::new(a.function.udaf(), vec![Arc::clone(&arg)])
+            let mut builder = AggregateExprBuilder::new(a.function.udaf(), vec![Arc::clone(&arg)])
                 .schema(Arc::clone(input))
                 .alias(a.alias.clone())
-                .build()?;
-            if !expr.groups_accumulator_supported() {
-                return Err(WeirError::plan(format!(
-                    "{name}: aggregate {a} over this column type is not supported in windows"
-                )));
+                .with_distinct(a.function.is_distinct());
+            let mut args = vec![arg];
+            if a.function.is_ordered() {
+                // FIRST_VALUE / LAST_VALUE follow event time, not arrival order.
+                let ts: Arc<dyn PhysicalExpr> =
+                    Arc::new(Column::new(&spec.rowtime, input.index_of(&spec.rowtime)?));
+                builder = builder.order_by(vec![PhysicalSortExpr::new_default(Arc::clone(&ts))]);
+                args.push(ts);
             }
-            functions.push(expr);
-            arguments.push(arg);
+            let expr = builder
+                .build()
+                .map_err(|e| WeirError::plan(format!("{name}: aggregate {a}: {e}")))?;
+            functions.push(Arc::new(expr));
+            arguments.push(args);
         }
         Ok(Self {
             key_indices,
@@ -103,7 +112,19 @@ impl Aggregates {
             accumulators: self
                 .functions
                 .iter()
-                .map(|a| a.create_groups_accumulator())
+                .map(
+                    |a| -> datafusion_common::Result<Box<dyn GroupsAccumulator>> {
+                        if a.groups_accumulator_supported() {
+                            a.create_groups_accumulator()
+                        } else {
+                            // Any aggregate works: one row accumulator per group.
+                            let f = Arc::clone(a);
+                            Ok(Box::new(GroupsAccumulatorAdapter::new(move || {
+                                f.create_accumulator()
+                            })))
+                        }
+                    },
+                )
                 .collect::<datafusion_common::Result<Vec<_>>>()?,
         })
     }
@@ -123,9 +144,12 @@ impl Aggregates {
         group_ids: &[usize],
         total_groups: usize,
     ) -> Result<()> {
-        for (a, arg) in accumulators.iter_mut().zip(&self.arguments) {
-            let values = arg.evaluate(batch)?.into_array(batch.num_rows())?;
-            a.update_batch(&[values], group_ids, None, total_groups)?;
+        for (a, args) in accumulators.iter_mut().zip(&self.arguments) {
+            let values = args
+                .iter()
+                .map(|e| Ok(e.evaluate(batch)?.into_array(batch.num_rows())?))
+                .collect::<Result<Vec<_>>>()?;
+            a.update_batch(&values, group_ids, None, total_groups)?;
         }
         Ok(())
     }
