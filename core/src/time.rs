@@ -1,5 +1,6 @@
 //! Event time: watermark strategies and window assigners.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::datatypes::{DataType, Schema, TimeUnit};
@@ -7,13 +8,70 @@ use arrow::datatypes::{DataType, Schema, TimeUnit};
 use crate::error::{Result, WeirError};
 use crate::message::{Timestamp, Watermark};
 
+/// Generates watermarks from the event times a source split has seen
+/// (Flink's `WatermarkGenerator`): called with each batch's timestamps, and
+/// asked for the current watermark when one is due (periodically). A custom
+/// generator can hold any state, e.g. per-partition maxima or a punctuation.
+pub trait WatermarkGenerator: Send {
+    /// The event times of a batch.
+    fn on_timestamps(&mut self, timestamps: &[Timestamp]);
+    /// The watermark to emit now, if any (it may not go back; smaller values
+    /// are ignored).
+    fn current_watermark(&self) -> Option<Watermark>;
+}
+
+/// Makes one [`WatermarkGenerator`] per source subtask.
+pub type WatermarkGeneratorFactory = Arc<dyn Fn() -> Box<dyn WatermarkGenerator> + Send + Sync>;
+
 /// How a source derives watermarks from its event-time column.
-#[derive(Debug, Clone, PartialEq)]
-pub enum WatermarkGenerator {
+#[derive(Clone)]
+pub enum WatermarkKind {
     /// `watermark = max_seen_ts - bound - 1`.
     BoundedOutOfOrderness(Duration),
     /// Timestamps never decrease: `watermark = max_seen_ts - 1`.
     Monotonous,
+    /// A user generator.
+    Custom(WatermarkGeneratorFactory),
+}
+
+impl std::fmt::Debug for WatermarkKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WatermarkKind::BoundedOutOfOrderness(b) => write!(f, "BoundedOutOfOrderness({b:?})"),
+            WatermarkKind::Monotonous => write!(f, "Monotonous"),
+            WatermarkKind::Custom(_) => write!(f, "Custom"),
+        }
+    }
+}
+
+impl PartialEq for WatermarkKind {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::BoundedOutOfOrderness(a), Self::BoundedOutOfOrderness(b)) => a == b,
+            (Self::Monotonous, Self::Monotonous) => true,
+            (Self::Custom(a), Self::Custom(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// Tracks the largest timestamp; the watermark trails it by `bound + 1`.
+struct BoundedOutOfOrderness {
+    bound: i64,
+    max: Timestamp,
+}
+
+impl WatermarkGenerator for BoundedOutOfOrderness {
+    fn on_timestamps(&mut self, timestamps: &[Timestamp]) {
+        if let Some(&m) = timestamps.iter().max() {
+            self.max = self.max.max(m);
+        }
+    }
+
+    fn current_watermark(&self) -> Option<Watermark> {
+        (self.max != i64::MIN)
+            .then(|| Watermark(self.max.saturating_sub(self.bound).saturating_sub(1)))
+    }
 }
 
 /// Which column carries event time and how watermarks follow it.
@@ -22,7 +80,7 @@ pub struct WatermarkStrategy {
     /// Name of the event-time column (`Timestamp(Millisecond)` or `Int64` ms).
     pub timestamp_column: Option<String>,
     /// The watermark generator; `None` emits no watermarks before end of input.
-    pub generator: Option<WatermarkGenerator>,
+    pub generator: Option<WatermarkKind>,
     /// After this long without data a source split is marked idle.
     pub idleness: Option<Duration>,
 }
@@ -32,7 +90,7 @@ impl WatermarkStrategy {
     pub fn for_bounded_out_of_orderness(column: impl Into<String>, bound: Duration) -> Self {
         Self {
             timestamp_column: Some(column.into()),
-            generator: Some(WatermarkGenerator::BoundedOutOfOrderness(bound)),
+            generator: Some(WatermarkKind::BoundedOutOfOrderness(bound)),
             idleness: None,
         }
     }
@@ -41,7 +99,19 @@ impl WatermarkStrategy {
     pub fn for_monotonous_timestamps(column: impl Into<String>) -> Self {
         Self {
             timestamp_column: Some(column.into()),
-            generator: Some(WatermarkGenerator::Monotonous),
+            generator: Some(WatermarkKind::Monotonous),
+            idleness: None,
+        }
+    }
+
+    /// Watermarks from a user generator over the event times of `column`.
+    pub fn for_generator(
+        column: impl Into<String>,
+        factory: impl Fn() -> Box<dyn WatermarkGenerator> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            timestamp_column: Some(column.into()),
+            generator: Some(WatermarkKind::Custom(Arc::new(factory))),
             idleness: None,
         }
     }
@@ -61,15 +131,26 @@ impl WatermarkStrategy {
         self
     }
 
+    /// A generator for one source subtask, if the strategy has one.
+    pub fn create_generator(&self) -> Option<Box<dyn WatermarkGenerator>> {
+        Some(match self.generator.as_ref()? {
+            WatermarkKind::BoundedOutOfOrderness(b) => Box::new(BoundedOutOfOrderness {
+                bound: b.as_millis() as i64,
+                max: i64::MIN,
+            }),
+            WatermarkKind::Monotonous => Box::new(BoundedOutOfOrderness {
+                bound: 0,
+                max: i64::MIN,
+            }),
+            WatermarkKind::Custom(factory) => factory(),
+        })
+    }
+
     /// The watermark implied by the largest timestamp seen so far.
     pub fn watermark_for(&self, max_timestamp: Timestamp) -> Option<Watermark> {
-        let bound = match self.generator.as_ref()? {
-            WatermarkGenerator::BoundedOutOfOrderness(b) => b.as_millis() as i64,
-            WatermarkGenerator::Monotonous => 0,
-        };
-        Some(Watermark(
-            max_timestamp.saturating_sub(bound).saturating_sub(1),
-        ))
+        let mut g = self.create_generator()?;
+        g.on_timestamps(&[max_timestamp]);
+        g.current_watermark()
     }
 
     /// Check the strategy against the source schema.

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Instant;
 
 use tokio::sync::watch;
@@ -10,6 +10,7 @@ use weir_core::api::StreamExecutionEnvironment;
 use weir_core::config::WeirConfig;
 use weir_core::graph::{JobClient, JobExecutor, JobGraph, JobResult, StreamNodeKind, TaskMetrics};
 use weir_core::keys::KeyGroupRange;
+use weir_core::message::Watermark;
 use weir_core::{Result, WeirError};
 use weir_operators::partition::BatchPartitioner;
 use weir_operators::{OperatorContext, create_operator, create_source};
@@ -38,6 +39,10 @@ impl JobExecutor for LocalExecutor {
         let cancelled = Arc::new(AtomicBool::new(false));
         let name = job.job_name.clone();
         let tasks = build_tasks(&job)?;
+        let watermarks = tasks
+            .iter()
+            .map(|(t, _)| (t.name.clone(), Arc::clone(&t.watermark)))
+            .collect();
         let signal = Arc::clone(&cancel);
         let thread = std::thread::Builder::new()
             .name(format!("weir job: {name}").chars().take(60).collect())
@@ -48,6 +53,7 @@ impl JobExecutor for LocalExecutor {
             cancel,
             cancelled,
             thread,
+            watermarks,
         }))
     }
 
@@ -62,6 +68,7 @@ struct LocalJob {
     cancel: Arc<watch::Sender<bool>>,
     cancelled: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<Result<JobResult>>,
+    watermarks: Vec<(String, Arc<AtomicI64>)>,
 }
 
 impl JobClient for LocalJob {
@@ -72,6 +79,13 @@ impl JobClient for LocalJob {
 
     fn is_finished(&self) -> bool {
         self.thread.is_finished()
+    }
+
+    fn watermarks(&self) -> Vec<(String, Watermark)> {
+        self.watermarks
+            .iter()
+            .map(|(n, w)| (n.clone(), Watermark(w.load(Ordering::Relaxed))))
+            .collect()
     }
 
     fn wait(self: Box<Self>) -> Result<JobResult> {
@@ -290,6 +304,7 @@ pub fn build_tasks(job: &JobGraph) -> Result<Vec<(Task, TaskInput)>> {
                 side_outputs,
                 mode: job.config.runtime_mode,
                 watermark_interval: job.config.watermark_interval,
+                watermark: Arc::new(AtomicI64::new(i64::MIN)),
             },
             input,
         ));

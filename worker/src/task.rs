@@ -1,5 +1,7 @@
 //! A task: one subtask of a job vertex, running its operator chain.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use arrow::record_batch::RecordBatch;
@@ -90,6 +92,8 @@ pub struct Task {
     pub mode: RuntimeMode,
     /// Minimum wall-clock time between two watermarks of a source.
     pub watermark_interval: Duration,
+    /// The task's current watermark, readable while the job runs.
+    pub watermark: Arc<AtomicI64>,
 }
 
 impl Task {
@@ -149,6 +153,7 @@ impl Task {
     }
 
     async fn advance_watermark(&mut self, w: Watermark, tail: &mut ChainOutput) -> Result<()> {
+        self.watermark.fetch_max(w.0, Ordering::Relaxed);
         let forward = self.chain.on_watermark(w, tail)?;
         self.flush(tail).await?;
         if let Some(w) = forward {
@@ -171,7 +176,7 @@ impl Task {
     ) -> Result<u64> {
         let mut tail = ChainOutput::default();
         let mut rows = 0u64;
-        let mut max_ts = i64::MIN;
+        let mut generator = watermarks.create_generator();
         let mut emitted = Watermark::MIN;
         let mut last_emit = Instant::now();
         let mut last_data = Instant::now();
@@ -186,10 +191,9 @@ impl Task {
                         idle = false;
                         self.broadcast(StreamMessage::Idle(false)).await?;
                     }
-                    if let (Some(idx), true) = (rowtime, streaming)
-                        && let Some(m) = max_timestamp(&batch, idx)?
-                    {
-                        max_ts = max_ts.max(m);
+                    if let (Some(idx), Some(g), true) = (rowtime, generator.as_mut(), streaming) {
+                        let name = batch.schema().field(idx).name().clone();
+                        g.on_timestamps(timestamps(batch.column(idx), &name)?);
                     }
                     self.chain.process(batch, &mut tail)?;
                     self.flush(&mut tail).await?;
@@ -209,9 +213,8 @@ impl Task {
             self.processing_time(&mut tail).await?;
             // Periodic watermarks, as Flink's auto-watermark interval.
             if streaming
-                && max_ts != i64::MIN
                 && last_emit.elapsed() >= self.watermark_interval
-                && let Some(w) = watermarks.watermark_for(max_ts)
+                && let Some(w) = generator.as_ref().and_then(|g| g.current_watermark())
                 && w > emitted
             {
                 emitted = w;
@@ -269,10 +272,4 @@ impl Task {
         }
         self.end_of_input(&mut tail).await
     }
-}
-
-/// Largest event time in a batch.
-fn max_timestamp(batch: &RecordBatch, idx: usize) -> Result<Option<i64>> {
-    let name = batch.schema().field(idx).name().clone();
-    Ok(timestamps(batch.column(idx), &name)?.iter().copied().max())
 }

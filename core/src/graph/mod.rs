@@ -126,6 +126,9 @@ pub trait JobClient: Send {
     fn cancel(&self);
     /// Whether the job has ended (finished, failed or cancelled).
     fn is_finished(&self) -> bool;
+    /// The current input watermark of every subtask (`Watermark::MIN`
+    /// before the first): shows which source or channel holds event time back.
+    fn watermarks(&self) -> Vec<(String, crate::message::Watermark)>;
     /// Block until the job ends.
     fn wait(self: Box<Self>) -> Result<JobResult>;
 }
