@@ -212,3 +212,105 @@ fn a_small_window_by_hand() {
     );
     assert_eq!(rows, vec![(0, 1, 2, 2, 3, 22)]);
 }
+
+/// Window start, key, row count, lower median of the values.
+fn run_median(
+    batches: &[Vec<Event>],
+    assigner: WindowAssigner,
+    p: usize,
+    mode: RuntimeMode,
+) -> Vec<(i64, i64, i64, i64)> {
+    use arrow::array::Int64Array;
+    use arrow::datatypes::Schema;
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(p).set_runtime_mode(mode);
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("window_start", DataType::Int64, false),
+        Field::new("key", DataType::Int64, false),
+        Field::new("rows", DataType::Int64, false),
+        Field::new("median", DataType::Int64, false),
+    ]));
+    let out_schema = Arc::clone(&schema);
+    let median = move |(start, _end): (i64, i64),
+                       rows: &arrow::record_batch::RecordBatch,
+                       ranges: &[std::ops::Range<usize>]|
+          -> weir_core::Result<Vec<arrow::record_batch::RecordBatch>> {
+        let keys = rows.column(0).as_primitive::<Int64Type>();
+        let values = rows.column(1).as_primitive::<Int64Type>();
+        let (mut k, mut n, mut m) = (vec![], vec![], vec![]);
+        for r in ranges {
+            let mut vs: Vec<i64> = values.values()[r.clone()].to_vec();
+            vs.sort();
+            k.push(keys.value(r.start));
+            n.push(vs.len() as i64);
+            m.push(vs[(vs.len() - 1) / 2]);
+        }
+        Ok(vec![arrow::record_batch::RecordBatch::try_new(
+            Arc::clone(&out_schema),
+            vec![
+                Arc::new(Int64Array::from(vec![start; k.len()])),
+                Arc::new(Int64Array::from(k)),
+                Arc::new(Int64Array::from(n)),
+                Arc::new(Int64Array::from(m)),
+            ],
+        )?])
+    };
+    let out = CollectHandle::new();
+    let source = SourceSpec::Memory(MemorySourceSpec::new(
+        event_schema(),
+        batches.iter().map(|b| event_batch(b)).collect(),
+    ));
+    env.from_source(
+        source,
+        WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(50)),
+        "events",
+    )
+    .unwrap()
+    .key_by(&["key"])
+    .unwrap()
+    .window(assigner)
+    .process("Median", schema, median)
+    .unwrap()
+    .sink_to(SinkSpec::Collect(out.clone()), "out")
+    .unwrap();
+    env.execute("median").unwrap();
+    let mut rows = Vec::new();
+    for b in out.batches() {
+        let c = |i: usize| b.column(i).as_primitive::<Int64Type>();
+        for r in 0..b.num_rows() {
+            rows.push((c(0).value(r), c(1).value(r), c(2).value(r), c(3).value(r)));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, .. ProptestConfig::default() })]
+
+    #[test]
+    fn window_process_function_sees_every_row_of_its_key(batches in batches(), sliding in any::<bool>()) {
+        let (assigner, size, slide) = if sliding {
+            (WindowAssigner::Sliding { size: 200, slide: 100, offset: 0 }, 200, 100)
+        } else {
+            (WindowAssigner::Tumbling { size: 100, offset: 0 }, 100, 100)
+        };
+        let mut windows: BTreeMap<(i64, i64), Vec<i64>> = BTreeMap::new();
+        for &(k, v, t) in batches.iter().flatten() {
+            let mut s = t - t.rem_euclid(slide);
+            while s > t - size {
+                windows.entry((s, k)).or_default().push(v);
+                s -= slide;
+            }
+        }
+        let expected: Vec<(i64, i64, i64, i64)> = windows
+            .into_iter()
+            .map(|((s, k), mut vs)| {
+                vs.sort();
+                (s, k, vs.len() as i64, vs[(vs.len() - 1) / 2])
+            })
+            .collect();
+        prop_assert_eq!(run_median(&batches, assigner, 1, RuntimeMode::Streaming), expected.clone());
+        prop_assert_eq!(run_median(&batches, assigner, 3, RuntimeMode::Batch), expected);
+    }
+}

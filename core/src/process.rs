@@ -346,6 +346,37 @@ pub trait KeyedProcessFunction: Send {
     }
 }
 
+/// A function over every row of a fired window (Flink's
+/// `ProcessWindowFunction`), called once per window firing with the rows of
+/// all its keys: the rows of the `i`-th key are `rows.slice(r.start, r.len())`
+/// for `r = key_ranges[i]`, in arrival order. It returns output batches of the
+/// declared schema.
+pub trait ProcessWindowFunction: Send + Sync {
+    /// Process window `[start, end)`.
+    fn process(
+        &self,
+        window: (i64, i64),
+        rows: &RecordBatch,
+        key_ranges: &[std::ops::Range<usize>],
+    ) -> Result<Vec<RecordBatch>>;
+}
+
+impl<F> ProcessWindowFunction for F
+where
+    F: Fn((i64, i64), &RecordBatch, &[std::ops::Range<usize>]) -> Result<Vec<RecordBatch>>
+        + Send
+        + Sync,
+{
+    fn process(
+        &self,
+        window: (i64, i64),
+        rows: &RecordBatch,
+        key_ranges: &[std::ops::Range<usize>],
+    ) -> Result<Vec<RecordBatch>> {
+        self(window, rows, key_ranges)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -622,6 +622,36 @@ pub enum OperatorSpec {
     KeyedProcess(KeyedProcessSpec),
     /// A keyed window join of two inputs.
     WindowJoin(WindowJoinSpec),
+    /// A full-window function over the rows of each fired window.
+    WindowProcess(WindowProcessSpec),
+}
+
+/// A keyed window whose rows are all handed to a function when it fires.
+#[derive(Clone)]
+pub struct WindowProcessSpec {
+    /// Key columns.
+    pub keys: Vec<String>,
+    /// Event-time column of the input.
+    pub rowtime: String,
+    /// Tumbling, sliding or cumulating windows.
+    pub assigner: WindowAssigner,
+    /// Schema of the input.
+    pub input_schema: SchemaRef,
+    /// The function.
+    pub function: Arc<dyn crate::process::ProcessWindowFunction>,
+    /// Side output for records too late for every window.
+    pub late_data_tag: Option<String>,
+}
+
+impl fmt::Debug for WindowProcessSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "WindowProcess({}, keys [{}])",
+            self.assigner.describe(),
+            self.keys.join(", ")
+        )
+    }
 }
 
 /// A keyed window join: rows of both inputs with equal keys in the same
@@ -708,6 +738,7 @@ impl fmt::Debug for OperatorSpec {
             }
             OperatorSpec::MapBatches(_) => write!(f, "MapBatches(<fn>)"),
             OperatorSpec::KeyedProcess(p) => write!(f, "{p:?}"),
+            OperatorSpec::WindowProcess(p) => write!(f, "{p:?}"),
             OperatorSpec::WindowJoin(j) => write!(
                 f,
                 "WindowJoin({}, keys [{}] = [{}])",

@@ -15,6 +15,7 @@ use crate::process::KeyedProcessOperator;
 use crate::session::SessionWindowOperator;
 use crate::window::WindowAggregateOperator;
 use crate::window_join::WindowJoinOperator;
+use crate::window_process::WindowProcessOperator;
 use crate::{Operator, OperatorContext, Output};
 use weir_core::time::WindowAssigner;
 
@@ -44,6 +45,12 @@ pub(crate) fn create(
             p,
             Arc::clone(&node.schema),
             node.side_outputs.clone(),
+            ctx,
+        )?),
+        OperatorSpec::WindowProcess(w) => Box::new(WindowProcessOperator::try_new(
+            name,
+            w,
+            Arc::clone(&node.schema),
             ctx,
         )?),
         OperatorSpec::WindowJoin(j) => Box::new(WindowJoinOperator::try_new(

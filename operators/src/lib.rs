@@ -12,6 +12,7 @@
 
 pub mod basic;
 pub mod join;
+mod pane_buffer;
 pub mod partition;
 pub mod process;
 pub mod session;
@@ -19,6 +20,7 @@ pub mod sinks;
 pub mod sources;
 pub mod window;
 pub mod window_join;
+pub mod window_process;
 
 use arrow::record_batch::RecordBatch;
 use weir_core::config::WeirConfig;

@@ -7,42 +7,35 @@
 //! table, left rows are bucketed by key id with a counting sort, and every
 //! right row pairs with its bucket — the pairs are gathered with `take`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, TimestampMillisecondArray, UInt32Array};
-use arrow::compute::{concat_batches, take};
+use arrow::compute::take;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion_physical_plan::aggregates::group_values::new_group_values;
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::message::Watermark;
 use weir_core::spec::WindowJoinSpec;
-use weir_core::time::{WindowAssigner, tumbling_window_start};
 use weir_core::{Result, WeirError};
 
-use crate::window::{split_by, timestamps};
+use crate::pane_buffer::{PaneBuffer, bucket_by_id, emit_sliced};
 use crate::{Operator, OperatorContext, Output};
 
 struct JoinSide {
-    schema: SchemaRef,
     key_indices: Vec<usize>,
-    ts_index: usize,
-    panes: BTreeMap<i64, Vec<RecordBatch>>,
+    buffer: PaneBuffer,
 }
 
 /// Keyed tumbling, sliding or cumulating window join.
 pub struct WindowJoinOperator {
     name: String,
-    assigner: WindowAssigner,
-    pane_size: i64,
-    pane_offset: i64,
     sides: [JoinSide; 2],
     key_schema: SchemaRef,
     output_schema: SchemaRef,
     batch_size: usize,
     watermark: i64,
-    starts: Vec<i64>,
     late_dropped: u64,
     windows_fired: u64,
 }
@@ -55,19 +48,17 @@ impl WindowJoinOperator {
         output_schema: SchemaRef,
         ctx: &OperatorContext,
     ) -> Result<Self> {
-        let (pane_size, pane_offset) = spec
-            .assigner
-            .pane()
-            .ok_or_else(|| WeirError::plan(format!("{name}: session windows are not supported")))?;
         let side = |schema: &SchemaRef, keys: &[String], rowtime: &str| -> Result<JoinSide> {
             Ok(JoinSide {
-                schema: Arc::clone(schema),
                 key_indices: keys
                     .iter()
                     .map(|k| schema.index_of(k))
                     .collect::<std::result::Result<_, _>>()?,
-                ts_index: schema.index_of(rowtime)?,
-                panes: BTreeMap::new(),
+                buffer: PaneBuffer::new(
+                    spec.assigner,
+                    Arc::clone(schema),
+                    schema.index_of(rowtime)?,
+                )?,
             })
         };
         let left = side(&spec.left_schema, &spec.left_keys, &spec.left_rowtime)?;
@@ -75,39 +66,20 @@ impl WindowJoinOperator {
         Ok(Self {
             key_schema: Arc::new(spec.left_schema.project(&left.key_indices)?),
             name,
-            assigner: spec.assigner,
-            pane_size,
-            pane_offset,
             sides: [left, right],
             output_schema,
             batch_size: ctx.config.batch_size,
             watermark: i64::MIN,
-            starts: Vec::new(),
             late_dropped: 0,
             windows_fired: 0,
         })
     }
 
-    fn pane_expired(&self, pane: i64) -> bool {
-        self.assigner
-            .last_window_end_of_pane(pane)
-            .saturating_sub(1)
-            <= self.watermark
-    }
-
-    /// Rows of `side` in panes `[start, end)`, as one batch.
-    fn rows(&self, side: usize, start: i64, end: i64) -> Result<Option<RecordBatch>> {
-        let s = &self.sides[side];
-        let batches: Vec<&RecordBatch> = s.panes.range(start..end).flat_map(|(_, b)| b).collect();
-        if batches.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(concat_batches(&s.schema, batches)?))
-    }
-
     fn fire(&mut self, start: i64, end: i64, out: &mut dyn Output) -> Result<()> {
-        let (Some(left), Some(right)) = (self.rows(0, start, end)?, self.rows(1, start, end)?)
-        else {
+        let (Some(left), Some(right)) = (
+            self.sides[0].buffer.rows(start, end)?,
+            self.sides[1].buffer.rows(start, end)?,
+        ) else {
             return Ok(());
         };
         let mut keys = new_group_values(Arc::clone(&self.key_schema), &GroupOrdering::None)?;
@@ -121,21 +93,7 @@ impl WindowJoinOperator {
         let (mut left_ids, mut right_ids) = (Vec::new(), Vec::new());
         keys.intern(&cols(&left, 0), &mut left_ids)?;
         keys.intern(&cols(&right, 1), &mut right_ids)?;
-        // Bucket left rows by key id (counting sort).
-        let n = keys.len();
-        let mut offsets = vec![0u32; n + 1];
-        for &id in &left_ids {
-            offsets[id + 1] += 1;
-        }
-        for i in 1..=n {
-            offsets[i] += offsets[i - 1];
-        }
-        let mut cursor = offsets.clone();
-        let mut bucketed = vec![0u32; left_ids.len()];
-        for (row, &id) in left_ids.iter().enumerate() {
-            bucketed[cursor[id] as usize] = row as u32;
-            cursor[id] += 1;
-        }
+        let (offsets, bucketed) = bucket_by_id(&left_ids, keys.len());
         let (mut left_rows, mut right_rows) = (Vec::new(), Vec::new());
         for (row, &id) in right_ids.iter().enumerate() {
             for &l in &bucketed[offsets[id] as usize..offsets[id + 1] as usize] {
@@ -161,13 +119,7 @@ impl WindowJoinOperator {
         }
         let joined = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
-        let mut offset = 0;
-        while offset < rows {
-            let len = self.batch_size.min(rows - offset);
-            out.collect(joined.slice(offset, len))?;
-            offset += len;
-        }
-        Ok(())
+        emit_sliced(&joined, self.batch_size, out)
     }
 }
 
@@ -192,27 +144,15 @@ impl Operator for WindowJoinOperator {
                 self.name
             )));
         }
-        let ts_index = self.sides[input].ts_index;
-        let ts_name = batch.schema().field(ts_index).name().clone();
-        let ts = timestamps(batch.column(ts_index), &ts_name)?;
-        let (size, offset) = (self.pane_size, self.pane_offset);
-        let mut starts = std::mem::take(&mut self.starts);
-        starts.clear();
-        starts.extend(ts.iter().map(|&t| tumbling_window_start(t, size, offset)));
-        let result = split_by(&batch, &starts, |pane, part| -> Result<()> {
-            if self.pane_expired(pane) {
-                self.late_dropped += part.num_rows() as u64;
-            } else {
-                self.sides[input]
-                    .panes
-                    .entry(pane)
-                    .or_default()
-                    .push(part.clone());
-            }
-            Ok(())
-        });
-        self.starts = starts;
-        result
+        let mut late = 0;
+        self.sides[input]
+            .buffer
+            .add(&batch, self.watermark, |part| {
+                late += part.num_rows() as u64;
+                Ok(())
+            })?;
+        self.late_dropped += late;
+        Ok(())
     }
 
     fn on_watermark(
@@ -227,28 +167,13 @@ impl Operator for WindowJoinOperator {
         self.watermark = watermark.0;
         let mut due = BTreeSet::new();
         for side in &self.sides {
-            for &p in side.panes.range(..=self.watermark).map(|(p, _)| p) {
-                for (start, end) in self.assigner.windows_of_pane(p) {
-                    let last = end.saturating_sub(1);
-                    if last > previous && last <= self.watermark {
-                        due.insert((end, start));
-                    }
-                }
-            }
+            side.buffer.due(previous, self.watermark, &mut due);
         }
         for (end, start) in due {
             self.fire(start, end, out)?;
         }
-        for side in 0..2 {
-            let expired: Vec<i64> = self.sides[side]
-                .panes
-                .keys()
-                .copied()
-                .filter(|&p| self.pane_expired(p))
-                .collect();
-            for p in expired {
-                self.sides[side].panes.remove(&p);
-            }
+        for side in &mut self.sides {
+            side.buffer.expire(watermark.0);
         }
         Ok(Some(watermark))
     }

@@ -14,10 +14,10 @@ use super::expr::plan_expr;
 use crate::error::{Result, WeirError};
 use crate::graph::{ChainingStrategy, Partitioner, TransformationKind};
 use crate::keys::is_hashable_key_type;
-use crate::process::KeyedProcessFunction;
+use crate::process::{KeyedProcessFunction, ProcessWindowFunction};
 use crate::spec::{
     AggregateSpec, BatchFn, IntervalJoinSpec, KeyedProcessSpec, OperatorSpec, SinkSpec,
-    WindowAggregateSpec, WindowJoinSpec,
+    WindowAggregateSpec, WindowJoinSpec, WindowProcessSpec,
 };
 use crate::time::{WindowAssigner, check_timestamp_column, column_list};
 
@@ -655,6 +655,63 @@ impl WindowedStream {
     pub fn allowed_lateness(mut self, lateness: Duration) -> Self {
         self.allowed_lateness = lateness;
         self
+    }
+
+    /// Hand every row of each fired window to `function` (grouped by key),
+    /// which returns batches with `output_schema`. For tumbling, sliding and
+    /// cumulating windows; the rows are buffered until the window fires, so
+    /// prefer [`Self::aggregate`] where an aggregate will do.
+    pub fn process(
+        &self,
+        name: &str,
+        output_schema: SchemaRef,
+        function: impl ProcessWindowFunction + 'static,
+    ) -> Result<DataStream> {
+        let input = &self.keyed.stream;
+        let check = || -> Result<String> {
+            self.assigner.validate()?;
+            if self.assigner.pane().is_none() {
+                return Err(WeirError::plan(
+                    "window process functions over session windows are not supported yet",
+                ));
+            }
+            if !self.allowed_lateness.is_zero() {
+                return Err(WeirError::plan(
+                    "allowed lateness is not supported for window process functions yet",
+                ));
+            }
+            let rowtime = input.rowtime.clone().ok_or_else(|| {
+                WeirError::plan("event-time window on a stream without event time")
+            })?;
+            check_timestamp_column(&input.schema, &rowtime)?;
+            Ok(rowtime)
+        };
+        let rowtime = check().map_err(|e| input.in_context(e))?;
+        let spec = WindowProcessSpec {
+            keys: self.keyed.keys.clone(),
+            rowtime,
+            assigner: self.assigner,
+            input_schema: Arc::clone(&input.schema),
+            function: Arc::new(function),
+            late_data_tag: self.late_data_tag.clone(),
+        };
+        let out = input.derive(
+            name.to_string(),
+            TransformationKind::Operator(OperatorSpec::WindowProcess(spec)),
+            output_schema,
+            None,
+        );
+        if let Some(tag) = &self.late_data_tag {
+            let schema = Arc::clone(&input.schema);
+            out.env
+                .update(out.id, |t| t.side_outputs.push((tag.clone(), schema)));
+            let side_rowtimes = vec![(tag.clone(), input.rowtime.clone())];
+            return Ok(DataStream {
+                side_rowtimes,
+                ..out
+            });
+        }
+        Ok(out)
     }
 
     /// Aggregate each (key, window) incrementally. Output columns:

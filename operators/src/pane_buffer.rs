@@ -1,0 +1,143 @@
+//! Raw rows buffered per aligned window pane, for operators that need every
+//! row of a window when it fires (window joins, full-window functions).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use arrow::compute::concat_batches;
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use weir_core::time::{WindowAssigner, tumbling_window_start};
+use weir_core::{Result, WeirError};
+
+use crate::Output;
+use crate::window::{split_by, timestamps};
+
+/// Rows per pane of a tumbling, sliding or cumulating window assigner.
+pub(crate) struct PaneBuffer {
+    assigner: WindowAssigner,
+    pane_size: i64,
+    pane_offset: i64,
+    schema: SchemaRef,
+    ts_index: usize,
+    panes: BTreeMap<i64, Vec<RecordBatch>>,
+    starts: Vec<i64>,
+}
+
+impl PaneBuffer {
+    pub(crate) fn new(
+        assigner: WindowAssigner,
+        schema: SchemaRef,
+        ts_index: usize,
+    ) -> Result<Self> {
+        let (pane_size, pane_offset) = assigner
+            .pane()
+            .ok_or_else(|| WeirError::plan("session windows have no panes"))?;
+        Ok(Self {
+            assigner,
+            pane_size,
+            pane_offset,
+            schema,
+            ts_index,
+            panes: BTreeMap::new(),
+            starts: Vec::new(),
+        })
+    }
+
+    fn expired(&self, pane: i64, watermark: i64) -> bool {
+        self.assigner
+            .last_window_end_of_pane(pane)
+            .saturating_sub(1)
+            <= watermark
+    }
+
+    /// Buffer the rows of `batch`; rows whose every window has already fired
+    /// are handed to `late` instead.
+    pub(crate) fn add(
+        &mut self,
+        batch: &RecordBatch,
+        watermark: i64,
+        mut late: impl FnMut(&RecordBatch) -> Result<()>,
+    ) -> Result<()> {
+        let ts_name = batch.schema().field(self.ts_index).name().clone();
+        let ts = timestamps(batch.column(self.ts_index), &ts_name)?;
+        let (size, offset) = (self.pane_size, self.pane_offset);
+        let mut starts = std::mem::take(&mut self.starts);
+        starts.clear();
+        starts.extend(ts.iter().map(|&t| tumbling_window_start(t, size, offset)));
+        let result = split_by(batch, &starts, |pane, part| -> Result<()> {
+            if self.expired(pane, watermark) {
+                late(part)
+            } else {
+                self.panes.entry(pane).or_default().push(part.clone());
+                Ok(())
+            }
+        });
+        self.starts = starts;
+        result
+    }
+
+    /// Windows `(end, start)` with data whose last millisecond lies in
+    /// `(previous, watermark]`.
+    pub(crate) fn due(&self, previous: i64, watermark: i64, into: &mut BTreeSet<(i64, i64)>) {
+        for &p in self.panes.range(..=watermark).map(|(p, _)| p) {
+            for (start, end) in self.assigner.windows_of_pane(p) {
+                let last = end.saturating_sub(1);
+                if last > previous && last <= watermark {
+                    into.insert((end, start));
+                }
+            }
+        }
+    }
+
+    /// Every buffered row of window `[start, end)`, as one batch.
+    pub(crate) fn rows(&self, start: i64, end: i64) -> Result<Option<RecordBatch>> {
+        let batches: Vec<&RecordBatch> =
+            self.panes.range(start..end).flat_map(|(_, b)| b).collect();
+        if batches.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(concat_batches(&self.schema, batches)?))
+    }
+
+    /// Drop panes whose windows have all fired.
+    pub(crate) fn expire(&mut self, watermark: i64) {
+        let assigner = self.assigner;
+        self.panes
+            .retain(|&p, _| assigner.last_window_end_of_pane(p).saturating_sub(1) > watermark);
+    }
+}
+
+/// Counting sort of row indices by dense id: `(offsets, rows)` where the rows
+/// of id `i` are `rows[offsets[i]..offsets[i + 1]]`, in input order.
+pub(crate) fn bucket_by_id(ids: &[usize], distinct: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut offsets = vec![0u32; distinct + 1];
+    for &id in ids {
+        offsets[id + 1] += 1;
+    }
+    for i in 1..=distinct {
+        offsets[i] += offsets[i - 1];
+    }
+    let mut cursor = offsets.clone();
+    let mut rows = vec![0u32; ids.len()];
+    for (row, &id) in ids.iter().enumerate() {
+        rows[cursor[id] as usize] = row as u32;
+        cursor[id] += 1;
+    }
+    (offsets, rows)
+}
+
+/// Emit `batch` in slices of at most `batch_size` rows.
+pub(crate) fn emit_sliced(
+    batch: &RecordBatch,
+    batch_size: usize,
+    out: &mut dyn Output,
+) -> Result<()> {
+    let rows = batch.num_rows();
+    let mut offset = 0;
+    while offset < rows {
+        let len = batch_size.min(rows - offset);
+        out.collect(batch.slice(offset, len))?;
+        offset += len;
+    }
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! Full-window functions: every row of a fired window, grouped by key.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, UInt32Array};
+use arrow::compute::take_record_batch;
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use datafusion_physical_plan::aggregates::group_values::new_group_values;
+use datafusion_physical_plan::aggregates::order::GroupOrdering;
+use weir_core::message::Watermark;
+use weir_core::process::ProcessWindowFunction;
+use weir_core::spec::WindowProcessSpec;
+use weir_core::{Result, WeirError};
+
+use crate::pane_buffer::{PaneBuffer, bucket_by_id, emit_sliced};
+use crate::{Operator, OperatorContext, Output};
+
+/// Buffers rows per pane; when a window fires, groups its rows by key (one
+/// interning call and a counting sort) and calls the function once.
+pub struct WindowProcessOperator {
+    name: String,
+    function: Arc<dyn ProcessWindowFunction>,
+    key_indices: Vec<usize>,
+    key_schema: SchemaRef,
+    buffer: PaneBuffer,
+    output_schema: SchemaRef,
+    late_data_tag: Option<String>,
+    batch_size: usize,
+    watermark: i64,
+    late_dropped: u64,
+    windows_fired: u64,
+}
+
+impl WindowProcessOperator {
+    /// Build the operator for one subtask.
+    pub fn try_new(
+        name: String,
+        spec: &WindowProcessSpec,
+        output_schema: SchemaRef,
+        ctx: &OperatorContext,
+    ) -> Result<Self> {
+        let input = &spec.input_schema;
+        let key_indices = spec
+            .keys
+            .iter()
+            .map(|k| input.index_of(k))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(Self {
+            key_schema: Arc::new(input.project(&key_indices)?),
+            buffer: PaneBuffer::new(
+                spec.assigner,
+                Arc::clone(input),
+                input.index_of(&spec.rowtime)?,
+            )?,
+            name,
+            function: Arc::clone(&spec.function),
+            key_indices,
+            output_schema,
+            late_data_tag: spec.late_data_tag.clone(),
+            batch_size: ctx.config.batch_size,
+            watermark: i64::MIN,
+            late_dropped: 0,
+            windows_fired: 0,
+        })
+    }
+
+    fn fire(&mut self, start: i64, end: i64, out: &mut dyn Output) -> Result<()> {
+        let Some(rows) = self.buffer.rows(start, end)? else {
+            return Ok(());
+        };
+        let mut keys = new_group_values(Arc::clone(&self.key_schema), &GroupOrdering::None)?;
+        let columns: Vec<ArrayRef> = self
+            .key_indices
+            .iter()
+            .map(|&i| Arc::clone(rows.column(i)))
+            .collect();
+        let mut ids = Vec::new();
+        keys.intern(&columns, &mut ids)?;
+        let (offsets, order) = bucket_by_id(&ids, keys.len());
+        let grouped = take_record_batch(&rows, &UInt32Array::from(order))?;
+        let ranges: Vec<std::ops::Range<usize>> = offsets
+            .windows(2)
+            .map(|w| w[0] as usize..w[1] as usize)
+            .collect();
+        self.windows_fired += 1;
+        for batch in self.function.process((start, end), &grouped, &ranges)? {
+            if batch.schema().fields() != self.output_schema.fields() {
+                return Err(WeirError::Execution(format!(
+                    "{}: function returned columns {:?}, declared {:?}",
+                    self.name,
+                    batch.schema().fields(),
+                    self.output_schema.fields()
+                )));
+            }
+            emit_sliced(&batch, self.batch_size, out)?;
+        }
+        Ok(())
+    }
+}
+
+impl Operator for WindowProcessOperator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        let tag = self.late_data_tag.clone();
+        let mut dropped = 0;
+        self.buffer.add(&batch, self.watermark, |part| match &tag {
+            Some(tag) => out.collect_side(tag, part.clone()),
+            None => {
+                dropped += part.num_rows() as u64;
+                Ok(())
+            }
+        })?;
+        self.late_dropped += dropped;
+        Ok(())
+    }
+
+    fn on_watermark(
+        &mut self,
+        watermark: Watermark,
+        out: &mut dyn Output,
+    ) -> Result<Option<Watermark>> {
+        let previous = self.watermark;
+        if watermark.0 <= previous {
+            return Ok(Some(watermark));
+        }
+        self.watermark = watermark.0;
+        let mut due = BTreeSet::new();
+        self.buffer.due(previous, self.watermark, &mut due);
+        for (end, start) in due {
+            self.fire(start, end, out)?;
+        }
+        self.buffer.expire(self.watermark);
+        Ok(Some(watermark))
+    }
+
+    fn metrics(&self) -> Vec<(String, u64)> {
+        vec![
+            ("windows_fired".into(), self.windows_fired),
+            ("num_late_records_dropped".into(), self.late_dropped),
+        ]
+    }
+}
