@@ -243,7 +243,10 @@ impl TimerService {
 }
 
 fn take_due(timers: &mut BTreeSet<(i64, KeyId)>, until: i64) -> Vec<(i64, KeyId)> {
-    let rest = timers.split_off(&(until.saturating_add(1), 0));
+    if until == i64::MAX {
+        return std::mem::take(timers).into_iter().collect();
+    }
+    let rest = timers.split_off(&(until + 1, 0));
     std::mem::replace(timers, rest).into_iter().collect()
 }
 
@@ -346,6 +349,22 @@ pub trait KeyedProcessFunction: Send {
     }
 }
 
+/// User logic over two connected inputs sharing keyed state and timers
+/// (Flink's `KeyedCoProcessFunction`, and with a broadcast second input its
+/// `KeyedBroadcastProcessFunction`). For a broadcast input `ctx.key_ids()` is
+/// empty: every subtask sees every broadcast batch, and state the function
+/// derives from it is the same on all subtasks by construction.
+pub trait CoProcessFunction: Send {
+    /// A batch of the first (keyed) input.
+    fn process_batch1(&mut self, batch: &RecordBatch, ctx: &mut ProcessContext) -> Result<()>;
+    /// A batch of the second input (keyed, or broadcast).
+    fn process_batch2(&mut self, batch: &RecordBatch, ctx: &mut ProcessContext) -> Result<()>;
+    /// Timers that fired, in timestamp order.
+    fn on_timers(&mut self, _timers: &FiredTimers, _ctx: &mut ProcessContext) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// A function over every row of a fired window (Flink's
 /// `ProcessWindowFunction`), called once per window firing with the rows of
 /// all its keys: the rows of the `i`-th key are `rows.slice(r.start, r.len())`
@@ -391,6 +410,8 @@ mod tests {
         t.delete_event_time_timer(3, 11);
         assert_eq!(t.take_event_time(10), vec![(5, 1), (10, 2)]);
         assert_eq!(t.len(), (0, 0));
+        t.register_event_time_timer(9, i64::MAX);
+        assert_eq!(t.take_event_time(i64::MAX), vec![(i64::MAX, 9)]);
     }
 
     #[test]

@@ -674,18 +674,33 @@ pub struct WindowJoinSpec {
     pub right_schema: SchemaRef,
 }
 
-/// Creates one [`KeyedProcessFunction`](crate::process::KeyedProcessFunction)
-/// per subtask (application mode only).
-pub type ProcessFactory =
-    Arc<dyn Fn() -> Box<dyn crate::process::KeyedProcessFunction> + Send + Sync>;
+/// Creates the process function of each subtask (application mode only).
+#[derive(Clone)]
+pub enum ProcessFactory {
+    /// One keyed input.
+    Keyed(Arc<dyn Fn() -> Box<dyn crate::process::KeyedProcessFunction> + Send + Sync>),
+    /// Two connected inputs.
+    Co(Arc<dyn Fn() -> Box<dyn crate::process::CoProcessFunction> + Send + Sync>),
+}
 
-/// A keyed process function.
+/// The second input of a connected process function.
+#[derive(Debug, Clone)]
+pub struct SecondInput {
+    /// Key columns; `None` for a broadcast input.
+    pub keys: Option<Vec<String>>,
+    /// Schema of the second input.
+    pub schema: SchemaRef,
+}
+
+/// A keyed process function, over one input or two connected ones.
 #[derive(Clone)]
 pub struct KeyedProcessSpec {
-    /// Key columns.
+    /// Key columns of the (first) input.
     pub keys: Vec<String>,
-    /// Schema of the input.
+    /// Schema of the (first) input.
     pub input_schema: SchemaRef,
+    /// The second input, for connected streams.
+    pub second: Option<SecondInput>,
     /// Makes the function of each subtask.
     pub factory: ProcessFactory,
 }
@@ -701,6 +716,7 @@ impl OperatorSpec {
     pub fn input_count(&self) -> usize {
         match self {
             OperatorSpec::IntervalJoin(_) | OperatorSpec::WindowJoin(_) => 2,
+            OperatorSpec::KeyedProcess(p) if p.second.is_some() => 2,
             _ => 1,
         }
     }

@@ -11,9 +11,10 @@ use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::message::Watermark;
 use weir_core::process::{
-    FiredTimers, KeyId, KeyedProcessFunction, ProcessContext, TimeDomain, TimerService,
+    CoProcessFunction, FiredTimers, KeyId, KeyedProcessFunction, ProcessContext, TimeDomain,
+    TimerService,
 };
-use weir_core::spec::KeyedProcessSpec;
+use weir_core::spec::{KeyedProcessSpec, ProcessFactory, SecondInput};
 use weir_core::{Result, WeirError};
 
 use crate::{Operator, OperatorContext, Output};
@@ -81,11 +82,19 @@ impl KeyTable {
     }
 }
 
-/// Runs a [`KeyedProcessFunction`] for one subtask.
+/// The function of a subtask: over one input or two connected ones.
+enum Function {
+    One(Box<dyn KeyedProcessFunction>),
+    Two(Box<dyn CoProcessFunction>),
+}
+
+/// Runs a keyed process function (one input) or a co-process function (two
+/// connected inputs; the second keyed or broadcast) for one subtask.
 pub struct KeyedProcessOperator {
     name: String,
-    function: Box<dyn KeyedProcessFunction>,
-    key_indices: Vec<usize>,
+    function: Function,
+    /// Key columns of each input; `None` for a broadcast second input.
+    key_indices: [Option<Vec<usize>>; 2],
     keys: KeyTable,
     timers: TimerService,
     output_schema: SchemaRef,
@@ -105,16 +114,33 @@ impl KeyedProcessOperator {
         side_schemas: Vec<(String, SchemaRef)>,
         _ctx: &OperatorContext,
     ) -> Result<Self> {
-        let key_indices = spec
-            .keys
-            .iter()
-            .map(|k| spec.input_schema.index_of(k))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let indices = |schema: &arrow::datatypes::Schema, keys: &[String]| {
+            keys.iter()
+                .map(|k| schema.index_of(k))
+                .collect::<std::result::Result<Vec<_>, _>>()
+        };
+        let key_indices = indices(&spec.input_schema, &spec.keys)?;
         let key_schema = Arc::new(spec.input_schema.project(&key_indices)?);
+        let second = match &spec.second {
+            Some(SecondInput {
+                keys: Some(k),
+                schema,
+            }) => Some(indices(schema, k)?),
+            _ => None,
+        };
+        let function = match (&spec.factory, &spec.second) {
+            (ProcessFactory::Keyed(f), None) => Function::One(f()),
+            (ProcessFactory::Co(f), Some(_)) => Function::Two(f()),
+            _ => {
+                return Err(WeirError::plan(format!(
+                    "{name}: the process function does not match the number of inputs"
+                )));
+            }
+        };
         Ok(Self {
             name,
-            function: (spec.factory)(),
-            key_indices,
+            function,
+            key_indices: [Some(key_indices), second],
             keys: KeyTable {
                 groups: new_group_values(key_schema, &GroupOrdering::None)?,
                 chunks: Vec::new(),
@@ -135,13 +161,13 @@ impl KeyedProcessOperator {
         &mut self,
         key_ids: &[KeyId],
         out: &mut dyn Output,
-        f: impl FnOnce(&mut dyn KeyedProcessFunction, &mut ProcessContext) -> Result<()>,
+        f: impl FnOnce(&mut Function, &mut ProcessContext) -> Result<()>,
     ) -> Result<()> {
         let keys = &self.keys;
         let lookup = |ids: &[KeyId]| keys.values(ids);
         let mut ctx =
             ProcessContext::new(key_ids, &lookup, &mut self.timers, self.watermark, now_ms());
-        f(self.function.as_mut(), &mut ctx)?;
+        f(&mut self.function, &mut ctx)?;
         let (main, side) = ctx.into_outputs();
         for b in main {
             if b.schema().fields() != self.output_schema.fields() {
@@ -187,7 +213,10 @@ impl KeyedProcessOperator {
         }
         self.timers_fired += timers.len() as u64;
         let fired = FiredTimers { domain, timers };
-        self.call(&[], out, |f, ctx| f.on_timers(&fired, ctx))
+        self.call(&[], out, |f, ctx| match f {
+            Function::One(f) => f.on_timers(&fired, ctx),
+            Function::Two(f) => f.on_timers(&fired, ctx),
+        })
     }
 }
 
@@ -197,18 +226,34 @@ impl Operator for KeyedProcessOperator {
     }
 
     fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
-        let keys: Vec<ArrayRef> = self
-            .key_indices
-            .iter()
-            .map(|&i| Arc::clone(batch.column(i)))
-            .collect();
-        let mut ids = std::mem::take(&mut self.ids);
-        self.keys.intern(&keys, &mut ids)?;
+        self.process_input(0, batch, out)
+    }
+
+    fn process_input(
+        &mut self,
+        input: usize,
+        batch: RecordBatch,
+        out: &mut dyn Output,
+    ) -> Result<()> {
         let mut key_ids = std::mem::take(&mut self.key_ids);
         key_ids.clear();
-        key_ids.extend(ids.iter().map(|&i| i as KeyId));
-        self.ids = ids;
-        let result = self.call(&key_ids, out, |f, ctx| f.process_batch(&batch, ctx));
+        if let Some(indices) = self.key_indices.get(input).and_then(Option::as_ref) {
+            let keys: Vec<ArrayRef> = indices
+                .iter()
+                .map(|&i| Arc::clone(batch.column(i)))
+                .collect();
+            let mut ids = std::mem::take(&mut self.ids);
+            self.keys.intern(&keys, &mut ids)?;
+            key_ids.extend(ids.iter().map(|&i| i as KeyId));
+            self.ids = ids;
+        }
+        let name = self.name.clone();
+        let result = self.call(&key_ids, out, |f, ctx| match (f, input) {
+            (Function::One(f), 0) => f.process_batch(&batch, ctx),
+            (Function::Two(f), 0) => f.process_batch1(&batch, ctx),
+            (Function::Two(f), 1) => f.process_batch2(&batch, ctx),
+            _ => Err(WeirError::Execution(format!("{name}: no input {input}"))),
+        });
         self.key_ids = key_ids;
         result
     }

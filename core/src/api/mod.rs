@@ -33,4 +33,6 @@ mod stream;
 
 pub use env::StreamExecutionEnvironment;
 pub use expr::plan_expr;
-pub use stream::{DataStream, DataStreamSink, IntervalJoinBuilder, KeyedStream, WindowedStream};
+pub use stream::{
+    ConnectedStreams, DataStream, DataStreamSink, IntervalJoinBuilder, KeyedStream, WindowedStream,
+};

@@ -14,10 +14,10 @@ use super::expr::plan_expr;
 use crate::error::{Result, WeirError};
 use crate::graph::{ChainingStrategy, Partitioner, TransformationKind};
 use crate::keys::is_hashable_key_type;
-use crate::process::{KeyedProcessFunction, ProcessWindowFunction};
+use crate::process::{CoProcessFunction, KeyedProcessFunction, ProcessWindowFunction};
 use crate::spec::{
-    AggregateSpec, BatchFn, IntervalJoinSpec, KeyedProcessSpec, OperatorSpec, SinkSpec,
-    WindowAggregateSpec, WindowJoinSpec, WindowProcessSpec,
+    AggregateSpec, BatchFn, IntervalJoinSpec, KeyedProcessSpec, OperatorSpec, ProcessFactory,
+    SecondInput, SinkSpec, WindowAggregateSpec, WindowJoinSpec, WindowProcessSpec,
 };
 use crate::time::{WindowAssigner, check_timestamp_column, column_list};
 
@@ -444,7 +444,8 @@ impl KeyedStream {
         let spec = KeyedProcessSpec {
             keys: self.keys.clone(),
             input_schema: Arc::clone(&input.schema),
-            factory: Arc::new(factory),
+            second: None,
+            factory: ProcessFactory::Keyed(Arc::new(factory)),
         };
         let out = input.derive(
             name.to_string(),
@@ -452,23 +453,113 @@ impl KeyedStream {
             output_schema,
             rowtime,
         );
+        Ok(out.with_side_outputs(side_outputs))
+    }
+
+    /// Connect with another keyed stream with the same key types: one
+    /// function sees both, with shared keyed state and timers.
+    pub fn connect(&self, other: &KeyedStream) -> Result<ConnectedStreams> {
+        let (l, r) = (&self.stream, &other.stream);
+        if self.keys.len() != other.keys.len() {
+            return Err(l.in_context(WeirError::plan(format!(
+                "connect: keys differ in number: [{}] vs [{}]",
+                self.keys.join(", "),
+                other.keys.join(", ")
+            ))));
+        }
+        for (a, b) in self.keys.iter().zip(&other.keys) {
+            let (ta, tb) = (
+                l.schema.field_with_name(a)?.data_type(),
+                r.schema.field_with_name(b)?.data_type(),
+            );
+            if ta != tb {
+                return Err(l.in_context(WeirError::plan(format!(
+                    "connect: key '{a}' ({ta}) and '{b}' ({tb}) have different types"
+                ))));
+            }
+        }
+        Ok(ConnectedStreams {
+            first: self.clone(),
+            second: other.stream.clone(),
+            second_keys: Some(other.keys.clone()),
+        })
+    }
+
+    /// Connect with a stream broadcast to every subtask of this one (Flink's
+    /// broadcast state pattern: e.g. rules updating how keyed events are
+    /// handled).
+    pub fn connect_broadcast(&self, other: &DataStream) -> ConnectedStreams {
+        ConnectedStreams {
+            first: self.clone(),
+            second: other.broadcast(),
+            second_keys: None,
+        }
+    }
+}
+
+/// Two streams feeding one process function.
+pub struct ConnectedStreams {
+    first: KeyedStream,
+    second: DataStream,
+    second_keys: Option<Vec<String>>,
+}
+
+impl ConnectedStreams {
+    /// Run a [`CoProcessFunction`] made by `factory` on every subtask.
+    pub fn process(
+        &self,
+        name: &str,
+        output_schema: SchemaRef,
+        side_outputs: Vec<(String, SchemaRef)>,
+        factory: impl Fn() -> Box<dyn CoProcessFunction> + Send + Sync + 'static,
+    ) -> Result<DataStream> {
+        let (l, r) = (&self.first.stream, &self.second);
+        let spec = KeyedProcessSpec {
+            keys: self.first.keys.clone(),
+            input_schema: Arc::clone(&l.schema),
+            second: Some(SecondInput {
+                keys: self.second_keys.clone(),
+                schema: Arc::clone(&r.schema),
+            }),
+            factory: ProcessFactory::Co(Arc::new(factory)),
+        };
+        let id = l.env.add(
+            name.to_string(),
+            TransformationKind::Operator(OperatorSpec::KeyedProcess(spec)),
+            vec![l.id, r.id],
+            Arc::clone(&output_schema),
+        );
+        let rowtime = l
+            .rowtime
+            .clone()
+            .filter(|rt| check_timestamp_column(&output_schema, rt).is_ok());
+        let out = DataStream::new(l.env.clone(), id, output_schema, rowtime);
+        Ok(out.with_side_outputs(side_outputs))
+    }
+}
+
+impl DataStream {
+    /// Declare the side outputs of the operator that produced this stream.
+    fn with_side_outputs(self, side_outputs: Vec<(String, SchemaRef)>) -> DataStream {
+        let input_rowtime = self.rowtime.clone();
         let side_rowtimes = side_outputs
             .iter()
             .map(|(tag, schema)| {
-                let rt = input
-                    .rowtime
+                let rt = input_rowtime
                     .clone()
                     .filter(|rt| check_timestamp_column(schema, rt).is_ok());
                 (tag.clone(), rt)
             })
             .collect();
-        out.env.update(out.id, |t| t.side_outputs = side_outputs);
-        Ok(DataStream {
+        self.env.update(self.id, |t| t.side_outputs = side_outputs);
+        DataStream {
             side_rowtimes,
-            ..out
-        })
+            ..self
+        }
     }
+}
 
+impl KeyedStream {
     /// Join with `other` on equal keys within the same window (tumbling,
     /// sliding or cumulating). Output: `window_start`, `window_end`, the left
     /// columns, then the right columns (`right_` prefix on taken names).
