@@ -544,3 +544,72 @@ proptest! {
         prop_assert_eq!(late, 0);
     }
 }
+
+#[test]
+fn window_all_aggregates_across_keys_in_one_subtask() {
+    let generator = GeneratorSpec::new(Some(50_000))
+        .column("key", ColumnGen::Key { cardinality: 10 })
+        .column("value", ColumnGen::UniformInt { min: -50, max: 50 })
+        .column(
+            "ts",
+            ColumnGen::EventTime {
+                start_ms: 0,
+                events_per_second: 10_000,
+                max_out_of_orderness_ms: 100,
+            },
+        );
+    let second = TumblingEventTimeWindows::of(Duration::from_secs(1));
+    let (keyed, _) = run_window_job(
+        SourceSpec::Generator(generator.clone()),
+        2,
+        RuntimeMode::Streaming,
+        second,
+        200,
+    );
+    let mut per_window: BTreeMap<i64, (i64, i64, i64, i64)> = BTreeMap::new();
+    for (row, _) in weir_rows(&keyed) {
+        let e = per_window
+            .entry(row.0)
+            .or_insert((0, 0, i64::MAX, i64::MIN));
+        e.0 += row.3;
+        e.1 += row.4;
+        e.2 = e.2.min(row.5);
+        e.3 = e.3.max(row.6);
+    }
+
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(2);
+    let out = CollectHandle::new();
+    let all = env
+        .from_source(
+            SourceSpec::Generator(generator),
+            WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(200)),
+            "events",
+        )
+        .unwrap()
+        .window_all(second)
+        .aggregate(aggregates())
+        .unwrap();
+    assert_eq!(all.schema().field(2).name(), "cnt", "no key columns");
+    all.sink_to(SinkSpec::Collect(out.clone()), "out").unwrap();
+    let job = env.job_graph("all").unwrap();
+    assert_eq!(job.vertices[1].parallelism, 1);
+    env.execute("all").unwrap();
+    let mut got = BTreeMap::new();
+    for b in out.batches() {
+        let int = |i: usize| b.column(i).as_primitive::<Int64Type>();
+        let start = b.column(0).as_primitive::<TimestampMillisecondType>();
+        for r in 0..b.num_rows() {
+            got.insert(
+                start.value(r),
+                (
+                    int(2).value(r),
+                    int(3).value(r),
+                    int(4).value(r),
+                    int(5).value(r),
+                ),
+            );
+        }
+    }
+    assert_eq!(got, per_window);
+}

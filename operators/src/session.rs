@@ -232,7 +232,7 @@ impl SessionWindowOperator {
                 Arc::new(TimestampMillisecondArray::from(closed_starts)),
                 Arc::new(TimestampMillisecondArray::from(closed_ends)),
             ];
-            for k in &all_keys {
+            for k in &self.aggregates.output_keys(all_keys.clone()) {
                 columns.push(take(k.as_ref(), &key_idx, None)?);
             }
             for a in &mut results {

@@ -68,7 +68,14 @@ impl Aggregates {
             .iter()
             .map(|k| input.index_of(k))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let key_schema = Arc::new(input.project(&key_indices)?);
+        // A non-keyed (all-window) aggregation groups by one constant.
+        let key_schema = if key_indices.is_empty() {
+            Arc::new(arrow::datatypes::Schema::new(vec![
+                arrow::datatypes::Field::new("__all", DataType::Int8, false),
+            ]))
+        } else {
+            Arc::new(input.project(&key_indices)?)
+        };
         let mut functions = Vec::new();
         let mut arguments = Vec::new();
         for a in &spec.aggregates {
@@ -130,10 +137,26 @@ impl Aggregates {
     }
 
     pub(crate) fn keys(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
+        if self.key_indices.is_empty() {
+            return vec![Arc::new(arrow::array::Int8Array::from(vec![
+                0i8;
+                batch
+                    .num_rows()
+            ]))];
+        }
         self.key_indices
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))
             .collect()
+    }
+
+    /// Key columns as they appear in the output (none for all-windows).
+    pub(crate) fn output_keys(&self, keys: Vec<ArrayRef>) -> Vec<ArrayRef> {
+        if self.key_indices.is_empty() {
+            vec![]
+        } else {
+            keys
+        }
     }
 
     /// Update `accumulators` with the rows of `batch` assigned to `group_ids`.
@@ -409,7 +432,7 @@ impl WindowAggregateOperator {
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.output_schema.fields().len());
         columns.push(Arc::new(TimestampMillisecondArray::from_value(start, rows)));
         columns.push(Arc::new(TimestampMillisecondArray::from_value(end, rows)));
-        columns.extend(keys);
+        columns.extend(self.aggregates.output_keys(keys));
         columns.extend(values);
         if self.emits_updates() {
             columns.push(Arc::new(BooleanArray::from(vec![is_update; rows])));

@@ -310,6 +310,20 @@ impl DataStream {
         self.partition(Partitioner::Forward)
     }
 
+    /// Window the whole stream, without keys (Flink's `windowAll`): the
+    /// aggregation runs in a single subtask and its output has no key columns.
+    pub fn window_all(&self, assigner: WindowAssigner) -> WindowedStream {
+        WindowedStream {
+            keyed: KeyedStream {
+                stream: self.clone(),
+                keys: vec![],
+            },
+            assigner,
+            allowed_lateness: Duration::ZERO,
+            late_data_tag: None,
+        }
+    }
+
     /// Merge this stream with others of the same schema.
     pub fn union(&self, others: &[DataStream]) -> Result<DataStream> {
         for o in others {
@@ -878,6 +892,10 @@ impl WindowedStream {
             Arc::new(Schema::new(fields)),
             None,
         );
+        if self.keyed.keys.is_empty() {
+            // An all-window has one subtask.
+            out.env.update(out.id, |t| t.parallelism = Some(1));
+        }
         if let Some(tag) = &self.late_data_tag {
             let schema = Arc::clone(&input.schema);
             out.env
