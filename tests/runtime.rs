@@ -430,3 +430,67 @@ fn custom_watermark_generators_drive_event_time() {
     let eager = WatermarkStrategy::for_generator("ts", || Box::new(Eager(i64::MIN)));
     assert_eq!(late_drops(eager), 1);
 }
+
+#[test]
+fn processing_time_windows_fire_by_the_clock() {
+    use arrow::datatypes::TimestampMillisecondType;
+    use weir_core::spec::{AggregateSpec, MemorySourceSpec};
+    use weir_core::time::TumblingProcessingTimeWindows;
+    use weir_tests::{event_batch, event_schema};
+    let run = |bounded: bool| {
+        let env = weir_worker::local_environment().unwrap();
+        let events: Vec<(i64, i64, i64)> = (0..1000).map(|i| (i % 4, 1, 0)).collect();
+        let mut spec = MemorySourceSpec::new(event_schema(), vec![event_batch(&events)]);
+        if !bounded {
+            spec = spec.unbounded();
+        }
+        let out = CollectHandle::new();
+        env.from_source(
+            SourceSpec::Memory(spec),
+            WatermarkStrategy::no_watermarks(),
+            "events",
+        )
+        .unwrap()
+        .key_by(&["key"])
+        .unwrap()
+        .window(TumblingProcessingTimeWindows::of(Duration::from_millis(
+            100,
+        )))
+        .aggregate(vec![AggregateSpec::count_star()])
+        .unwrap()
+        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .unwrap();
+        let job = env.execute_async("processing-time").unwrap();
+        if bounded {
+            job.wait().unwrap();
+        } else {
+            // No watermark ever comes: only the clock can fire the window.
+            let started = Instant::now();
+            while out.num_rows() < 4 && started.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            job.cancel();
+            let _ = job.wait();
+        }
+        let mut total = 0;
+        for b in out.batches() {
+            let (s, e) = (
+                b.column(0).as_primitive::<TimestampMillisecondType>(),
+                b.column(1).as_primitive::<TimestampMillisecondType>(),
+            );
+            for r in 0..b.num_rows() {
+                assert_eq!(e.value(r) - s.value(r), 100);
+                assert_eq!(s.value(r) % 100, 0);
+            }
+            total += b
+                .column(3)
+                .as_primitive::<Int64Type>()
+                .values()
+                .iter()
+                .sum::<i64>();
+        }
+        total
+    };
+    assert_eq!(run(false), 1000, "fired by the clock while the job runs");
+    assert_eq!(run(true), 1000, "fired at the end of input");
+}

@@ -583,8 +583,10 @@ impl fmt::Display for AggregateSpec {
 pub struct WindowAggregateSpec {
     /// Key column names.
     pub keys: Vec<String>,
-    /// Event-time column of the input.
-    pub rowtime: String,
+    /// Event-time column of the input (`None` for processing-time windows).
+    pub rowtime: Option<String>,
+    /// Whether windows follow the wall clock instead of event time.
+    pub processing_time: bool,
     /// The window assigner.
     pub assigner: WindowAssigner,
     /// Aggregates, in output order.

@@ -394,6 +394,52 @@ fn ms(d: Duration) -> i64 {
     d.as_millis() as i64
 }
 
+/// Windows and the clock they follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Windows {
+    /// Window geometry.
+    pub assigner: WindowAssigner,
+    /// Wall clock (true) or event time (false).
+    pub processing_time: bool,
+}
+
+impl From<WindowAssigner> for Windows {
+    fn from(assigner: WindowAssigner) -> Self {
+        Self {
+            assigner,
+            processing_time: false,
+        }
+    }
+}
+
+/// Builder for tumbling processing-time windows, named as in Flink: rows
+/// are assigned by the wall clock when they reach the window operator, and
+/// windows fire when the clock passes their end.
+pub struct TumblingProcessingTimeWindows;
+
+impl TumblingProcessingTimeWindows {
+    /// Windows of `size`.
+    pub fn of(size: Duration) -> Windows {
+        Windows {
+            assigner: TumblingEventTimeWindows::of(size),
+            processing_time: true,
+        }
+    }
+}
+
+/// Builder for sliding processing-time windows.
+pub struct SlidingProcessingTimeWindows;
+
+impl SlidingProcessingTimeWindows {
+    /// Windows of `size` every `slide`.
+    pub fn of(size: Duration, slide: Duration) -> Windows {
+        Windows {
+            assigner: SlidingEventTimeWindows::of(size, slide),
+            processing_time: true,
+        }
+    }
+}
+
 /// Builder for tumbling event-time windows, named as in Flink.
 pub struct TumblingEventTimeWindows;
 

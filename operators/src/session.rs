@@ -85,7 +85,11 @@ impl SessionWindowOperator {
         let fresh = aggregates.new_accumulation()?;
         Ok(Self {
             name,
-            ts_index: spec.input_schema.index_of(&spec.rowtime)?,
+            ts_index: spec.input_schema.index_of(
+                spec.rowtime
+                    .as_deref()
+                    .ok_or_else(|| WeirError::plan("session windows need event time"))?,
+            )?,
             gap,
             late_data_tag: spec.late_data_tag.clone(),
             output_schema,

@@ -41,6 +41,7 @@ use weir_core::spec::WindowAggregateSpec;
 use weir_core::time::{WindowAssigner, tumbling_window_start};
 use weir_core::{Result, WeirError};
 
+use crate::process::now_ms;
 use crate::{Operator, OperatorContext, Output};
 
 /// Keys and accumulators of one set of groups.
@@ -94,8 +95,11 @@ impl Aggregates {
             let mut args = vec![arg];
             if a.function.is_ordered() {
                 // FIRST_VALUE / LAST_VALUE follow event time, not arrival order.
+                let rowtime = spec.rowtime.as_deref().ok_or_else(|| {
+                    WeirError::plan(format!("{name}: {a} needs an event-time window"))
+                })?;
                 let ts: Arc<dyn PhysicalExpr> =
-                    Arc::new(Column::new(&spec.rowtime, input.index_of(&spec.rowtime)?));
+                    Arc::new(Column::new(rowtime, input.index_of(rowtime)?));
                 builder = builder.order_by(vec![PhysicalSortExpr::new_default(Arc::clone(&ts))]);
                 args.push(ts);
             }
@@ -198,7 +202,9 @@ const MAX_FROZEN_PARTS: usize = 8;
 pub struct WindowAggregateOperator {
     name: String,
     aggregates: Aggregates,
-    ts_index: usize,
+    /// Event-time column; `None` for processing-time windows, whose rows are
+    /// stamped with the wall clock on arrival.
+    ts_index: Option<usize>,
     assigner: WindowAssigner,
     pane_size: i64,
     pane_offset: i64,
@@ -231,7 +237,13 @@ impl WindowAggregateOperator {
         Ok(Self {
             aggregates: Aggregates::try_new(&name, spec)?,
             name,
-            ts_index: spec.input_schema.index_of(&spec.rowtime)?,
+            ts_index: match (&spec.rowtime, spec.processing_time) {
+                (_, true) => None,
+                (Some(rt), false) => Some(spec.input_schema.index_of(rt)?),
+                (None, false) => {
+                    return Err(WeirError::plan("event-time window without event time"));
+                }
+            },
             assigner: spec.assigner,
             pane_size,
             pane_offset,
@@ -575,9 +587,14 @@ impl Operator for WindowAggregateOperator {
     }
 
     fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
-        let ts_name = batch.schema().field(self.ts_index).name().clone();
-        let ts = timestamps(batch.column(self.ts_index), &ts_name)?;
         let (size, offset) = (self.pane_size, self.pane_offset);
+        let Some(ts_index) = self.ts_index else {
+            // Processing time: the whole batch arrived now.
+            let pane = tumbling_window_start(now_ms(), size, offset);
+            return self.process_pane(pane, &batch, out);
+        };
+        let ts_name = batch.schema().field(ts_index).name().clone();
+        let ts = timestamps(batch.column(ts_index), &ts_name)?;
         let mut starts = std::mem::take(&mut self.starts);
         starts.clear();
         starts.extend(ts.iter().map(|&t| tumbling_window_start(t, size, offset)));
@@ -591,16 +608,64 @@ impl Operator for WindowAggregateOperator {
         watermark: Watermark,
         out: &mut dyn Output,
     ) -> Result<Option<Watermark>> {
-        let previous = self.watermark;
-        if watermark.0 <= previous {
-            return Ok(Some(watermark));
+        if self.ts_index.is_some() {
+            self.advance(watermark.0, out)?;
         }
-        self.watermark = watermark.0;
+        Ok(Some(watermark))
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        if self.ts_index.is_some() {
+            return None;
+        }
+        // The earliest window end not yet passed, among panes with data.
+        let fired = self.watermark;
+        self.panes
+            .keys()
+            .flat_map(|&p| self.assigner.windows_of_pane(p))
+            .map(|(_, end)| end.saturating_sub(1))
+            .filter(|&last| last > fired)
+            .min()
+    }
+
+    fn on_processing_time(&mut self, now: i64, out: &mut dyn Output) -> Result<()> {
+        if self.ts_index.is_none() {
+            self.advance(now, out)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
+        // End of input fires the processing-time windows still open.
+        if self.ts_index.is_none() {
+            self.advance(i64::MAX, out)?;
+        }
+        Ok(())
+    }
+
+    fn metrics(&self) -> Vec<(String, u64)> {
+        vec![
+            ("windows_fired".into(), self.windows_fired),
+            ("num_late_records_dropped".into(), self.late_dropped),
+            ("late_updates".into(), self.late_updates),
+            ("state_bytes_max".into(), self.state_bytes_max),
+        ]
+    }
+}
+
+impl WindowAggregateOperator {
+    /// Time (the watermark, or the clock for processing-time windows)
+    /// advanced to `time`: fire the windows it completes, drop expired panes.
+    fn advance(&mut self, time: i64, out: &mut dyn Output) -> Result<()> {
+        let previous = self.watermark;
+        if time <= previous {
+            return Ok(());
+        }
+        self.watermark = time;
         // Sampled at every watermark, before firing: the peak a window holds.
         self.state_bytes_max = self.state_bytes_max.max(self.state_bytes() as u64);
         if matches!(self.assigner, WindowAssigner::Tumbling { .. }) && self.lateness == 0 {
-            self.fire_tumbling(out)?;
-            return Ok(Some(watermark));
+            return self.fire_tumbling(out);
         }
         // Windows whose last millisecond the watermark has just passed, and
         // that hold data.
@@ -628,15 +693,6 @@ impl Operator for WindowAggregateOperator {
         for p in expired {
             self.panes.remove(&p);
         }
-        Ok(Some(watermark))
-    }
-
-    fn metrics(&self) -> Vec<(String, u64)> {
-        vec![
-            ("windows_fired".into(), self.windows_fired),
-            ("num_late_records_dropped".into(), self.late_dropped),
-            ("late_updates".into(), self.late_updates),
-            ("state_bytes_max".into(), self.state_bytes_max),
-        ]
+        Ok(())
     }
 }

@@ -19,7 +19,7 @@ use crate::spec::{
     AggregateSpec, BatchFn, IntervalJoinSpec, KeyedProcessSpec, OperatorSpec, ProcessFactory,
     SecondInput, SinkSpec, WindowAggregateSpec, WindowJoinSpec, WindowProcessSpec,
 };
-use crate::time::{WindowAssigner, check_timestamp_column, column_list};
+use crate::time::{WindowAssigner, Windows, check_timestamp_column, column_list};
 
 /// A stream of record batches with a fixed schema.
 ///
@@ -312,13 +312,15 @@ impl DataStream {
 
     /// Window the whole stream, without keys (Flink's `windowAll`): the
     /// aggregation runs in a single subtask and its output has no key columns.
-    pub fn window_all(&self, assigner: WindowAssigner) -> WindowedStream {
+    pub fn window_all(&self, windows: impl Into<Windows>) -> WindowedStream {
+        let windows = windows.into();
         WindowedStream {
             keyed: KeyedStream {
                 stream: self.clone(),
                 keys: vec![],
             },
-            assigner,
+            assigner: windows.assigner,
+            processing_time: windows.processing_time,
             allowed_lateness: Duration::ZERO,
             late_data_tag: None,
         }
@@ -425,10 +427,12 @@ impl KeyedStream {
     }
 
     /// Group into windows.
-    pub fn window(&self, assigner: WindowAssigner) -> WindowedStream {
+    pub fn window(&self, windows: impl Into<Windows>) -> WindowedStream {
+        let windows = windows.into();
         WindowedStream {
             keyed: self.clone(),
-            assigner,
+            assigner: windows.assigner,
+            processing_time: windows.processing_time,
             allowed_lateness: Duration::ZERO,
             late_data_tag: None,
         }
@@ -740,6 +744,7 @@ impl JoinSides {
 pub struct WindowedStream {
     keyed: KeyedStream,
     assigner: WindowAssigner,
+    processing_time: bool,
     allowed_lateness: Duration,
     late_data_tag: Option<String>,
 }
@@ -775,6 +780,11 @@ impl WindowedStream {
         let input = &self.keyed.stream;
         let check = || -> Result<String> {
             self.assigner.validate()?;
+            if self.processing_time {
+                return Err(WeirError::plan(
+                    "window process functions over processing-time windows are not supported yet",
+                ));
+            }
             if self.assigner.pane().is_none() {
                 return Err(WeirError::plan(
                     "window process functions over session windows are not supported yet",
@@ -830,12 +840,32 @@ impl WindowedStream {
     fn aggregate_inner(&self, aggregates: Vec<AggregateSpec>) -> Result<DataStream> {
         let input = &self.keyed.stream;
         self.assigner.validate()?;
-        let rowtime = input.rowtime.clone().ok_or_else(|| {
-            WeirError::plan(
-                "event-time window on a stream without event time: give the source a WatermarkStrategy with a timestamp column, and keep that column",
-            )
-        })?;
-        check_timestamp_column(&input.schema, &rowtime)?;
+        let rowtime = if self.processing_time {
+            if matches!(self.assigner, WindowAssigner::Session { .. }) {
+                return Err(WeirError::plan(
+                    "processing-time session windows are not supported yet",
+                ));
+            }
+            if !self.allowed_lateness.is_zero() || self.late_data_tag.is_some() {
+                return Err(WeirError::plan(
+                    "processing-time windows have no late records: allowed lateness and late side outputs apply to event time",
+                ));
+            }
+            if aggregates.iter().any(|a| a.function.is_ordered()) {
+                return Err(WeirError::plan(
+                    "first_value / last_value follow event time and need an event-time window",
+                ));
+            }
+            None
+        } else {
+            let rowtime = input.rowtime.clone().ok_or_else(|| {
+                WeirError::plan(
+                    "event-time window on a stream without event time: give the source a WatermarkStrategy with a timestamp column, and keep that column",
+                )
+            })?;
+            check_timestamp_column(&input.schema, &rowtime)?;
+            Some(rowtime)
+        };
         if aggregates.is_empty() {
             return Err(WeirError::plan(
                 "window aggregate needs at least one aggregate",
@@ -884,6 +914,7 @@ impl WindowedStream {
             input_schema: Arc::clone(&input.schema),
             allowed_lateness,
             late_data_tag: self.late_data_tag.clone(),
+            processing_time: self.processing_time,
         };
         let name = format!("{:?}", OperatorSpec::WindowAggregate(spec.clone()));
         let out = input.derive(
