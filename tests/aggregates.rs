@@ -314,3 +314,63 @@ proptest! {
         prop_assert_eq!(run_median(&batches, assigner, 3, RuntimeMode::Batch), expected);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    #[test]
+    fn count_windows_group_every_n_rows_of_a_key(
+        batches in prop::collection::vec(prop::collection::vec((0i64..4, -9i64..9), 0..30), 1..6),
+        size in 1u64..5,
+    ) {
+        let events: Vec<Vec<Event>> = batches
+            .iter()
+            .map(|b| b.iter().map(|&(k, v)| (k, v, 0)).collect())
+            .collect();
+        // Reference: per key, arrival order, full groups of `size` only.
+        let mut per_key: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+        for &(k, v, _) in events.iter().flatten() {
+            per_key.entry(k).or_default().push(v);
+        }
+        let mut expected: Vec<(i64, i64, i64, i64)> = per_key
+            .iter()
+            .flat_map(|(&k, vs)| {
+                vs.chunks_exact(size as usize)
+                    .map(move |c| (k, c.len() as i64, c.iter().sum(), *c.iter().max().unwrap()))
+            })
+            .collect();
+        expected.sort();
+
+        let env = weir_worker::local_environment().unwrap();
+        let out = CollectHandle::new();
+        let source = SourceSpec::Memory(MemorySourceSpec::new(
+            event_schema(),
+            events.iter().map(|b| event_batch(b)).collect(),
+        ));
+        env.from_source(source, WatermarkStrategy::no_watermarks(), "events")
+            .unwrap()
+            .key_by(&["key"])
+            .unwrap()
+            .count_window(size)
+            .aggregate(vec![
+                AggregateSpec::count_star(),
+                AggregateSpec::sum("value"),
+                AggregateSpec::max("value"),
+            ])
+            .unwrap()
+            .set_parallelism(2)
+            .unwrap()
+            .sink_to(SinkSpec::Collect(out.clone()), "out")
+            .unwrap();
+        env.execute("count").unwrap();
+        let mut got = Vec::new();
+        for b in out.batches() {
+            let c = |i: usize| b.column(i).as_primitive::<Int64Type>();
+            for r in 0..b.num_rows() {
+                got.push((c(0).value(r), c(1).value(r), c(2).value(r), c(3).value(r)));
+            }
+        }
+        got.sort();
+        prop_assert_eq!(got, expected);
+    }
+}

@@ -230,6 +230,13 @@ pub enum WindowAssigner {
         /// Inactivity gap in ms.
         gap: i64,
     },
+    /// Every `size` rows of a key, in arrival order (Flink's `countWindow`:
+    /// a global window with a purging count trigger). Results have no
+    /// window bounds.
+    Count {
+        /// Rows per window.
+        size: i64,
+    },
 }
 
 fn gcd(a: i64, b: i64) -> i64 {
@@ -294,6 +301,13 @@ impl WindowAssigner {
                 }
             }
             WindowAssigner::Session { gap } => positive("session gap", gap)?,
+            WindowAssigner::Count { size } => {
+                if size <= 0 {
+                    return Err(WeirError::plan(format!(
+                        "count window size must be positive, got {size}"
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -314,6 +328,7 @@ impl WindowAssigner {
                 format!("CumulativeEventTimeWindows({step}, {max_size})")
             }
             WindowAssigner::Session { gap } => format!("EventTimeSessionWindows({gap})"),
+            WindowAssigner::Count { size } => format!("CountWindow({size})"),
         }
     }
 
@@ -328,7 +343,7 @@ impl WindowAssigner {
                 offset,
             } => Some((gcd(size, slide), offset)),
             WindowAssigner::Cumulate { step, offset, .. } => Some((step, offset)),
-            WindowAssigner::Session { .. } => None,
+            WindowAssigner::Session { .. } | WindowAssigner::Count { .. } => None,
         }
     }
 
@@ -362,7 +377,7 @@ impl WindowAssigner {
                     .filter(|&(_, end)| end > pane_start)
                     .collect()
             }
-            WindowAssigner::Session { .. } => vec![],
+            WindowAssigner::Session { .. } | WindowAssigner::Count { .. } => vec![],
         }
     }
 
@@ -378,7 +393,7 @@ impl WindowAssigner {
             WindowAssigner::Cumulate {
                 max_size, offset, ..
             } => pane_start - (pane_start - offset).rem_euclid(max_size) + max_size,
-            WindowAssigner::Session { .. } => pane_start,
+            WindowAssigner::Session { .. } | WindowAssigner::Count { .. } => pane_start,
         }
     }
 }

@@ -10,6 +10,7 @@ use weir_core::graph::StreamNode;
 use weir_core::spec::{BatchFn, OperatorSpec};
 use weir_core::{Result, WeirError};
 
+use crate::count_window::CountWindowOperator;
 use crate::join::IntervalJoinOperator;
 use crate::process::KeyedProcessOperator;
 use crate::session::SessionWindowOperator;
@@ -68,6 +69,9 @@ pub(crate) fn create(
         OperatorSpec::WindowAggregate(w) => {
             let schema = Arc::clone(&node.schema);
             match w.assigner {
+                WindowAssigner::Count { .. } => {
+                    Box::new(CountWindowOperator::try_new(name, w, schema, ctx)?)
+                }
                 WindowAssigner::Session { .. } => {
                     Box::new(SessionWindowOperator::try_new(name, w, schema, ctx)?)
                 }

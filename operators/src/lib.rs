@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod basic;
+pub mod count_window;
 pub mod join;
 mod pane_buffer;
 pub mod partition;

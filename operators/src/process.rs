@@ -28,7 +28,7 @@ pub fn now_ms() -> i64 {
 }
 
 /// Dense key ids with their key values, interned a batch at a time.
-struct KeyTable {
+pub(crate) struct KeyTable {
     groups: Box<dyn GroupValues>,
     /// Key columns of the rows that introduced new ids, one chunk per batch.
     chunks: Vec<Vec<ArrayRef>>,
@@ -37,7 +37,20 @@ struct KeyTable {
 }
 
 impl KeyTable {
-    fn intern(&mut self, keys: &[ArrayRef], ids: &mut Vec<usize>) -> Result<()> {
+    pub(crate) fn new(key_schema: SchemaRef) -> Result<Self> {
+        Ok(Self {
+            groups: new_group_values(key_schema, &GroupOrdering::None)?,
+            chunks: Vec::new(),
+            locations: Vec::new(),
+        })
+    }
+
+    /// Number of distinct keys seen.
+    pub(crate) fn len(&self) -> usize {
+        self.locations.len()
+    }
+
+    pub(crate) fn intern(&mut self, keys: &[ArrayRef], ids: &mut Vec<usize>) -> Result<()> {
         let before = self.groups.len();
         self.groups.intern(keys, ids)?;
         if self.groups.len() == before {
@@ -63,7 +76,7 @@ impl KeyTable {
         Ok(())
     }
 
-    fn values(&self, ids: &[KeyId]) -> Result<Vec<ArrayRef>> {
+    pub(crate) fn values(&self, ids: &[KeyId]) -> Result<Vec<ArrayRef>> {
         let picks: Vec<(usize, usize)> = ids
             .iter()
             .map(|&id| {
@@ -141,11 +154,7 @@ impl KeyedProcessOperator {
             name,
             function,
             key_indices: [Some(key_indices), second],
-            keys: KeyTable {
-                groups: new_group_values(key_schema, &GroupOrdering::None)?,
-                chunks: Vec::new(),
-                locations: Vec::new(),
-            },
+            keys: KeyTable::new(key_schema)?,
             timers: TimerService::default(),
             output_schema,
             side_schemas,

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray, TimestampMillisecondArray, UInt32Array};
-use arrow::compute::{filter, filter_record_batch, take};
+use arrow::compute::{filter_record_batch, take};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion_expr::{EmitTo, GroupsAccumulator};
@@ -28,7 +28,7 @@ use weir_core::spec::WindowAggregateSpec;
 use weir_core::time::WindowAssigner;
 use weir_core::{Result, WeirError};
 
-use crate::window::{Aggregates, timestamps};
+use crate::window::{Aggregates, drain_states, regroup, timestamps};
 use crate::{Operator, OperatorContext, Output};
 
 #[derive(Debug, Clone, Copy)]
@@ -197,40 +197,22 @@ impl SessionWindowOperator {
                 open_sessions.push(kept);
             }
         }
-        let states = self
-            .accumulators
-            .iter_mut()
-            .map(|a| a.state(EmitTo::All))
-            .collect::<datafusion_common::Result<Vec<_>>>()?;
-        let route = |index: &[u32]| -> (BooleanArray, Vec<usize>) {
-            let mask: BooleanArray = (0..groups).map(|g| Some(index[roots[g]] != NONE)).collect();
-            let ids = (0..groups)
-                .filter(|&g| index[roots[g]] != NONE)
-                .map(|g| index[roots[g]] as usize)
-                .collect();
-            (mask, ids)
-        };
-        let merge = |accs: &mut Vec<Box<dyn GroupsAccumulator>>,
-                     mask: &BooleanArray,
-                     ids: &[usize],
-                     n: usize|
-         -> Result<()> {
-            for (a, state) in accs.iter_mut().zip(&states) {
-                let state = state
-                    .iter()
-                    .map(|s| filter(s.as_ref(), mask))
-                    .collect::<std::result::Result<Vec<_>, _>>()?;
-                a.merge_batch(&state, ids, n)?;
-            }
-            Ok(())
+        let states = drain_states(&mut self.accumulators)?;
+        let route = |index: &[u32]| -> Vec<Option<usize>> {
+            (0..groups)
+                .map(|g| {
+                    Some(index[roots[g]])
+                        .filter(|&i| i != NONE)
+                        .map(|i| i as usize)
+                })
+                .collect()
         };
         let all_keys = self.keys.emit(EmitTo::All)?;
         // Results of the closed sessions.
         let closed = closed_starts.len();
         if closed > 0 {
             let mut results = self.aggregates.new_accumulation()?.accumulators;
-            let (mask, ids) = route(&closed_index);
-            merge(&mut results, &mask, &ids, closed)?;
+            regroup(&states, &route(&closed_index), &mut results, closed)?;
             let key_idx = UInt32Array::from(closed_keys);
             let mut columns: Vec<ArrayRef> = vec![
                 Arc::new(TimestampMillisecondArray::from(closed_starts)),
@@ -254,8 +236,12 @@ impl SessionWindowOperator {
         }
         // Open sessions continue in compact accumulators and key ids.
         let mut fresh = self.aggregates.new_accumulation()?;
-        let (mask, ids) = route(&open_index);
-        merge(&mut fresh.accumulators, &mask, &ids, next_open)?;
+        regroup(
+            &states,
+            &route(&open_index),
+            &mut fresh.accumulators,
+            next_open,
+        )?;
         let open_idx = UInt32Array::from(open_keys);
         let kept_keys = all_keys
             .iter()

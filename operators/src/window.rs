@@ -154,6 +154,11 @@ impl Aggregates {
             .collect()
     }
 
+    /// Schema of the grouping key (a constant for all-windows).
+    pub(crate) fn key_schema(&self) -> SchemaRef {
+        Arc::clone(&self.key_schema)
+    }
+
     /// Key columns as they appear in the output (none for all-windows).
     pub(crate) fn output_keys(&self, keys: Vec<ArrayRef>) -> Vec<ArrayRef> {
         if self.key_indices.is_empty() {
@@ -180,6 +185,38 @@ impl Aggregates {
         }
         Ok(())
     }
+}
+
+/// Move groups between accumulators: merge the intermediate `states` of
+/// old group `g` (one array per state column, one row per old group) into
+/// `into` at group `target[g]`, skipping groups whose target is `None`.
+/// Several old groups may share a target (they are merged).
+pub(crate) fn regroup(
+    states: &[Vec<ArrayRef>],
+    target: &[Option<usize>],
+    into: &mut [Box<dyn GroupsAccumulator>],
+    total_groups: usize,
+) -> Result<()> {
+    let mask: BooleanArray = target.iter().map(|t| Some(t.is_some())).collect();
+    let ids: Vec<usize> = target.iter().flatten().copied().collect();
+    for (a, state) in into.iter_mut().zip(states) {
+        let state = state
+            .iter()
+            .map(|s| filter(s.as_ref(), &mask))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        a.merge_batch(&state, &ids, total_groups)?;
+    }
+    Ok(())
+}
+
+/// Drain the intermediate state of every group of `accumulators`.
+pub(crate) fn drain_states(
+    accumulators: &mut [Box<dyn GroupsAccumulator>],
+) -> Result<Vec<Vec<ArrayRef>>> {
+    Ok(accumulators
+        .iter_mut()
+        .map(|a| a.state(EmitTo::All))
+        .collect::<datafusion_common::Result<Vec<_>>>()?)
 }
 
 /// A pane's groups turned into intermediate state, ready to merge.

@@ -426,6 +426,15 @@ impl KeyedStream {
         &self.keys
     }
 
+    /// Windows of every `size` rows per key, in arrival order (Flink's
+    /// `countWindow`). The aggregate's output has the keys and the
+    /// aggregates, no window bounds.
+    pub fn count_window(&self, size: u64) -> WindowedStream {
+        self.window(WindowAssigner::Count {
+            size: size.min(i64::MAX as u64) as i64,
+        })
+    }
+
     /// Group into windows.
     pub fn window(&self, windows: impl Into<Windows>) -> WindowedStream {
         let windows = windows.into();
@@ -586,7 +595,7 @@ impl KeyedStream {
         assigner.validate()?;
         if assigner.pane().is_none() {
             return Err(l.in_context(WeirError::plan(
-                "window join over session windows is not supported yet; use tumbling, sliding or cumulating windows",
+                "window join needs tumbling, sliding or cumulating windows (session and count windows are not supported yet)",
             )));
         }
         let sides = JoinSides::check(self, other, "window join")?;
@@ -787,7 +796,7 @@ impl WindowedStream {
             }
             if self.assigner.pane().is_none() {
                 return Err(WeirError::plan(
-                    "window process functions over session windows are not supported yet",
+                    "window process functions need tumbling, sliding or cumulating windows (session and count windows are not supported yet)",
                 ));
             }
             if !self.allowed_lateness.is_zero() {
@@ -840,7 +849,20 @@ impl WindowedStream {
     fn aggregate_inner(&self, aggregates: Vec<AggregateSpec>) -> Result<DataStream> {
         let input = &self.keyed.stream;
         self.assigner.validate()?;
-        let rowtime = if self.processing_time {
+        let counted = matches!(self.assigner, WindowAssigner::Count { .. });
+        if counted && (!self.allowed_lateness.is_zero() || self.late_data_tag.is_some()) {
+            return Err(WeirError::plan(
+                "count windows have no late records: allowed lateness and late side outputs apply to time windows",
+            ));
+        }
+        let rowtime = if counted {
+            if aggregates.iter().any(|a| a.function.is_ordered()) && input.rowtime.is_none() {
+                return Err(WeirError::plan(
+                    "first_value / last_value follow event time: the stream needs an event-time column",
+                ));
+            }
+            input.rowtime.clone()
+        } else if self.processing_time {
             if matches!(self.assigner, WindowAssigner::Session { .. }) {
                 return Err(WeirError::plan(
                     "processing-time session windows are not supported yet",
@@ -873,10 +895,14 @@ impl WindowedStream {
         }
         let ts_type =
             arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None);
-        let mut fields = vec![
-            Field::new("window_start", ts_type.clone(), false),
-            Field::new("window_end", ts_type, false),
-        ];
+        let mut fields = if counted {
+            vec![]
+        } else {
+            vec![
+                Field::new("window_start", ts_type.clone(), false),
+                Field::new("window_end", ts_type, false),
+            ]
+        };
         for k in &self.keyed.keys {
             let f = input.schema.field_with_name(k)?;
             fields.push(f.clone());
