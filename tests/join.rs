@@ -188,7 +188,7 @@ fn windows_of(assigner: WindowAssigner, t: i64) -> Vec<(i64, i64)> {
                 .filter(|&(_, e)| e > t)
                 .collect()
         }
-        WindowAssigner::Session { .. } => unreachable!(),
+        WindowAssigner::Session { .. } | WindowAssigner::Count { .. } => unreachable!(),
     }
 }
 

@@ -209,7 +209,9 @@ fn windows_of(assigner: WindowAssigner, t: i64) -> Vec<(i64, i64)> {
                 .filter(|&(_, e)| e > t)
                 .collect()
         }
-        WindowAssigner::Session { .. } => unreachable!("not a pane window"),
+        WindowAssigner::Session { .. } | WindowAssigner::Count { .. } => {
+            unreachable!("not a pane window")
+        }
     }
 }
 
