@@ -494,3 +494,73 @@ fn processing_time_windows_fire_by_the_clock() {
     assert_eq!(run(false), 1000, "fired by the clock while the job runs");
     assert_eq!(run(true), 1000, "fired at the end of input");
 }
+
+/// Remembers keys for 50 ms; counts what the background cleanup frees.
+struct Forgetful {
+    seen: weir_core::process::ValueState<bool>,
+    freed: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl weir_core::process::KeyedProcessFunction for Forgetful {
+    fn process_batch(
+        &mut self,
+        _batch: &arrow::record_batch::RecordBatch,
+        ctx: &mut weir_core::process::ProcessContext,
+    ) -> weir_core::Result<()> {
+        for &k in ctx.key_ids() {
+            self.seen.set(k, true);
+        }
+        Ok(())
+    }
+
+    fn cleanup(&mut self, now_ms: i64) {
+        let n = self.seen.expire(now_ms);
+        self.freed.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn ttl_state_is_freed_by_background_cleanup() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use weir_core::spec::MemorySourceSpec;
+    let env = weir_worker::local_environment().unwrap();
+    let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new("k", arrow::datatypes::DataType::Int64, false),
+    ]));
+    let batch = arrow::record_batch::RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new(arrow::array::Int64Array::from(vec![1, 2, 3]))],
+    )
+    .unwrap();
+    let freed = Arc::new(AtomicUsize::new(0));
+    let f = Arc::clone(&freed);
+    env.from_source(
+        SourceSpec::Memory(MemorySourceSpec::new(Arc::clone(&schema), vec![batch]).unbounded()),
+        WatermarkStrategy::no_watermarks(),
+        "keys",
+    )
+    .unwrap()
+    .key_by(&["k"])
+    .unwrap()
+    .process("Forgetful", schema, vec![], move || {
+        Box::new(Forgetful {
+            seen: weir_core::process::ValueState::with_ttl(Duration::from_millis(50)),
+            freed: Arc::clone(&f),
+        })
+    })
+    .unwrap()
+    .sink_to(SinkSpec::Blackhole, "out")
+    .unwrap();
+    let job = env.execute_async("ttl").unwrap();
+    let started = Instant::now();
+    while freed.load(Ordering::SeqCst) < 3 && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    job.cancel();
+    let _ = job.wait();
+    assert_eq!(
+        freed.load(Ordering::SeqCst),
+        3,
+        "all three keys expired and were freed"
+    );
+}

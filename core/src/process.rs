@@ -37,22 +37,58 @@ use crate::error::Result;
 /// Dense id of a key within one operator instance (stable for its lifetime).
 pub type KeyId = u32;
 
-/// One value per key.
+/// Wall-clock time in ms since the epoch (the clock of state TTL).
+pub fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// One value per key, optionally expiring a processing-time TTL after it
+/// was last written (Flink's `StateTtlConfig` with `OnCreateAndWrite`):
+/// an expired value reads as absent, and [`Self::expire`] frees it.
 #[derive(Debug, Clone)]
 pub struct ValueState<T> {
     values: Vec<Option<T>>,
+    ttl_ms: Option<i64>,
+    written: Vec<i64>,
 }
 
 impl<T> Default for ValueState<T> {
     fn default() -> Self {
-        Self { values: Vec::new() }
+        Self {
+            values: Vec::new(),
+            ttl_ms: None,
+            written: Vec::new(),
+        }
     }
 }
 
 impl<T> ValueState<T> {
-    /// The key's value.
+    /// A state whose values expire `ttl` after they were written.
+    pub fn with_ttl(ttl: std::time::Duration) -> Self {
+        Self {
+            ttl_ms: Some(ttl.as_millis() as i64),
+            ..Self::default()
+        }
+    }
+
+    fn live(&self, i: usize, now: i64) -> bool {
+        match self.ttl_ms {
+            Some(ttl) => self.written.get(i).is_some_and(|&w| now - w < ttl),
+            None => true,
+        }
+    }
+
+    /// The key's value (absent once expired).
     pub fn get(&self, key: KeyId) -> Option<&T> {
-        self.values.get(key as usize).and_then(Option::as_ref)
+        let i = key as usize;
+        let v = self.values.get(i).and_then(Option::as_ref)?;
+        if self.ttl_ms.is_some() && !self.live(i, wall_clock_ms()) {
+            return None;
+        }
+        Some(v)
     }
 
     /// Set the key's value.
@@ -62,6 +98,28 @@ impl<T> ValueState<T> {
             self.values.resize_with(i + 1, || None);
         }
         self.values[i] = Some(value);
+        if self.ttl_ms.is_some() {
+            if self.written.len() <= i {
+                self.written.resize(i + 1, 0);
+            }
+            self.written[i] = wall_clock_ms();
+        }
+    }
+
+    /// Free the values whose TTL has passed at `now` (ms since the epoch);
+    /// returns how many were freed. Without a TTL nothing expires.
+    pub fn expire(&mut self, now: i64) -> usize {
+        if self.ttl_ms.is_none() {
+            return 0;
+        }
+        let mut freed = 0;
+        for i in 0..self.values.len() {
+            if self.values[i].is_some() && !self.live(i, now) {
+                self.values[i] = None;
+                freed += 1;
+            }
+        }
+        freed
     }
 
     /// Remove the key's value.
@@ -69,7 +127,7 @@ impl<T> ValueState<T> {
         self.values.get_mut(key as usize).and_then(Option::take)
     }
 
-    /// Number of keys holding a value.
+    /// Number of keys holding a value (including expired ones not yet freed).
     pub fn len(&self) -> usize {
         self.values.iter().filter(|v| v.is_some()).count()
     }
@@ -347,6 +405,10 @@ pub trait KeyedProcessFunction: Send {
     fn on_timers(&mut self, _timers: &FiredTimers, _ctx: &mut ProcessContext) -> Result<()> {
         Ok(())
     }
+
+    /// Background state cleanup, called about once a second with the wall
+    /// clock: expire TTL state here (e.g. `self.seen.expire(now)`).
+    fn cleanup(&mut self, _now_ms: i64) {}
 }
 
 /// User logic over two connected inputs sharing keyed state and timers
@@ -363,6 +425,10 @@ pub trait CoProcessFunction: Send {
     fn on_timers(&mut self, _timers: &FiredTimers, _ctx: &mut ProcessContext) -> Result<()> {
         Ok(())
     }
+
+    /// Background state cleanup, called about once a second (see
+    /// [`KeyedProcessFunction::cleanup`]).
+    fn cleanup(&mut self, _now_ms: i64) {}
 }
 
 /// A function over every row of a fired window (Flink's
@@ -412,6 +478,19 @@ mod tests {
         assert_eq!(t.len(), (0, 0));
         t.register_event_time_timer(9, i64::MAX);
         assert_eq!(t.take_event_time(i64::MAX), vec![(i64::MAX, 9)]);
+    }
+
+    #[test]
+    fn ttl_values_expire_on_read_and_in_cleanup() {
+        let mut v = ValueState::with_ttl(std::time::Duration::from_millis(30));
+        v.set(1, 10);
+        assert_eq!(v.get(1), Some(&10));
+        std::thread::sleep(std::time::Duration::from_millis(40));
+        assert_eq!(v.get(1), None, "expired on read");
+        assert_eq!(v.expire(wall_clock_ms()), 1, "freed by cleanup");
+        v.set(1, 11);
+        assert_eq!(v.get(1), Some(&11), "a write renews it");
+        assert_eq!(v.expire(wall_clock_ms()), 0);
     }
 
     #[test]

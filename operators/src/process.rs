@@ -116,7 +116,11 @@ pub struct KeyedProcessOperator {
     ids: Vec<usize>,
     key_ids: Vec<KeyId>,
     timers_fired: u64,
+    next_cleanup: i64,
 }
+
+/// How often the function's background state cleanup runs.
+const CLEANUP_INTERVAL_MS: i64 = 1_000;
 
 impl KeyedProcessOperator {
     /// Build the operator for one subtask.
@@ -162,6 +166,7 @@ impl KeyedProcessOperator {
             ids: Vec::new(),
             key_ids: Vec::new(),
             timers_fired: 0,
+            next_cleanup: now_ms() + CLEANUP_INTERVAL_MS,
         })
     }
 
@@ -279,10 +284,18 @@ impl Operator for KeyedProcessOperator {
     }
 
     fn next_processing_timer(&self) -> Option<i64> {
-        self.timers.next_processing_time()
+        let timer = self.timers.next_processing_time().unwrap_or(i64::MAX);
+        Some(timer.min(self.next_cleanup))
     }
 
     fn on_processing_time(&mut self, now: i64, out: &mut dyn Output) -> Result<()> {
+        if now >= self.next_cleanup {
+            match &mut self.function {
+                Function::One(f) => f.cleanup(now),
+                Function::Two(f) => f.cleanup(now),
+            }
+            self.next_cleanup = now + CLEANUP_INTERVAL_MS;
+        }
         let due = self.timers.take_processing_time(now);
         self.fire(TimeDomain::ProcessingTime, due, out)
     }
