@@ -51,10 +51,7 @@ struct Side {
 impl Side {
     fn new(schema: &Schema, keys: &[String], rowtime: &str) -> Result<Self> {
         Ok(Self {
-            key_indices: keys
-                .iter()
-                .map(|k| schema.index_of(k))
-                .collect::<std::result::Result<_, _>>()?,
+            key_indices: crate::column_indices(schema, keys)?,
             ts_index: schema.index_of(rowtime)?,
             slots: Vec::new(),
             free: Vec::new(),

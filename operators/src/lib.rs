@@ -134,6 +134,46 @@ pub trait Operator: Send {
     }
 }
 
+/// Indices of the named columns in `schema`.
+pub(crate) fn column_indices(
+    schema: &arrow::datatypes::Schema,
+    names: &[String],
+) -> Result<Vec<usize>> {
+    Ok(names
+        .iter()
+        .map(|n| schema.index_of(n))
+        .collect::<std::result::Result<Vec<_>, _>>()?)
+}
+
+/// Where records too late for every window go: a side output when the job
+/// configured one, else they are dropped and counted
+/// (`num_late_records_dropped`).
+#[derive(Debug, Default)]
+pub(crate) struct LateRecords {
+    tag: Option<String>,
+    dropped: u64,
+}
+
+impl LateRecords {
+    pub(crate) fn new(tag: Option<String>) -> Self {
+        Self { tag, dropped: 0 }
+    }
+
+    pub(crate) fn handle(&mut self, rows: &RecordBatch, out: &mut dyn Output) -> Result<()> {
+        match &self.tag {
+            Some(tag) => out.collect_side(tag, rows.clone()),
+            None => {
+                self.dropped += rows.num_rows() as u64;
+                Ok(())
+            }
+        }
+    }
+
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped
+    }
+}
+
 /// Instantiate the operator of a non-source stream node for one subtask.
 pub fn create_operator(node: &StreamNode, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
     match &node.kind {

@@ -29,7 +29,7 @@ use weir_core::time::WindowAssigner;
 use weir_core::{Result, WeirError};
 
 use crate::window::{Aggregates, drain_states, regroup, timestamps};
-use crate::{Operator, OperatorContext, Output};
+use crate::{LateRecords, Operator, OperatorContext, Output};
 
 #[derive(Debug, Clone, Copy)]
 struct Session {
@@ -44,7 +44,7 @@ pub struct SessionWindowOperator {
     aggregates: Aggregates,
     ts_index: usize,
     gap: i64,
-    late_data_tag: Option<String>,
+    late: LateRecords,
     output_schema: SchemaRef,
     batch_size: usize,
     keys: Box<dyn GroupValues>,
@@ -58,7 +58,6 @@ pub struct SessionWindowOperator {
     watermark: i64,
     key_ids: Vec<usize>,
     windows_fired: u64,
-    late_dropped: u64,
     state_bytes_max: u64,
 }
 
@@ -91,7 +90,7 @@ impl SessionWindowOperator {
                     .ok_or_else(|| WeirError::plan("session windows need event time"))?,
             )?,
             gap,
-            late_data_tag: spec.late_data_tag.clone(),
+            late: LateRecords::new(spec.late_data_tag.clone()),
             output_schema,
             batch_size: ctx.config.batch_size,
             keys: fresh.groups,
@@ -102,7 +101,6 @@ impl SessionWindowOperator {
             watermark: i64::MIN,
             key_ids: Vec::new(),
             windows_fired: 0,
-            late_dropped: 0,
             state_bytes_max: 0,
             aggregates,
         })
@@ -297,13 +295,8 @@ impl Operator for SessionWindowOperator {
         }
         let mask: BooleanArray = groups.iter().map(|&g| Some(g != usize::MAX)).collect();
         let kept = filter_record_batch(&batch, &mask)?;
-        match &self.late_data_tag {
-            Some(tag) => {
-                let late_rows = filter_record_batch(&batch, &arrow::compute::not(&mask)?)?;
-                out.collect_side(tag, late_rows)?;
-            }
-            None => self.late_dropped += late as u64,
-        }
+        let late_rows = filter_record_batch(&batch, &arrow::compute::not(&mask)?)?;
+        self.late.handle(&late_rows, out)?;
         let ids: Vec<usize> = groups.into_iter().filter(|&g| g != usize::MAX).collect();
         self.aggregates
             .update(&mut self.accumulators, &kept, &ids, total)
@@ -325,7 +318,7 @@ impl Operator for SessionWindowOperator {
     fn metrics(&self) -> Vec<(String, u64)> {
         vec![
             ("windows_fired".into(), self.windows_fired),
-            ("num_late_records_dropped".into(), self.late_dropped),
+            ("num_late_records_dropped".into(), self.late.dropped()),
             ("state_bytes_max".into(), self.state_bytes_max),
         ]
     }

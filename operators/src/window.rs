@@ -42,7 +42,7 @@ use weir_core::time::{WindowAssigner, tumbling_window_start};
 use weir_core::{Result, WeirError};
 
 use crate::process::now_ms;
-use crate::{Operator, OperatorContext, Output};
+use crate::{LateRecords, Operator, OperatorContext, Output};
 
 /// Keys and accumulators of one set of groups.
 pub(crate) struct Accumulation {
@@ -64,11 +64,7 @@ pub(crate) struct Aggregates {
 impl Aggregates {
     pub(crate) fn try_new(name: &str, spec: &WindowAggregateSpec) -> Result<Self> {
         let input = &spec.input_schema;
-        let key_indices = spec
-            .keys
-            .iter()
-            .map(|k| input.index_of(k))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let key_indices = crate::column_indices(input, &spec.keys)?;
         // A non-keyed (all-window) aggregation groups by one constant.
         let key_schema = if key_indices.is_empty() {
             Arc::new(arrow::datatypes::Schema::new(vec![
@@ -246,7 +242,7 @@ pub struct WindowAggregateOperator {
     pane_size: i64,
     pane_offset: i64,
     lateness: i64,
-    late_data_tag: Option<String>,
+    late: LateRecords,
     output_schema: SchemaRef,
     batch_size: usize,
     panes: BTreeMap<i64, Pane>,
@@ -254,7 +250,6 @@ pub struct WindowAggregateOperator {
     starts: Vec<i64>,
     group_ids: Vec<usize>,
     windows_fired: u64,
-    late_dropped: u64,
     late_updates: u64,
     state_bytes_max: u64,
 }
@@ -285,7 +280,7 @@ impl WindowAggregateOperator {
             pane_size,
             pane_offset,
             lateness: spec.allowed_lateness,
-            late_data_tag: spec.late_data_tag.clone(),
+            late: LateRecords::new(spec.late_data_tag.clone()),
             output_schema,
             batch_size: ctx.config.batch_size,
             panes: BTreeMap::new(),
@@ -293,7 +288,6 @@ impl WindowAggregateOperator {
             starts: Vec::new(),
             group_ids: Vec::new(),
             windows_fired: 0,
-            late_dropped: 0,
             late_updates: 0,
             state_bytes_max: 0,
         })
@@ -549,13 +543,7 @@ impl WindowAggregateOperator {
         out: &mut dyn Output,
     ) -> Result<()> {
         if self.pane_expired(pane_start) {
-            return match &self.late_data_tag {
-                Some(tag) => out.collect_side(tag, part.clone()),
-                None => {
-                    self.late_dropped += part.num_rows() as u64;
-                    Ok(())
-                }
-            };
+            return self.late.handle(part, out);
         }
         self.accumulate(pane_start, part)?;
         if self.emits_updates() && pane_start.saturating_add(self.pane_size - 1) <= self.watermark {
@@ -683,7 +671,7 @@ impl Operator for WindowAggregateOperator {
     fn metrics(&self) -> Vec<(String, u64)> {
         vec![
             ("windows_fired".into(), self.windows_fired),
-            ("num_late_records_dropped".into(), self.late_dropped),
+            ("num_late_records_dropped".into(), self.late.dropped()),
             ("late_updates".into(), self.late_updates),
             ("state_bytes_max".into(), self.state_bytes_max),
         ]

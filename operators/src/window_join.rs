@@ -50,10 +50,7 @@ impl WindowJoinOperator {
     ) -> Result<Self> {
         let side = |schema: &SchemaRef, keys: &[String], rowtime: &str| -> Result<JoinSide> {
             Ok(JoinSide {
-                key_indices: keys
-                    .iter()
-                    .map(|k| schema.index_of(k))
-                    .collect::<std::result::Result<_, _>>()?,
+                key_indices: crate::column_indices(schema, keys)?,
                 buffer: PaneBuffer::new(
                     spec.assigner,
                     Arc::clone(schema),

@@ -15,7 +15,7 @@ use weir_core::spec::WindowProcessSpec;
 use weir_core::{Result, WeirError};
 
 use crate::pane_buffer::{PaneBuffer, bucket_by_id, emit_sliced};
-use crate::{Operator, OperatorContext, Output};
+use crate::{LateRecords, Operator, OperatorContext, Output};
 
 /// Buffers rows per pane; when a window fires, groups its rows by key (one
 /// interning call and a counting sort) and calls the function once.
@@ -26,10 +26,9 @@ pub struct WindowProcessOperator {
     key_schema: SchemaRef,
     buffer: PaneBuffer,
     output_schema: SchemaRef,
-    late_data_tag: Option<String>,
+    late: LateRecords,
     batch_size: usize,
     watermark: i64,
-    late_dropped: u64,
     windows_fired: u64,
 }
 
@@ -42,11 +41,7 @@ impl WindowProcessOperator {
         ctx: &OperatorContext,
     ) -> Result<Self> {
         let input = &spec.input_schema;
-        let key_indices = spec
-            .keys
-            .iter()
-            .map(|k| input.index_of(k))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let key_indices = crate::column_indices(input, &spec.keys)?;
         Ok(Self {
             key_schema: Arc::new(input.project(&key_indices)?),
             buffer: PaneBuffer::new(
@@ -58,10 +53,9 @@ impl WindowProcessOperator {
             function: Arc::clone(&spec.function),
             key_indices,
             output_schema,
-            late_data_tag: spec.late_data_tag.clone(),
+            late: LateRecords::new(spec.late_data_tag.clone()),
             batch_size: ctx.config.batch_size,
             watermark: i64::MIN,
-            late_dropped: 0,
             windows_fired: 0,
         })
     }
@@ -106,17 +100,9 @@ impl Operator for WindowProcessOperator {
     }
 
     fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
-        let tag = self.late_data_tag.clone();
-        let mut dropped = 0;
-        self.buffer.add(&batch, self.watermark, |part| match &tag {
-            Some(tag) => out.collect_side(tag, part.clone()),
-            None => {
-                dropped += part.num_rows() as u64;
-                Ok(())
-            }
-        })?;
-        self.late_dropped += dropped;
-        Ok(())
+        let late = &mut self.late;
+        self.buffer
+            .add(&batch, self.watermark, |part| late.handle(part, out))
     }
 
     fn on_watermark(
@@ -141,7 +127,7 @@ impl Operator for WindowProcessOperator {
     fn metrics(&self) -> Vec<(String, u64)> {
         vec![
             ("windows_fired".into(), self.windows_fired),
-            ("num_late_records_dropped".into(), self.late_dropped),
+            ("num_late_records_dropped".into(), self.late.dropped()),
         ]
     }
 }
