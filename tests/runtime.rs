@@ -564,3 +564,77 @@ fn ttl_state_is_freed_by_background_cleanup() {
         "all three keys expired and were freed"
     );
 }
+
+#[test]
+fn window_definitions_are_validated_when_the_job_is_built() {
+    use weir_core::spec::AggregateSpec;
+    use weir_core::time::{
+        EventTimeSessionWindows, SlidingEventTimeWindows, Trigger, TumblingEventTimeWindows,
+    };
+    let env = weir_worker::local_environment().unwrap();
+    let spec = GeneratorSpec::new(Some(10))
+        .column("k", ColumnGen::Key { cardinality: 3 })
+        .column("s", ColumnGen::Choice(vec!["a".into()]))
+        .column(
+            "ts",
+            ColumnGen::EventTime {
+                start_ms: 0,
+                events_per_second: 10,
+                max_out_of_orderness_ms: 0,
+            },
+        );
+    let keyed = env
+        .from_source(
+            SourceSpec::Generator(spec),
+            WatermarkStrategy::for_monotonous_timestamps("ts"),
+            "g",
+        )
+        .unwrap()
+        .key_by(&["k"])
+        .unwrap();
+    let secs = Duration::from_secs;
+    let count = || vec![AggregateSpec::count_star()];
+    let err = |r: weir_core::Result<weir_core::DataStream>| r.err().unwrap().to_string();
+    assert!(
+        err(keyed
+            .window(TumblingEventTimeWindows::of(secs(0)))
+            .aggregate(count()))
+        .contains("must be positive")
+    );
+    assert!(
+        err(keyed
+            .window(SlidingEventTimeWindows::of(secs(1), secs(2)))
+            .aggregate(count()))
+        .contains("larger than its size")
+    );
+    let purge_alone = keyed
+        .window(TumblingEventTimeWindows::of(secs(1)))
+        .purge_on_fire();
+    assert!(err(purge_alone.aggregate(count())).contains("needs a continuous trigger"));
+    let on_sessions = keyed
+        .window(EventTimeSessionWindows::with_gap(secs(1)))
+        .trigger(Trigger::continuous_event_time(secs(1)));
+    assert!(err(on_sessions.aggregate(count())).contains("tumbling, sliding and cumulating"));
+    assert!(
+        err(keyed
+            .window(TumblingEventTimeWindows::of(secs(1)))
+            .aggregate(vec![AggregateSpec::sum("s")]))
+        .contains("sum(s)")
+    );
+    // The event-time column must hold milliseconds.
+    let bad_ts =
+        GeneratorSpec::new(Some(1)).column("ts", ColumnGen::UniformFloat { min: 0.0, max: 1.0 });
+    let e = env
+        .from_source(
+            SourceSpec::Generator(bad_ts),
+            WatermarkStrategy::for_monotonous_timestamps("ts"),
+            "f",
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("has type Float64; expected Timestamp(Millisecond) or Int64"),
+        "{e}"
+    );
+}

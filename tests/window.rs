@@ -615,3 +615,70 @@ fn window_all_aggregates_across_keys_in_one_subtask() {
     }
     assert_eq!(got, per_window);
 }
+
+#[test]
+fn continuous_triggers_fire_early_and_converge_to_the_final_result() {
+    use weir_core::time::Trigger;
+    // 40 batches moving 100 ms each through 1 s windows, 3 keys.
+    let batches: Vec<Vec<Event>> = (0..40i64)
+        .map(|b| {
+            (0..30i64)
+                .map(|i| (i % 3, i - 10, b * 100 + i * 3))
+                .collect()
+        })
+        .collect();
+    let run = |trigger: Trigger, purge: bool| {
+        let env = weir_worker::local_environment().unwrap();
+        env.configure(|c| c.watermark_interval = Duration::ZERO);
+        let out = CollectHandle::new();
+        let source = SourceSpec::Memory(MemorySourceSpec::new(
+            event_schema(),
+            batches.iter().map(|b| event_batch(b)).collect(),
+        ));
+        let mut windowed = env
+            .from_source(
+                source,
+                WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(10)),
+                "events",
+            )
+            .unwrap()
+            .key_by(&["key"])
+            .unwrap()
+            .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
+            .trigger(trigger);
+        if purge {
+            windowed = windowed.purge_on_fire();
+        }
+        windowed
+            .aggregate(aggregates())
+            .unwrap()
+            .sink_to(SinkSpec::Collect(out.clone()), "out")
+            .unwrap();
+        let result = env.execute("trigger").unwrap();
+        (weir_rows(&out.batches()), result.counter("early_firings"))
+    };
+    let (on_end, _) = run(Trigger::OnWindowEnd, false);
+    let quarter = Trigger::continuous_event_time(Duration::from_millis(250));
+    let (continuous, early) = run(quarter, false);
+    assert!(
+        early > 0 && continuous.len() > on_end.len(),
+        "early firings happened"
+    );
+    // The last row of each (window, key) is the final result.
+    let (final_rows, _) = final_results(&continuous);
+    let (expected, _) = final_results(&on_end);
+    assert_eq!(final_rows, expected);
+    // Purging: each row covers the records since the previous firing, so
+    // counts and sums add up to the window's.
+    let (purged, _) = run(quarter, true);
+    let mut sums: BTreeMap<WindowKey, (i64, i64)> = BTreeMap::new();
+    for (row, _) in &purged {
+        let e = sums.entry((row.0, row.1, row.2)).or_default();
+        e.0 += row.3;
+        e.1 += row.4;
+    }
+    let totals: BTreeMap<WindowKey, (i64, i64)> =
+        expected.iter().map(|(k, r)| (*k, (r.3, r.4))).collect();
+    assert_eq!(sums, totals);
+    assert!(purged.len() > on_end.len());
+}

@@ -587,6 +587,10 @@ pub struct WindowAggregateSpec {
     pub rowtime: Option<String>,
     /// Whether windows follow the wall clock instead of event time.
     pub processing_time: bool,
+    /// Early firings besides the window end.
+    pub trigger: crate::time::Trigger,
+    /// Whether a firing clears the window (results become deltas).
+    pub purge: bool,
     /// The window assigner.
     pub assigner: WindowAssigner,
     /// Aggregates, in output order.

@@ -409,6 +409,43 @@ fn ms(d: Duration) -> i64 {
     d.as_millis() as i64
 }
 
+/// When a window emits, besides its end (Flink's triggers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Trigger {
+    /// Only when time passes the window's end (event- or processing-time
+    /// trigger, after the window's clock).
+    #[default]
+    OnWindowEnd,
+    /// Also early: every `interval` ms of event time (each time the
+    /// watermark crosses a multiple of it), every open window with data
+    /// emits its current result.
+    ContinuousEventTime {
+        /// Early-firing interval in ms.
+        interval: i64,
+    },
+    /// Also early: every `interval` ms of wall clock.
+    ContinuousProcessingTime {
+        /// Early-firing interval in ms.
+        interval: i64,
+    },
+}
+
+impl Trigger {
+    /// Early firing every `interval` of event time.
+    pub fn continuous_event_time(interval: Duration) -> Self {
+        Trigger::ContinuousEventTime {
+            interval: ms(interval),
+        }
+    }
+
+    /// Early firing every `interval` of wall clock.
+    pub fn continuous_processing_time(interval: Duration) -> Self {
+        Trigger::ContinuousProcessingTime {
+            interval: ms(interval),
+        }
+    }
+}
+
 /// Windows and the clock they follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Windows {

@@ -38,7 +38,7 @@ use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::message::Watermark;
 use weir_core::spec::WindowAggregateSpec;
-use weir_core::time::{WindowAssigner, tumbling_window_start};
+use weir_core::time::{Trigger, WindowAssigner, tumbling_window_start};
 use weir_core::{Result, WeirError};
 
 use crate::process::now_ms;
@@ -242,6 +242,10 @@ pub struct WindowAggregateOperator {
     pane_size: i64,
     pane_offset: i64,
     lateness: i64,
+    trigger: Trigger,
+    purge: bool,
+    /// Next wall-clock early firing of a continuous processing-time trigger.
+    next_early: i64,
     late: LateRecords,
     output_schema: SchemaRef,
     batch_size: usize,
@@ -250,6 +254,7 @@ pub struct WindowAggregateOperator {
     starts: Vec<i64>,
     group_ids: Vec<usize>,
     windows_fired: u64,
+    early_firings: u64,
     late_updates: u64,
     state_bytes_max: u64,
 }
@@ -280,6 +285,12 @@ impl WindowAggregateOperator {
             pane_size,
             pane_offset,
             lateness: spec.allowed_lateness,
+            trigger: spec.trigger,
+            purge: spec.purge,
+            next_early: match spec.trigger {
+                Trigger::ContinuousProcessingTime { interval } => next_multiple(now_ms(), interval),
+                _ => i64::MAX,
+            },
             late: LateRecords::new(spec.late_data_tag.clone()),
             output_schema,
             batch_size: ctx.config.batch_size,
@@ -288,6 +299,7 @@ impl WindowAggregateOperator {
             starts: Vec::new(),
             group_ids: Vec::new(),
             windows_fired: 0,
+            early_firings: 0,
             late_updates: 0,
             state_bytes_max: 0,
         })
@@ -640,22 +652,38 @@ impl Operator for WindowAggregateOperator {
     }
 
     fn next_processing_timer(&self) -> Option<i64> {
+        let early = (!self.panes.is_empty()
+            && matches!(self.trigger, Trigger::ContinuousProcessingTime { .. }))
+        .then_some(self.next_early);
         if self.ts_index.is_some() {
-            return None;
+            return early;
         }
         // The earliest window end not yet passed, among panes with data.
         let fired = self.watermark;
-        self.panes
+        let end = self
+            .panes
             .keys()
             .flat_map(|&p| self.assigner.windows_of_pane(p))
             .map(|(_, end)| end.saturating_sub(1))
             .filter(|&last| last > fired)
-            .min()
+            .min();
+        end.into_iter().chain(early).min()
     }
 
     fn on_processing_time(&mut self, now: i64, out: &mut dyn Output) -> Result<()> {
         if self.ts_index.is_none() {
             self.advance(now, out)?;
+        }
+        if let Trigger::ContinuousProcessingTime { interval } = self.trigger
+            && now >= self.next_early
+        {
+            self.next_early = next_multiple(now, interval);
+            let open_after = if self.ts_index.is_none() {
+                now
+            } else {
+                self.watermark
+            };
+            self.fire_early(open_after, out)?;
         }
         Ok(())
     }
@@ -673,6 +701,7 @@ impl Operator for WindowAggregateOperator {
             ("windows_fired".into(), self.windows_fired),
             ("num_late_records_dropped".into(), self.late.dropped()),
             ("late_updates".into(), self.late_updates),
+            ("early_firings".into(), self.early_firings),
             ("state_bytes_max".into(), self.state_bytes_max),
         ]
     }
@@ -689,7 +718,10 @@ impl WindowAggregateOperator {
         self.watermark = time;
         // Sampled at every watermark, before firing: the peak a window holds.
         self.state_bytes_max = self.state_bytes_max.max(self.state_bytes() as u64);
-        if matches!(self.assigner, WindowAssigner::Tumbling { .. }) && self.lateness == 0 {
+        if matches!(self.assigner, WindowAssigner::Tumbling { .. })
+            && self.lateness == 0
+            && self.trigger == Trigger::OnWindowEnd
+        {
             return self.fire_tumbling(out);
         }
         // Windows whose last millisecond the watermark has just passed, and
@@ -718,6 +750,42 @@ impl WindowAggregateOperator {
         for p in expired {
             self.panes.remove(&p);
         }
+        if let Trigger::ContinuousEventTime { interval } = self.trigger
+            && self.ts_index.is_some()
+            && time.div_euclid(interval) > previous.div_euclid(interval)
+        {
+            self.fire_early(time, out)?;
+        }
         Ok(())
     }
+
+    /// Early firing: every window with data that is still open after `time`
+    /// emits its current result (and, purging, forgets it).
+    fn fire_early(&mut self, time: i64, out: &mut dyn Output) -> Result<()> {
+        let mut open = BTreeSet::new();
+        for &p in self.panes.keys() {
+            for (start, end) in self.assigner.windows_of_pane(p) {
+                if end.saturating_sub(1) > time {
+                    open.insert((end, start));
+                }
+            }
+        }
+        for (end, start) in open {
+            if let Some((keys, values)) = self.window_result(start, end, None)? {
+                self.early_firings += 1;
+                self.emit(start, end, keys, values, false, out)?;
+                if self.purge {
+                    // Tumbling only (checked when the job is built): the
+                    // window is its single pane.
+                    self.panes.remove(&start);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The first multiple of `interval` after `t`.
+fn next_multiple(t: i64, interval: i64) -> i64 {
+    (t.div_euclid(interval) + 1).saturating_mul(interval)
 }

@@ -19,7 +19,7 @@ use crate::spec::{
     AggregateSpec, BatchFn, IntervalJoinSpec, KeyedProcessSpec, OperatorSpec, ProcessFactory,
     SecondInput, SinkSpec, WindowAggregateSpec, WindowJoinSpec, WindowProcessSpec,
 };
-use crate::time::{WindowAssigner, Windows, check_timestamp_column, column_list};
+use crate::time::{Trigger, WindowAssigner, Windows, check_timestamp_column, column_list};
 
 /// A stream of record batches with a fixed schema.
 ///
@@ -323,6 +323,8 @@ impl DataStream {
             processing_time: windows.processing_time,
             allowed_lateness: Duration::ZERO,
             late_data_tag: None,
+            trigger: Trigger::OnWindowEnd,
+            purge: false,
         }
     }
 
@@ -444,6 +446,8 @@ impl KeyedStream {
             processing_time: windows.processing_time,
             allowed_lateness: Duration::ZERO,
             late_data_tag: None,
+            trigger: Trigger::OnWindowEnd,
+            purge: false,
         }
     }
 
@@ -756,9 +760,27 @@ pub struct WindowedStream {
     processing_time: bool,
     allowed_lateness: Duration,
     late_data_tag: Option<String>,
+    trigger: Trigger,
+    purge: bool,
 }
 
 impl WindowedStream {
+    /// Fire early as well as at the window end (Flink's continuous
+    /// triggers). Each firing emits the window's cumulative result, so the
+    /// last row of a (key, window) is its final one.
+    pub fn trigger(mut self, trigger: Trigger) -> Self {
+        self.trigger = trigger;
+        self
+    }
+
+    /// Clear a window's state at each firing (Flink's `PurgingTrigger`):
+    /// each row then covers the records since the previous firing. For
+    /// tumbling windows with a continuous trigger.
+    pub fn purge_on_fire(mut self) -> Self {
+        self.purge = true;
+        self
+    }
+
     /// Send records that are too late for every window to the side output
     /// `tag` instead of dropping them; read it with
     /// [`DataStream::side_output`] on the aggregated stream. Its schema is
@@ -774,6 +796,51 @@ impl WindowedStream {
     pub fn allowed_lateness(mut self, lateness: Duration) -> Self {
         self.allowed_lateness = lateness;
         self
+    }
+
+    fn check_trigger(&self) -> Result<()> {
+        let interval = match self.trigger {
+            Trigger::OnWindowEnd => {
+                if self.purge {
+                    return Err(WeirError::plan(
+                        "purge_on_fire needs a continuous trigger: a window firing once is purged anyway",
+                    ));
+                }
+                return Ok(());
+            }
+            Trigger::ContinuousEventTime { interval } if self.processing_time => {
+                let _ = interval;
+                return Err(WeirError::plan(
+                    "a continuous event-time trigger needs event-time windows",
+                ));
+            }
+            Trigger::ContinuousEventTime { interval }
+            | Trigger::ContinuousProcessingTime { interval } => interval,
+        };
+        if interval <= 0 {
+            return Err(WeirError::plan(format!(
+                "trigger interval must be positive, got {interval} ms"
+            )));
+        }
+        if matches!(
+            self.assigner,
+            WindowAssigner::Session { .. } | WindowAssigner::Count { .. }
+        ) {
+            return Err(WeirError::plan(
+                "continuous triggers apply to tumbling, sliding and cumulating windows",
+            ));
+        }
+        if self.purge && !matches!(self.assigner, WindowAssigner::Tumbling { .. }) {
+            return Err(WeirError::plan(
+                "purge_on_fire is supported for tumbling windows (panes of sliding windows are shared)",
+            ));
+        }
+        if self.purge && !self.allowed_lateness.is_zero() {
+            return Err(WeirError::plan(
+                "purge_on_fire cannot be combined with allowed lateness",
+            ));
+        }
+        Ok(())
     }
 
     /// Hand every row of each fired window to `function` (grouped by key),
@@ -792,6 +859,11 @@ impl WindowedStream {
             if self.processing_time {
                 return Err(WeirError::plan(
                     "window process functions over processing-time windows are not supported yet",
+                ));
+            }
+            if self.trigger != Trigger::OnWindowEnd || self.purge {
+                return Err(WeirError::plan(
+                    "triggers apply to window aggregates; a window process function fires at the window end",
                 ));
             }
             if self.assigner.pane().is_none() {
@@ -850,6 +922,7 @@ impl WindowedStream {
         let input = &self.keyed.stream;
         self.assigner.validate()?;
         let counted = matches!(self.assigner, WindowAssigner::Count { .. });
+        self.check_trigger()?;
         if counted && (!self.allowed_lateness.is_zero() || self.late_data_tag.is_some()) {
             return Err(WeirError::plan(
                 "count windows have no late records: allowed lateness and late side outputs apply to time windows",
@@ -941,6 +1014,8 @@ impl WindowedStream {
             allowed_lateness,
             late_data_tag: self.late_data_tag.clone(),
             processing_time: self.processing_time,
+            trigger: self.trigger,
+            purge: self.purge,
         };
         let name = format!("{:?}", OperatorSpec::WindowAggregate(spec.clone()));
         let out = input.derive(
