@@ -138,29 +138,59 @@ impl<T> ValueState<T> {
     }
 }
 
-/// A list per key.
+/// A list per key. With a TTL, each element expires that long after it
+/// was added (Flink's per-element list TTL).
 #[derive(Debug, Clone)]
 pub struct ListState<T> {
-    lists: HashMap<KeyId, Vec<T>>,
+    lists: HashMap<KeyId, Vec<(T, i64)>>,
+    ttl_ms: Option<i64>,
 }
 
 impl<T> Default for ListState<T> {
     fn default() -> Self {
         Self {
             lists: HashMap::new(),
+            ttl_ms: None,
         }
     }
 }
 
 impl<T> ListState<T> {
-    /// The key's list (empty when none).
-    pub fn get(&self, key: KeyId) -> &[T] {
-        self.lists.get(&key).map(Vec::as_slice).unwrap_or(&[])
+    /// A state whose elements expire `ttl` after they were added.
+    pub fn with_ttl(ttl: std::time::Duration) -> Self {
+        Self {
+            lists: HashMap::new(),
+            ttl_ms: Some(ttl.as_millis() as i64),
+        }
+    }
+
+    fn now(&self) -> i64 {
+        if self.ttl_ms.is_some() {
+            wall_clock_ms()
+        } else {
+            0
+        }
+    }
+
+    fn live(&self, written: i64, now: i64) -> bool {
+        self.ttl_ms.is_none_or(|ttl| now - written < ttl)
+    }
+
+    /// The key's unexpired elements, in insertion order.
+    pub fn get(&self, key: KeyId) -> impl Iterator<Item = &T> {
+        let now = self.now();
+        self.lists
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .filter(move |(_, w)| self.live(*w, now))
+            .map(|(v, _)| v)
     }
 
     /// Append to the key's list.
     pub fn add(&mut self, key: KeyId, value: T) {
-        self.lists.entry(key).or_default().push(value);
+        let now = self.now();
+        self.lists.entry(key).or_default().push((value, now));
     }
 
     /// Replace the key's list.
@@ -168,13 +198,36 @@ impl<T> ListState<T> {
         if values.is_empty() {
             self.lists.remove(&key);
         } else {
-            self.lists.insert(key, values);
+            let now = self.now();
+            self.lists
+                .insert(key, values.into_iter().map(|v| (v, now)).collect());
         }
     }
 
-    /// Remove and return the key's list.
+    /// Remove and return the key's unexpired elements.
     pub fn clear(&mut self, key: KeyId) -> Vec<T> {
-        self.lists.remove(&key).unwrap_or_default()
+        let now = self.now();
+        let ttl = self.ttl_ms;
+        self.lists
+            .remove(&key)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(_, w)| ttl.is_none_or(|t| now - w < t))
+            .map(|(v, _)| v)
+            .collect()
+    }
+
+    /// Free expired elements at `now`; returns how many.
+    pub fn expire(&mut self, now: i64) -> usize {
+        let Some(ttl) = self.ttl_ms else { return 0 };
+        let mut freed = 0;
+        self.lists.retain(|_, list| {
+            let before = list.len();
+            list.retain(|(_, w)| now - w < ttl);
+            freed += before - list.len();
+            !list.is_empty()
+        });
+        freed
     }
 
     /// Number of keys holding a list.
@@ -188,54 +241,101 @@ impl<T> ListState<T> {
     }
 }
 
-/// A map per key.
+/// A map per key. With a TTL, each entry expires that long after it was
+/// last put (Flink's per-entry map TTL).
 #[derive(Debug, Clone)]
 pub struct MapState<K, V> {
-    maps: HashMap<KeyId, HashMap<K, V>>,
+    maps: HashMap<KeyId, HashMap<K, (V, i64)>>,
+    ttl_ms: Option<i64>,
 }
 
 impl<K, V> Default for MapState<K, V> {
     fn default() -> Self {
         Self {
             maps: HashMap::new(),
+            ttl_ms: None,
         }
     }
 }
 
 impl<K: Eq + Hash, V> MapState<K, V> {
+    /// A state whose entries expire `ttl` after they were last put.
+    pub fn with_ttl(ttl: std::time::Duration) -> Self {
+        Self {
+            maps: HashMap::new(),
+            ttl_ms: Some(ttl.as_millis() as i64),
+        }
+    }
+
+    fn now(&self) -> i64 {
+        if self.ttl_ms.is_some() {
+            wall_clock_ms()
+        } else {
+            0
+        }
+    }
+
+    fn live(&self, written: i64, now: i64) -> bool {
+        self.ttl_ms.is_none_or(|ttl| now - written < ttl)
+    }
+
     /// The value under `entry` for the key.
     pub fn get(&self, key: KeyId, entry: &K) -> Option<&V> {
-        self.maps.get(&key).and_then(|m| m.get(entry))
+        let (v, w) = self.maps.get(&key)?.get(entry)?;
+        self.live(*w, self.now()).then_some(v)
     }
 
     /// Put `value` under `entry` for the key.
     pub fn put(&mut self, key: KeyId, entry: K, value: V) {
-        self.maps.entry(key).or_default().insert(entry, value);
+        let now = self.now();
+        self.maps
+            .entry(key)
+            .or_default()
+            .insert(entry, (value, now));
     }
 
     /// Remove `entry` for the key.
     pub fn remove(&mut self, key: KeyId, entry: &K) -> Option<V> {
         let map = self.maps.get_mut(&key)?;
-        let v = map.remove(entry);
+        let v = map.remove(entry).map(|(v, _)| v);
         if map.is_empty() {
             self.maps.remove(&key);
         }
         v
     }
 
-    /// The key's whole map (empty when none).
+    /// The key's unexpired entries.
     pub fn entries(&self, key: KeyId) -> impl Iterator<Item = (&K, &V)> {
-        self.maps.get(&key).into_iter().flat_map(|m| m.iter())
+        let now = self.now();
+        self.maps
+            .get(&key)
+            .into_iter()
+            .flat_map(|m| m.iter())
+            .filter(move |(_, (_, w))| self.live(*w, now))
+            .map(|(k, (v, _))| (k, v))
     }
 
-    /// Number of entries for the key.
+    /// Number of unexpired entries for the key.
     pub fn entry_count(&self, key: KeyId) -> usize {
-        self.maps.get(&key).map_or(0, HashMap::len)
+        self.entries(key).count()
     }
 
     /// Remove the key's map.
     pub fn clear(&mut self, key: KeyId) {
         self.maps.remove(&key);
+    }
+
+    /// Free expired entries at `now`; returns how many.
+    pub fn expire(&mut self, now: i64) -> usize {
+        let Some(ttl) = self.ttl_ms else { return 0 };
+        let mut freed = 0;
+        self.maps.retain(|_, map| {
+            let before = map.len();
+            map.retain(|_, (_, w)| now - *w < ttl);
+            freed += before - map.len();
+            !map.is_empty()
+        });
+        freed
     }
 
     /// Number of keys holding a map.
@@ -494,6 +594,22 @@ mod tests {
     }
 
     #[test]
+    fn list_and_map_entries_expire_one_by_one() {
+        let ttl = std::time::Duration::from_millis(30);
+        let (mut l, mut m) = (ListState::with_ttl(ttl), MapState::with_ttl(ttl));
+        l.add(1, "old");
+        m.put(1, "old", 1);
+        std::thread::sleep(std::time::Duration::from_millis(40));
+        l.add(1, "new");
+        m.put(1, "new", 2);
+        assert_eq!(l.get(1).copied().collect::<Vec<_>>(), vec!["new"]);
+        assert_eq!(m.entry_count(1), 1);
+        assert_eq!(m.get(1, &"old"), None);
+        let now = wall_clock_ms();
+        assert_eq!((l.expire(now), m.expire(now)), (1, 1));
+    }
+
+    #[test]
     fn states_are_per_key() {
         let mut v = ValueState::default();
         v.set(3, "a");
@@ -509,7 +625,7 @@ mod tests {
         let mut l = ListState::default();
         l.add(1, 5);
         l.add(1, 6);
-        assert_eq!(l.get(1), &[5, 6]);
+        assert_eq!(l.get(1).copied().collect::<Vec<_>>(), vec![5, 6]);
         assert_eq!(l.clear(1), vec![5, 6]);
         assert!(l.is_empty());
     }
