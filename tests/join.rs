@@ -204,6 +204,8 @@ fn run_window_join(
 ) -> Vec<WindowPair> {
     let env = weir_worker::local_environment().unwrap();
     env.set_parallelism(parallelism).set_runtime_mode(mode);
+    // A watermark after every batch, so windows close while data flows.
+    env.configure(|c| c.watermark_interval = Duration::ZERO);
     let source = |batches: &[Vec<Event>]| {
         SourceSpec::Memory(MemorySourceSpec::new(
             event_schema(),
@@ -269,6 +271,50 @@ proptest! {
         }
         expected.sort();
         for (p, mode) in [(1, RuntimeMode::Streaming), (2, RuntimeMode::Streaming), (3, RuntimeMode::Batch)] {
+            let rows = run_window_join(&left, &right, assigner, jitter, p, mode);
+            prop_assert_eq!(&rows, &expected, "p={} {:?}", p, mode);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    #[test]
+    fn session_window_join_matches_brute_force(
+        (left, right, _, jitter) in case(),
+        gap in prop::sample::select(vec![5i64, 20, 60]),
+    ) {
+        // Sessions per key over the timestamps of both inputs.
+        let mut times: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
+        for e in left.iter().flatten().chain(right.iter().flatten()) {
+            times.entry(e.0).or_default().push(e.2);
+        }
+        let mut sessions: std::collections::BTreeMap<i64, Vec<(i64, i64)>> = Default::default();
+        for (k, mut ts) in times {
+            ts.sort();
+            let mut list: Vec<(i64, i64)> = Vec::new();
+            for t in ts {
+                match list.last_mut() {
+                    Some(s) if t <= s.1 => s.1 = s.1.max(t + gap),
+                    _ => list.push((t, t + gap)),
+                }
+            }
+            sessions.insert(k, list);
+        }
+        let session_of = |k: i64, t: i64| *sessions[&k].iter().find(|s| s.0 <= t && t < s.1).unwrap();
+        let mut expected = Vec::new();
+        for l in left.iter().flatten() {
+            for r in right.iter().flatten() {
+                if l.0 == r.0 && session_of(l.0, l.2) == session_of(r.0, r.2) {
+                    let s = session_of(l.0, l.2);
+                    expected.push((s.0, s.1, *l, *r));
+                }
+            }
+        }
+        expected.sort();
+        let assigner = WindowAssigner::Session { gap };
+        for (p, mode) in [(1, RuntimeMode::Streaming), (2, RuntimeMode::Streaming), (2, RuntimeMode::Batch)] {
             let rows = run_window_join(&left, &right, assigner, jitter, p, mode);
             prop_assert_eq!(&rows, &expected, "p={} {:?}", p, mode);
         }

@@ -14,6 +14,7 @@ use crate::count_window::CountWindowOperator;
 use crate::join::IntervalJoinOperator;
 use crate::process::KeyedProcessOperator;
 use crate::session::SessionWindowOperator;
+use crate::session_join::SessionJoinOperator;
 use crate::window::WindowAggregateOperator;
 use crate::window_join::WindowJoinOperator;
 use crate::window_process::WindowProcessOperator;
@@ -54,6 +55,14 @@ pub(crate) fn create(
             Arc::clone(&node.schema),
             ctx,
         )?),
+        OperatorSpec::WindowJoin(j) if matches!(j.assigner, WindowAssigner::Session { .. }) => {
+            Box::new(SessionJoinOperator::try_new(
+                name,
+                j,
+                Arc::clone(&node.schema),
+                ctx,
+            )?)
+        }
         OperatorSpec::WindowJoin(j) => Box::new(WindowJoinOperator::try_new(
             name,
             j,

@@ -17,6 +17,7 @@ mod pane_buffer;
 pub mod partition;
 pub mod process;
 pub mod session;
+pub mod session_join;
 pub mod sinks;
 pub mod sources;
 pub mod window;

@@ -592,14 +592,14 @@ impl DataStream {
 
 impl KeyedStream {
     /// Join with `other` on equal keys within the same window (tumbling,
-    /// sliding or cumulating). Output: `window_start`, `window_end`, the left
+    /// sliding, cumulating, or sessions formed over the rows of both inputs). Output: `window_start`, `window_end`, the left
     /// columns, then the right columns (`right_` prefix on taken names).
     pub fn window_join(&self, other: &KeyedStream, assigner: WindowAssigner) -> Result<DataStream> {
         let (l, r) = (&self.stream, &other.stream);
         assigner.validate()?;
-        if assigner.pane().is_none() {
+        if matches!(assigner, WindowAssigner::Count { .. }) {
             return Err(l.in_context(WeirError::plan(
-                "window join needs tumbling, sliding or cumulating windows (session and count windows are not supported yet)",
+                "window join needs time windows (tumbling, sliding, cumulating or session)",
             )));
         }
         let sides = JoinSides::check(self, other, "window join")?;

@@ -1,0 +1,316 @@
+//! The keyed session window join.
+//!
+//! Sessions are formed per key over the rows of *both* inputs (Flink's
+//! session window join): each row opens `[ts, ts + gap)`, and sessions that
+//! overlap or touch merge (their ids aliased in a union-find table). Rows
+//! stay buffered as batches, each row tagged with its session id. When the
+//! watermark closes sessions, the rows of closed sessions are filtered out
+//! of the buffers and paired per session (left rows bucketed by session with
+//! a counting sort, gathered with `take`); the rest is kept with compact ids.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BooleanArray, TimestampMillisecondArray, UInt32Array};
+use arrow::compute::{concat_batches, filter_record_batch, take};
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
+use datafusion_physical_plan::aggregates::order::GroupOrdering;
+use weir_core::message::Watermark;
+use weir_core::spec::WindowJoinSpec;
+use weir_core::time::WindowAssigner;
+use weir_core::{Result, WeirError};
+
+use crate::pane_buffer::{bucket_by_id, emit_sliced};
+use crate::window::timestamps;
+use crate::{Operator, OperatorContext, Output};
+
+#[derive(Debug, Clone, Copy)]
+struct Session {
+    start: i64,
+    end: i64,
+    group: usize,
+}
+
+struct Side {
+    schema: SchemaRef,
+    key_indices: Vec<usize>,
+    ts_index: usize,
+    /// Buffered batches with the session group of each row.
+    rows: Vec<(RecordBatch, Vec<usize>)>,
+}
+
+/// Keyed session window join.
+pub struct SessionJoinOperator {
+    name: String,
+    gap: i64,
+    sides: [Side; 2],
+    keys: Box<dyn GroupValues>,
+    sessions: Vec<Vec<Session>>,
+    parent: Vec<usize>,
+    min_end: i64,
+    output_schema: SchemaRef,
+    batch_size: usize,
+    watermark: i64,
+    ids: Vec<usize>,
+    late_dropped: u64,
+    windows_fired: u64,
+}
+
+fn find(parent: &mut [usize], mut g: usize) -> usize {
+    while parent[g] != g {
+        parent[g] = parent[parent[g]];
+        g = parent[g];
+    }
+    g
+}
+
+impl SessionJoinOperator {
+    /// Build the operator for one subtask.
+    pub fn try_new(
+        name: String,
+        spec: &WindowJoinSpec,
+        output_schema: SchemaRef,
+        ctx: &OperatorContext,
+    ) -> Result<Self> {
+        let WindowAssigner::Session { gap } = spec.assigner else {
+            return Err(WeirError::plan(format!(
+                "{name}: not a session window join"
+            )));
+        };
+        let side = |schema: &SchemaRef, keys: &[String], rowtime: &str| -> Result<Side> {
+            Ok(Side {
+                schema: Arc::clone(schema),
+                key_indices: crate::column_indices(schema, keys)?,
+                ts_index: schema.index_of(rowtime)?,
+                rows: Vec::new(),
+            })
+        };
+        let left = side(&spec.left_schema, &spec.left_keys, &spec.left_rowtime)?;
+        let right = side(&spec.right_schema, &spec.right_keys, &spec.right_rowtime)?;
+        let key_schema = Arc::new(spec.left_schema.project(&left.key_indices)?);
+        Ok(Self {
+            name,
+            gap,
+            sides: [left, right],
+            keys: new_group_values(key_schema, &GroupOrdering::None)?,
+            sessions: Vec::new(),
+            parent: Vec::new(),
+            min_end: i64::MAX,
+            output_schema,
+            batch_size: ctx.config.batch_size,
+            watermark: i64::MIN,
+            ids: Vec::new(),
+            late_dropped: 0,
+            windows_fired: 0,
+        })
+    }
+
+    /// Assign a row of key `key` at `ts` to a session; `None` when late.
+    fn assign(&mut self, key: usize, ts: i64) -> Option<usize> {
+        let (start, end) = (ts, ts.saturating_add(self.gap));
+        let list = &mut self.sessions[key];
+        let first = list.partition_point(|s| s.end < start);
+        let last = list.partition_point(|s| s.start <= end);
+        if first == last {
+            if end.saturating_sub(1) <= self.watermark {
+                return None;
+            }
+            let group = self.parent.len();
+            self.parent.push(group);
+            list.insert(first, Session { start, end, group });
+            self.min_end = self.min_end.min(end);
+            return Some(group);
+        }
+        let merged = Session {
+            start: start.min(list[first].start),
+            end: end.max(list[last - 1].end),
+            group: list[first].group,
+        };
+        for s in &list[first + 1..last] {
+            self.parent[s.group] = merged.group;
+        }
+        list.splice(first..last, [merged]);
+        self.min_end = self.min_end.min(merged.end);
+        Some(merged.group)
+    }
+
+    /// Join the rows of the sessions the watermark closed; keep the others.
+    fn close_sessions(&mut self, out: &mut dyn Output) -> Result<()> {
+        const NONE: u32 = u32::MAX;
+        let groups = self.parent.len();
+        let roots: Vec<usize> = (0..groups).map(|g| find(&mut self.parent, g)).collect();
+        let mut closed = vec![NONE; groups];
+        let mut open = vec![NONE; groups];
+        let mut bounds: Vec<(i64, i64)> = Vec::new();
+        let mut next_open = 0usize;
+        let mut min_end = i64::MAX;
+        for list in &mut self.sessions {
+            list.retain_mut(|s| {
+                if s.end.saturating_sub(1) <= self.watermark {
+                    closed[s.group] = bounds.len() as u32;
+                    bounds.push((s.start, s.end));
+                    false
+                } else {
+                    open[s.group] = next_open as u32;
+                    s.group = next_open;
+                    next_open += 1;
+                    min_end = min_end.min(s.end);
+                    true
+                }
+            });
+        }
+        // Split each side's rows into closed (with session index) and kept.
+        let mut closed_rows: [Vec<RecordBatch>; 2] = [Vec::new(), Vec::new()];
+        let mut closed_ids: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
+        for (s, side) in self.sides.iter_mut().enumerate() {
+            let mut kept = Vec::new();
+            for (batch, groups) in side.rows.drain(..) {
+                let is_closed: BooleanArray = groups
+                    .iter()
+                    .map(|&g| Some(closed[roots[g]] != NONE))
+                    .collect();
+                if is_closed.true_count() > 0 {
+                    closed_rows[s].push(filter_record_batch(&batch, &is_closed)?);
+                    closed_ids[s].extend(
+                        groups
+                            .iter()
+                            .filter(|&&g| closed[roots[g]] != NONE)
+                            .map(|&g| closed[roots[g]] as usize),
+                    );
+                }
+                if is_closed.true_count() < groups.len() {
+                    let keep = arrow::compute::not(&is_closed)?;
+                    let rest = filter_record_batch(&batch, &keep)?;
+                    let rest_groups: Vec<usize> = groups
+                        .iter()
+                        .filter(|&&g| closed[roots[g]] == NONE)
+                        .map(|&g| open[roots[g]] as usize)
+                        .collect();
+                    kept.push((rest, rest_groups));
+                }
+            }
+            side.rows = kept;
+        }
+        self.parent = (0..next_open).collect();
+        self.min_end = min_end;
+        if bounds.is_empty() || closed_rows[0].is_empty() || closed_rows[1].is_empty() {
+            return Ok(());
+        }
+        let left = concat_batches(&self.sides[0].schema, &closed_rows[0])?;
+        let right = concat_batches(&self.sides[1].schema, &closed_rows[1])?;
+        let (offsets, bucketed) = bucket_by_id(&closed_ids[0], bounds.len());
+        let (mut li, mut ri, mut starts, mut ends) = (vec![], vec![], vec![], vec![]);
+        for (row, &session) in closed_ids[1].iter().enumerate() {
+            for &l in &bucketed[offsets[session] as usize..offsets[session + 1] as usize] {
+                li.push(l);
+                ri.push(row as u32);
+                starts.push(bounds[session].0);
+                ends.push(bounds[session].1);
+            }
+        }
+        if li.is_empty() {
+            return Ok(());
+        }
+        self.windows_fired += bounds.len() as u64;
+        let (li, ri) = (UInt32Array::from(li), UInt32Array::from(ri));
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(TimestampMillisecondArray::from(starts)),
+            Arc::new(TimestampMillisecondArray::from(ends)),
+        ];
+        for c in left.columns() {
+            columns.push(take(c.as_ref(), &li, None)?);
+        }
+        for c in right.columns() {
+            columns.push(take(c.as_ref(), &ri, None)?);
+        }
+        let joined = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
+            .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
+        emit_sliced(&joined, self.batch_size, out)
+    }
+}
+
+impl Operator for SessionJoinOperator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        self.process_input(0, batch, out)
+    }
+
+    fn process_input(
+        &mut self,
+        input: usize,
+        batch: RecordBatch,
+        _out: &mut dyn Output,
+    ) -> Result<()> {
+        if input > 1 {
+            return Err(WeirError::Execution(format!(
+                "{}: no input {input}",
+                self.name
+            )));
+        }
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let side = &self.sides[input];
+        let ts_name = batch.schema().field(side.ts_index).name().clone();
+        let ts = timestamps(batch.column(side.ts_index), &ts_name)?.to_vec();
+        let keys: Vec<ArrayRef> = side
+            .key_indices
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect();
+        let mut ids = std::mem::take(&mut self.ids);
+        self.keys.intern(&keys, &mut ids)?;
+        if self.sessions.len() < self.keys.len() {
+            self.sessions.resize(self.keys.len(), Vec::new());
+        }
+        // Per key newest first, as the session window aggregation does.
+        let mut order: Vec<u32> = (0..batch.num_rows() as u32).collect();
+        order.sort_unstable_by_key(|&i| (ids[i as usize], std::cmp::Reverse(ts[i as usize])));
+        let mut groups = vec![usize::MAX; batch.num_rows()];
+        for &i in &order {
+            let i = i as usize;
+            if let Some(g) = self.assign(ids[i], ts[i]) {
+                groups[i] = g;
+            }
+        }
+        self.ids = ids;
+        let late = groups.iter().filter(|&&g| g == usize::MAX).count();
+        let (batch, groups) = if late > 0 {
+            self.late_dropped += late as u64;
+            let keep: BooleanArray = groups.iter().map(|&g| Some(g != usize::MAX)).collect();
+            (
+                filter_record_batch(&batch, &keep)?,
+                groups.into_iter().filter(|&g| g != usize::MAX).collect(),
+            )
+        } else {
+            (batch, groups)
+        };
+        if batch.num_rows() > 0 {
+            self.sides[input].rows.push((batch, groups));
+        }
+        Ok(())
+    }
+
+    fn on_watermark(
+        &mut self,
+        watermark: Watermark,
+        out: &mut dyn Output,
+    ) -> Result<Option<Watermark>> {
+        self.watermark = self.watermark.max(watermark.0);
+        if self.min_end.saturating_sub(1) <= self.watermark {
+            self.close_sessions(out)?;
+        }
+        Ok(Some(watermark))
+    }
+
+    fn metrics(&self) -> Vec<(String, u64)> {
+        vec![
+            ("windows_fired".into(), self.windows_fired),
+            ("num_late_records_dropped".into(), self.late_dropped),
+        ]
+    }
+}
