@@ -434,68 +434,103 @@ proptest! {
 
 /// Session windows by Flink's merging rules, one record at a time; within a
 /// batch records are taken per key, newest first (Weir's documented order).
+/// A record whose merged window is past `end - 1 + lateness` is dropped;
+/// one that changes a session whose end has passed fires it again at the
+/// end of its batch (`is_update` when the session had fired before).
 fn session_reference(
     batches: &[Vec<(i64, i64, i64)>],
     gap: i64,
     bound: i64,
+    lateness: i64,
     streaming: bool,
-) -> (Vec<Row>, Vec<Event>) {
+) -> (Vec<(Row, bool)>, Vec<Event>) {
     type Acc = (i64, i64, i64, i64);
-    let mut open: BTreeMap<i64, Vec<(i64, i64, Acc)>> = BTreeMap::new();
+    // (start, end, acc, fired, dirty)
+    type S = (i64, i64, Acc, bool, bool);
+    let mut open: BTreeMap<i64, Vec<S>> = BTreeMap::new();
     let (mut wm, mut max_ts, mut dropped) = (i64::MIN, i64::MIN, Vec::new());
     let mut out = Vec::new();
-    let close = |open: &mut BTreeMap<i64, Vec<(i64, i64, Acc)>>, wm: i64, out: &mut Vec<Row>| {
+    let row = |k: i64, s: &S| {
+        let (c, sum, lo, hi) = s.2;
+        (
+            s.0,
+            s.1,
+            k,
+            c,
+            sum,
+            lo,
+            hi,
+            (sum as f64 / c as f64).to_bits(),
+        )
+    };
+    // Emit what is due at `wm`, then forget sessions past their lateness.
+    let settle = |open: &mut BTreeMap<i64, Vec<S>>, wm: i64, out: &mut Vec<(Row, bool)>| {
         for (&k, list) in open.iter_mut() {
-            list.retain(|&(s, e, (c, sum, lo, hi))| {
-                if e - 1 <= wm {
-                    out.push((s, e, k, c, sum, lo, hi, (sum as f64 / c as f64).to_bits()));
-                    false
-                } else {
-                    true
+            for s in list.iter_mut() {
+                if s.1 - 1 <= wm && (!s.3 || s.4) {
+                    out.push((row(k, s), s.3));
+                    s.3 = true;
+                    s.4 = false;
                 }
-            });
+            }
+            list.retain(|s| s.1 - 1 + lateness > wm);
         }
     };
     for batch in batches {
         let mut sorted = batch.clone();
         sorted.sort_by_key(|&(k, _, t)| (k, std::cmp::Reverse(t)));
+        let mut changed = false;
         for (k, v, t) in sorted {
             let list = open.entry(k).or_default();
             let (s, e) = (t, t + gap);
-            let (touching, rest): (Vec<_>, Vec<_>) =
-                list.drain(..).partition(|&(a, b, _)| a <= e && b >= s);
+            let (touching, rest): (Vec<S>, Vec<S>) =
+                list.drain(..).partition(|x| x.0 <= e && x.1 >= s);
             *list = rest;
-            if touching.is_empty() && e - 1 <= wm {
+            if touching.is_empty() && e - 1 + lateness <= wm {
                 dropped.push((k, v, t));
                 continue;
             }
-            let mut merged = (s, e, (1, v, v, v));
-            for (a, b, (c, sum, lo, hi)) in touching {
-                let m = &mut merged;
-                m.0 = m.0.min(a);
-                m.1 = m.1.max(b);
-                m.2 = (m.2.0 + c, m.2.1 + sum, m.2.2.min(lo), m.2.3.max(hi));
+            let mut merged: S = (s, e, (1, v, v, v), false, false);
+            for (a, b, (c, sum, lo, hi), fired, _) in touching {
+                merged.0 = merged.0.min(a);
+                merged.1 = merged.1.max(b);
+                merged.2 = (
+                    merged.2.0 + c,
+                    merged.2.1 + sum,
+                    merged.2.2.min(lo),
+                    merged.2.3.max(hi),
+                );
+                merged.3 |= fired;
             }
+            merged.4 = merged.1 - 1 <= wm;
+            changed |= merged.4;
             list.push(merged);
             list.sort_by_key(|x| x.0);
+        }
+        if changed {
+            settle(&mut open, wm, &mut out);
         }
         if streaming {
             max_ts = batch.iter().map(|r| r.2).fold(max_ts, i64::max);
             wm = wm.max(max_ts - bound - 1);
-            close(&mut open, wm, &mut out);
+            settle(&mut open, wm, &mut out);
         }
     }
-    close(&mut open, i64::MAX, &mut out);
+    settle(&mut open, i64::MAX, &mut out);
     out.sort();
     (out, dropped)
 }
 
-/// Batches of events, the session gap and the watermark bound.
-type SessionCase = (Vec<Vec<(i64, i64, i64)>>, i64, i64);
+/// Batches of events, the session gap, the watermark bound and the lateness.
+type SessionCase = (Vec<Vec<(i64, i64, i64)>>, i64, i64, i64);
 
 fn session_case() -> impl Strategy<Value = SessionCase> {
-    (prop::sample::select(vec![10i64, 50, 200]), 0i64..300)
-        .prop_flat_map(|(gap, bound)| {
+    (
+        prop::sample::select(vec![10i64, 50, 200]),
+        0i64..300,
+        prop::sample::select(vec![0i64, 0, 100, 400]),
+    )
+        .prop_flat_map(|(gap, bound, lateness)| {
             let event = (
                 0i64..3,
                 -100i64..100,
@@ -504,15 +539,20 @@ fn session_case() -> impl Strategy<Value = SessionCase> {
             )
                 .prop_map(move |(k, v, t, edge)| (k, v, t + edge * gap));
             let batch = prop::collection::vec(event, 1..30);
-            (prop::collection::vec(batch, 1..10), Just(gap), Just(bound))
+            (
+                prop::collection::vec(batch, 1..10),
+                Just(gap),
+                Just(bound),
+                Just(lateness),
+            )
         })
-        .prop_map(|(mut batches, gap, bound)| {
+        .prop_map(|(mut batches, gap, bound, lateness)| {
             for (i, b) in batches.iter_mut().enumerate() {
                 for e in b.iter_mut() {
                     e.2 += i as i64 * 150;
                 }
             }
-            (batches, gap, bound)
+            (batches, gap, bound, lateness)
         })
 }
 
@@ -520,12 +560,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 96, .. ProptestConfig::default() })]
 
     #[test]
-    fn sessions_match_naive_reference((batches, gap, bound) in session_case()) {
+    fn sessions_match_naive_reference((batches, gap, bound, lateness) in session_case()) {
         let assigner = WindowAssigner::Session { gap };
         let side = (batches.len() % 2 == 0).then(CollectHandle::new);
-        let (out, late) = run_assigner(&batches, assigner, bound, 0, 1, RuntimeMode::Streaming, side.as_ref());
-        let (expected, mut expected_late) = session_reference(&batches, gap, bound, true);
-        let mut rows: Vec<Row> = weir_rows(&out).into_iter().map(|(r, _)| r).collect();
+        let (out, late) = run_assigner(&batches, assigner, bound, lateness, 1, RuntimeMode::Streaming, side.as_ref());
+        let (expected, mut expected_late) = session_reference(&batches, gap, bound, lateness, true);
+        let mut rows = weir_rows(&out);
         rows.sort();
         prop_assert_eq!(rows, expected);
         match side {
@@ -538,9 +578,9 @@ proptest! {
             }
             None => prop_assert_eq!(late, expected_late.len() as u64),
         }
-        let (out, late) = run_assigner(&batches, assigner, bound, 0, 2, RuntimeMode::Batch, None);
-        let (expected, _) = session_reference(&batches, gap, bound, false);
-        let mut rows: Vec<Row> = weir_rows(&out).into_iter().map(|(r, _)| r).collect();
+        let (out, late) = run_assigner(&batches, assigner, bound, lateness, 2, RuntimeMode::Batch, None);
+        let (expected, _) = session_reference(&batches, gap, bound, lateness, false);
+        let mut rows = weir_rows(&out);
         rows.sort();
         prop_assert_eq!(rows, expected);
         prop_assert_eq!(late, 0);

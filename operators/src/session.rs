@@ -36,6 +36,10 @@ struct Session {
     start: i64,
     end: i64,
     group: usize,
+    /// Emitted at least once (a later emission is an update).
+    fired: bool,
+    /// Changed by a late record after its end passed: emit again.
+    dirty: bool,
 }
 
 /// Keyed session windows with incremental aggregation.
@@ -44,6 +48,7 @@ pub struct SessionWindowOperator {
     aggregates: Aggregates,
     ts_index: usize,
     gap: i64,
+    lateness: i64,
     late: LateRecords,
     output_schema: SchemaRef,
     batch_size: usize,
@@ -53,8 +58,11 @@ pub struct SessionWindowOperator {
     accumulators: Vec<Box<dyn GroupsAccumulator>>,
     /// Union-find over group ids: merged sessions point to the survivor.
     parent: Vec<usize>,
-    /// No open session ends before this (a lower bound).
-    min_end: i64,
+    /// Nothing is due before this time: the earliest end of an unfired
+    /// session, or the end of a fired one's lateness.
+    next_due: i64,
+    /// Some session needs a late firing now.
+    any_dirty: bool,
     watermark: i64,
     key_ids: Vec<usize>,
     windows_fired: u64,
@@ -90,6 +98,7 @@ impl SessionWindowOperator {
                     .ok_or_else(|| WeirError::plan("session windows need event time"))?,
             )?,
             gap,
+            lateness: spec.allowed_lateness,
             late: LateRecords::new(spec.late_data_tag.clone()),
             output_schema,
             batch_size: ctx.config.batch_size,
@@ -97,7 +106,8 @@ impl SessionWindowOperator {
             sessions: Vec::new(),
             accumulators: fresh.accumulators,
             parent: Vec::new(),
-            min_end: i64::MAX,
+            next_due: i64::MAX,
+            any_dirty: false,
             watermark: i64::MIN,
             key_ids: Vec::new(),
             windows_fired: 0,
@@ -123,38 +133,51 @@ impl SessionWindowOperator {
         self.sessions.iter().map(Vec::len).sum()
     }
 
-    fn new_group(&mut self) -> usize {
-        let g = self.parent.len();
-        self.parent.push(g);
-        g
-    }
-
-    /// Assign a record of key `key` at `ts` to a session; `None` when late.
+    /// Assign a record of key `key` at `ts` to a session; `None` when late
+    /// (its window, merged with what it touches, is past its lateness).
     fn assign(&mut self, key: usize, ts: i64) -> Option<usize> {
         let (start, end) = (ts, ts.saturating_add(self.gap));
+        let wm = self.watermark;
         let list = &mut self.sessions[key];
         // Sessions that overlap or touch [start, end).
         let first = list.partition_point(|s| s.end < start);
         let last = list.partition_point(|s| s.start <= end);
         if first == last {
-            if end.saturating_sub(1) <= self.watermark {
+            if end.saturating_sub(1).saturating_add(self.lateness) <= wm {
                 return None;
             }
-            let group = self.new_group();
-            self.sessions[key].insert(first, Session { start, end, group });
-            self.min_end = self.min_end.min(end);
+            let group = self.parent.len();
+            self.parent.push(group);
+            let dirty = end.saturating_sub(1) <= wm;
+            self.any_dirty |= dirty;
+            self.next_due = self.next_due.min(end.saturating_sub(1));
+            self.sessions[key].insert(
+                first,
+                Session {
+                    start,
+                    end,
+                    group,
+                    fired: false,
+                    dirty,
+                },
+            );
             return Some(group);
         }
+        let fired = list[first..last].iter().any(|s| s.fired);
+        let merged_end = end.max(list[last - 1].end);
         let merged = Session {
             start: start.min(list[first].start),
-            end: end.max(list[last - 1].end),
+            end: merged_end,
             group: list[first].group,
+            fired,
+            dirty: merged_end.saturating_sub(1) <= wm,
         };
         for s in &list[first + 1..last] {
             self.parent[s.group] = merged.group;
         }
         list.splice(first..last, [merged]);
-        self.min_end = self.min_end.min(merged.end);
+        self.any_dirty |= merged.dirty;
+        self.next_due = self.next_due.min(merged_end.saturating_sub(1));
         Some(merged.group)
     }
 
@@ -172,22 +195,34 @@ impl SessionWindowOperator {
         let mut open_sessions: Vec<Vec<Session>> = Vec::new();
         let mut next_open = 0usize;
         let mut min_end = i64::MAX;
+        let mut updates: Vec<bool> = Vec::new();
         for (key, list) in self.sessions.iter().enumerate() {
             let mut kept = Vec::new();
             for s in list {
-                if s.end.saturating_sub(1) <= self.watermark {
+                let last = s.end.saturating_sub(1);
+                if last <= self.watermark && (!s.fired || s.dirty) {
                     closed_index[s.group] = closed_starts.len() as u32;
                     closed_starts.push(s.start);
                     closed_ends.push(s.end);
                     closed_keys.push(key as u32);
-                } else {
+                    updates.push(s.fired);
+                }
+                // Kept until the watermark passes its end plus the lateness.
+                if last.saturating_add(self.lateness) > self.watermark {
                     open_index[s.group] = next_open as u32;
+                    let fired = s.fired || last <= self.watermark;
                     kept.push(Session {
                         group: next_open,
+                        fired,
+                        dirty: false,
                         ..*s
                     });
                     next_open += 1;
-                    min_end = min_end.min(s.end);
+                    min_end = min_end.min(if fired {
+                        last.saturating_add(self.lateness)
+                    } else {
+                        last
+                    });
                 }
             }
             if !kept.is_empty() {
@@ -222,6 +257,9 @@ impl SessionWindowOperator {
             for a in &mut results {
                 columns.push(a.evaluate(EmitTo::All)?);
             }
+            if self.lateness > 0 {
+                columns.push(Arc::new(BooleanArray::from(updates)));
+            }
             let batch = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
                 .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
             self.windows_fired += closed as u64;
@@ -252,7 +290,8 @@ impl SessionWindowOperator {
         self.accumulators = fresh.accumulators;
         self.sessions = open_sessions;
         self.parent = (0..next_open).collect();
-        self.min_end = min_end;
+        self.next_due = min_end;
+        self.any_dirty = false;
         Ok(())
     }
 }
@@ -289,17 +328,22 @@ impl Operator for SessionWindowOperator {
         let total = self.parent.len();
         let late = groups.iter().filter(|&&g| g == usize::MAX).count();
         if late == 0 {
-            return self
-                .aggregates
-                .update(&mut self.accumulators, &batch, &groups, total);
+            self.aggregates
+                .update(&mut self.accumulators, &batch, &groups, total)?;
+        } else {
+            let mask: BooleanArray = groups.iter().map(|&g| Some(g != usize::MAX)).collect();
+            let kept = filter_record_batch(&batch, &mask)?;
+            let late_rows = filter_record_batch(&batch, &arrow::compute::not(&mask)?)?;
+            self.late.handle(&late_rows, out)?;
+            let ids: Vec<usize> = groups.into_iter().filter(|&g| g != usize::MAX).collect();
+            self.aggregates
+                .update(&mut self.accumulators, &kept, &ids, total)?;
         }
-        let mask: BooleanArray = groups.iter().map(|&g| Some(g != usize::MAX)).collect();
-        let kept = filter_record_batch(&batch, &mask)?;
-        let late_rows = filter_record_batch(&batch, &arrow::compute::not(&mask)?)?;
-        self.late.handle(&late_rows, out)?;
-        let ids: Vec<usize> = groups.into_iter().filter(|&g| g != usize::MAX).collect();
-        self.aggregates
-            .update(&mut self.accumulators, &kept, &ids, total)
+        // Late records changed sessions whose end had passed: fire them now.
+        if self.any_dirty {
+            self.close_sessions(out)?;
+        }
+        Ok(())
     }
 
     fn on_watermark(
@@ -309,7 +353,7 @@ impl Operator for SessionWindowOperator {
     ) -> Result<Option<Watermark>> {
         self.watermark = self.watermark.max(watermark.0);
         self.state_bytes_max = self.state_bytes_max.max(self.state_bytes() as u64);
-        if self.min_end.saturating_sub(1) <= self.watermark {
+        if self.next_due <= self.watermark || self.any_dirty {
             self.close_sessions(out)?;
         }
         Ok(Some(watermark))

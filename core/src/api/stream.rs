@@ -985,11 +985,6 @@ impl WindowedStream {
         }
         let allowed_lateness = self.allowed_lateness.as_millis() as i64;
         if allowed_lateness > 0 {
-            if matches!(self.assigner, WindowAssigner::Session { .. }) {
-                return Err(WeirError::plan(
-                    "allowed lateness is not supported for session windows yet",
-                ));
-            }
             fields.push(Field::new(
                 "is_update",
                 arrow::datatypes::DataType::Boolean,
