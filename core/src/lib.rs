@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod channel;
 pub mod config;
 pub mod error;
 pub mod graph;

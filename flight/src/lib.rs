@@ -1,11 +1,18 @@
 //! # weir-flight
 //!
-//! Arrow Flight between workers and towards clients: the network
-//! implementation of `weir_worker::channel::{ChannelSender, ChannelReceiver}`
-//! (IPC batches plus in-band control batches for watermarks, barriers,
-//! idleness and end-of-stream) and the client-facing sink endpoint. The
-//! distributed-runtime issue fills this crate; in-process jobs use the local
-//! channels of `weir-worker`, which have the same semantics.
+//! Arrow Flight between workers: the network implementation of
+//! [`weir_core::channel`]'s `ChannelSender` / `ChannelReceiver`. Data batches
+//! travel as Arrow IPC (arrow-flight's encoder, dictionaries sent with each
+//! batch); watermarks, barriers, idleness and end-of-stream travel in
+//! the same `do_put` stream as body-less messages whose `app_metadata`
+//! carries them, so they keep their place relative to the data.
+//!
+//! The design sketch encodes control messages as small control *batches*;
+//! metadata-only Flight messages do the same job without inventing a batch
+//! schema, and any Flight client still sees a valid stream.
 #![warn(missing_docs)]
 
-pub use weir_core::message::StreamMessage;
+pub mod codec;
+pub mod exchange;
+
+pub use exchange::{ExchangeServer, FlightChannelSender};

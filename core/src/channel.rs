@@ -1,0 +1,32 @@
+//! The channel contract between tasks.
+//!
+//! A channel carries [`StreamMessage`]s from one producer subtask to one
+//! consumer subtask, in order, with a bounded capacity: a full channel makes
+//! the producer wait, which is how back-pressure travels up to the sources.
+//! Within a process a channel is a bounded in-memory queue (`weir-worker`);
+//! across processes an Arrow Flight stream (`weir-flight`) implements the
+//! same traits with the same semantics.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::error::Result;
+use crate::message::StreamMessage;
+
+/// A boxed future of a channel operation.
+pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>>;
+
+/// The producing end of a channel.
+pub trait ChannelSender: Send {
+    /// Send one message, waiting while the channel is full. Fails when the
+    /// consumer is gone (its task failed or was cancelled).
+    fn send(&mut self, message: StreamMessage) -> SendFuture<'_>;
+}
+
+/// The consuming end of a channel.
+pub trait ChannelReceiver: Send {
+    /// Poll for the next message. `Ready(None)` means the producer went away
+    /// without sending end-of-stream, which the input gate reports as an error.
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<StreamMessage>>>;
+}

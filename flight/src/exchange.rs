@@ -1,0 +1,318 @@
+//! Channels over Arrow Flight.
+//!
+//! The consumer side hosts a [`ExchangeServer`]: it registers the channels
+//! it expects (by opaque channel id) and serves `do_put`. A producer opens a
+//! [`FlightChannelSender`] with the server's address and the channel id; its
+//! messages flow as one `do_put` stream. Back-pressure is end to end: the
+//! receiver's queue is bounded, a full queue stops the server reading the
+//! stream, HTTP/2 flow control then stops the client, and the client's own
+//! bounded queue makes `send` wait.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
+use arrow_flight::flight_service_client::FlightServiceClient;
+use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
+    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+};
+use futures::stream::{BoxStream, StreamExt};
+use tokio::sync::mpsc;
+use tonic::{Request, Response, Status, Streaming};
+use weir_core::channel::{ChannelReceiver, ChannelSender, SendFuture};
+use weir_core::message::StreamMessage;
+use weir_core::{Result, WeirError};
+
+use crate::codec::{MessageEncoder, decode_control};
+
+type Registry = Arc<Mutex<HashMap<String, mpsc::Sender<Result<StreamMessage>>>>>;
+
+/// The consumer side: a Flight server receiving the channels registered on it.
+#[derive(Clone, Default)]
+pub struct ExchangeServer {
+    registry: Registry,
+}
+
+impl ExchangeServer {
+    /// A server with no channels yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Expect channel `id`; its messages queue up to `capacity` deep.
+    pub fn register(&self, id: &str, capacity: usize) -> Box<dyn ChannelReceiver> {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        self.registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string(), tx);
+        Box::new(FlightChannelReceiver { rx })
+    }
+
+    /// Serve on `addr` (port 0 picks one) until the returned handle is
+    /// dropped or aborted; returns the bound address.
+    pub async fn serve(
+        &self,
+        addr: SocketAddr,
+    ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| WeirError::io(addr.to_string(), e))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| WeirError::io(addr.to_string(), e))?;
+        let service = FlightServiceServer::new(self.clone());
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        let handle = tokio::spawn(async move {
+            if let Err(e) = tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(incoming)
+                .await
+            {
+                tracing::error!("Flight exchange server stopped: {e}");
+            }
+        });
+        Ok((bound, handle))
+    }
+}
+
+struct FlightChannelReceiver {
+    rx: mpsc::Receiver<Result<StreamMessage>>,
+}
+
+impl ChannelReceiver for FlightChannelReceiver {
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<StreamMessage>>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+fn channel_id(descriptor: Option<&FlightDescriptor>) -> std::result::Result<String, Status> {
+    let d = descriptor.ok_or_else(|| {
+        Status::invalid_argument("the first message must carry the channel descriptor")
+    })?;
+    String::from_utf8(d.cmd.to_vec())
+        .map_err(|_| Status::invalid_argument("channel id is not UTF-8"))
+}
+
+#[tonic::async_trait]
+impl FlightService for ExchangeServer {
+    type HandshakeStream = BoxStream<'static, std::result::Result<HandshakeResponse, Status>>;
+    type ListFlightsStream = BoxStream<'static, std::result::Result<FlightInfo, Status>>;
+    type DoGetStream = BoxStream<'static, std::result::Result<FlightData, Status>>;
+    type DoPutStream = BoxStream<'static, std::result::Result<PutResult, Status>>;
+    type DoActionStream = BoxStream<'static, std::result::Result<arrow_flight::Result, Status>>;
+    type ListActionsStream = BoxStream<'static, std::result::Result<ActionType, Status>>;
+    type DoExchangeStream = BoxStream<'static, std::result::Result<FlightData, Status>>;
+
+    async fn do_put(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> std::result::Result<Response<Self::DoPutStream>, Status> {
+        let mut stream = request.into_inner().peekable();
+        let first = std::pin::Pin::new(&mut stream)
+            .peek()
+            .await
+            .ok_or_else(|| Status::invalid_argument("empty exchange stream"))?
+            .as_ref()
+            .map_err(|e| e.clone())?;
+        let id = channel_id(first.flight_descriptor.as_ref())?;
+        let tx = self
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id)
+            .ok_or_else(|| Status::not_found(format!("no channel '{id}' is expected here")))?;
+        let flights =
+            stream.map(|r| r.map_err(|s| arrow_flight::error::FlightError::Tonic(Box::new(s))));
+        let mut decoder = FlightDataDecoder::new(flights);
+        while let Some(item) = decoder.next().await {
+            let message = match item {
+                Ok(decoded) => match decoded.payload {
+                    DecodedPayload::RecordBatch(batch) => StreamMessage::Data(batch),
+                    DecodedPayload::Schema(_) => continue,
+                    DecodedPayload::None => match decode_control(&decoded.inner.app_metadata) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            let _ = tx.send(Err(e)).await;
+                            return Err(Status::invalid_argument("malformed control message"));
+                        }
+                    },
+                },
+                Err(e) => {
+                    let _ = tx
+                        .send(Err(WeirError::Execution(format!("channel '{id}': {e}"))))
+                        .await;
+                    return Err(Status::internal(format!("channel '{id}': {e}")));
+                }
+            };
+            let end = matches!(message, StreamMessage::EndOfStream);
+            // A full queue stops reading here: HTTP/2 flow control does the rest.
+            if tx.send(Ok(message)).await.is_err() {
+                return Err(Status::cancelled(format!(
+                    "channel '{id}': the consumer is gone"
+                )));
+            }
+            if end {
+                break;
+            }
+        }
+        Ok(Response::new(futures::stream::empty().boxed()))
+    }
+
+    async fn handshake(
+        &self,
+        _: Request<Streaming<HandshakeRequest>>,
+    ) -> std::result::Result<Response<Self::HandshakeStream>, Status> {
+        Err(Status::unimplemented("handshake"))
+    }
+    async fn list_flights(
+        &self,
+        _: Request<Criteria>,
+    ) -> std::result::Result<Response<Self::ListFlightsStream>, Status> {
+        Err(Status::unimplemented("list_flights"))
+    }
+    async fn get_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<FlightInfo>, Status> {
+        Err(Status::unimplemented("get_flight_info"))
+    }
+    async fn poll_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<PollInfo>, Status> {
+        Err(Status::unimplemented("poll_flight_info"))
+    }
+    async fn get_schema(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<SchemaResult>, Status> {
+        Err(Status::unimplemented("get_schema"))
+    }
+    async fn do_get(
+        &self,
+        _: Request<Ticket>,
+    ) -> std::result::Result<Response<Self::DoGetStream>, Status> {
+        Err(Status::unimplemented("do_get"))
+    }
+    async fn do_action(
+        &self,
+        _: Request<Action>,
+    ) -> std::result::Result<Response<Self::DoActionStream>, Status> {
+        Err(Status::unimplemented("do_action"))
+    }
+    async fn list_actions(
+        &self,
+        _: Request<Empty>,
+    ) -> std::result::Result<Response<Self::ListActionsStream>, Status> {
+        Err(Status::unimplemented("list_actions"))
+    }
+    async fn do_exchange(
+        &self,
+        _: Request<Streaming<FlightData>>,
+    ) -> std::result::Result<Response<Self::DoExchangeStream>, Status> {
+        Err(Status::unimplemented("do_exchange"))
+    }
+}
+
+/// The producer side of a channel over Flight.
+pub struct FlightChannelSender {
+    id: String,
+    encoder: MessageEncoder,
+    tx: Option<mpsc::Sender<FlightData>>,
+    call: Option<tokio::task::JoinHandle<std::result::Result<(), Status>>>,
+    first: bool,
+}
+
+impl FlightChannelSender {
+    /// Open channel `id` to the exchange server at `addr`; at most
+    /// `capacity` encoded messages wait on this side.
+    pub async fn connect(addr: SocketAddr, id: &str, capacity: usize) -> Result<Self> {
+        let endpoint = format!("http://{addr}");
+        let channel = tonic::transport::Endpoint::from_shared(endpoint.clone())
+            .map_err(|e| WeirError::Execution(format!("bad exchange address {endpoint}: {e}")))?
+            .connect()
+            .await
+            .map_err(|e| {
+                WeirError::Execution(format!("cannot reach the exchange at {endpoint}: {e}"))
+            })?;
+        let mut client = FlightServiceClient::new(channel);
+        let (tx, rx) = mpsc::channel::<FlightData>(capacity.max(1));
+        let call = tokio::spawn(async move {
+            let frames = futures::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|frame| (frame, rx))
+            });
+            let mut responses = client.do_put(frames).await?.into_inner();
+            while let Some(r) = responses.next().await {
+                r?;
+            }
+            Ok(())
+        });
+        Ok(Self {
+            id: id.to_string(),
+            encoder: MessageEncoder::default(),
+            tx: Some(tx),
+            call: Some(call),
+            first: true,
+        })
+    }
+
+    async fn failure(&mut self) -> WeirError {
+        let reason = match self.call.take() {
+            Some(call) => match call.await {
+                Ok(Err(status)) => status.message().to_string(),
+                Ok(Ok(())) => "the stream ended".into(),
+                Err(e) => e.to_string(),
+            },
+            None => "the channel is closed".into(),
+        };
+        WeirError::Execution(format!("Flight channel '{}' failed: {reason}", self.id))
+    }
+
+    async fn send_message(&mut self, message: StreamMessage) -> Result<()> {
+        let end = matches!(message, StreamMessage::EndOfStream);
+        let mut frames = self.encoder.encode(&message).await?;
+        if self.first {
+            if let Some(f) = frames.first_mut() {
+                f.flight_descriptor = Some(FlightDescriptor::new_cmd(self.id.clone()));
+            }
+            self.first = false;
+        }
+        for frame in frames {
+            let Some(tx) = &self.tx else {
+                return Err(self.failure().await);
+            };
+            if tx.send(frame).await.is_err() {
+                return Err(self.failure().await);
+            }
+        }
+        if end {
+            // Close the stream and wait for the server to take everything.
+            self.tx = None;
+            if let Some(call) = self.call.take() {
+                match call.await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(status)) => {
+                        return Err(WeirError::Execution(format!(
+                            "Flight channel '{}' failed: {}",
+                            self.id,
+                            status.message()
+                        )));
+                    }
+                    Err(e) => return Err(WeirError::Execution(e.to_string())),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ChannelSender for FlightChannelSender {
+    fn send(&mut self, message: StreamMessage) -> SendFuture<'_> {
+        Box::pin(self.send_message(message))
+    }
+}
