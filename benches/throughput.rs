@@ -10,6 +10,8 @@
 //! (d) sliding 10 s / 2 s, (e) cumulating 2 s / 10 s, (f) 50 ms sessions
 //!     over 100,000 keys — all with count + sum
 //! (g) interval join of two generators on key within [0, 50 ms]
+//! (h) pipeline (b) at parallelism 2 with its exchange in memory and over
+//!     Arrow Flight on loopback (24 bytes per event cross the exchange)
 //! (c) the same window in batch mode over Parquet files (written once by Weir
 //!     into `target/weir-bench/events`; `benches/peers/run.sh` runs DuckDB and
 //!     DataFusion on the same files)
@@ -265,6 +267,18 @@ fn main() {
         events / 4,
         1,
         interval_join_job(events / 4),
+    );
+    // (h): the same keyed window with its hash exchange over Arrow Flight on
+    // loopback instead of in-memory queues.
+    let flight = window_job(generator(events / 4), tumble, 2, streaming);
+    flight.configure(|c| c.exchange = weir_core::ExchangeMode::Flight);
+    let local = window_job(generator(events / 4), tumble, 2, streaming);
+    measure("(h) (b) at p=2, exchange in memory", events / 4, 2, local);
+    measure(
+        "(h) (b) at p=2, exchange over Flight",
+        events / 4,
+        2,
+        flight,
     );
     let parquet_events_n: u64 = std::env::var("WEIR_BENCH_PARQUET_EVENTS")
         .ok()

@@ -638,3 +638,52 @@ fn window_definitions_are_validated_when_the_job_is_built() {
         "{e}"
     );
 }
+
+#[test]
+fn flight_exchange_gives_the_same_results_as_local_queues() {
+    use weir_core::ExchangeMode;
+    use weir_core::spec::AggregateSpec;
+    use weir_core::time::SlidingEventTimeWindows;
+    let run = |exchange: ExchangeMode| {
+        let env = weir_worker::local_environment().unwrap();
+        env.set_parallelism(2);
+        env.configure(|c| {
+            c.exchange = exchange;
+            c.batch_size = 1000;
+        });
+        let spec = GeneratorSpec::new(Some(60_000))
+            .column("k", ColumnGen::Key { cardinality: 50 })
+            .column("v", ColumnGen::UniformInt { min: 0, max: 100 })
+            .column(
+                "ts",
+                ColumnGen::EventTime {
+                    start_ms: 0,
+                    events_per_second: 10_000,
+                    max_out_of_orderness_ms: 200,
+                },
+            );
+        let out = CollectHandle::new();
+        env.from_source(
+            SourceSpec::Generator(spec),
+            WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(300)),
+            "events",
+        )
+        .unwrap()
+        .key_by(&["k"])
+        .unwrap()
+        .window(SlidingEventTimeWindows::of(
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+        ))
+        .aggregate(vec![AggregateSpec::count_star(), AggregateSpec::sum("v")])
+        .unwrap()
+        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .unwrap();
+        let result = env.execute("exchange").unwrap();
+        assert_eq!(result.counter("num_late_records_dropped"), 0);
+        sorted_rows(&out.batches())
+    };
+    let local = run(ExchangeMode::Local);
+    assert!(local.len() > 100);
+    assert_eq!(run(ExchangeMode::Flight), local);
+}

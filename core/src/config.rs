@@ -20,6 +20,17 @@ pub enum RuntimeMode {
     Batch,
 }
 
+/// How tasks of one process exchange records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExchangeMode {
+    /// Bounded in-memory queues.
+    #[default]
+    Local,
+    /// Arrow Flight streams over loopback, as between worker processes
+    /// (for measuring and testing the network path in one process).
+    Flight,
+}
+
 /// Job-wide configuration. Every field is documented with its default.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WeirConfig {
@@ -48,6 +59,9 @@ pub struct WeirConfig {
     /// `pipeline.auto-watermark-interval`. Zero emits one after every batch.
     /// Default 200 ms. `WEIR_WATERMARK_INTERVAL_MS`.
     pub watermark_interval: Duration,
+    /// How the local executor connects tasks. Default local queues.
+    /// `WEIR_EXCHANGE` (`local` | `flight`).
+    pub exchange: ExchangeMode,
 }
 
 impl Default for WeirConfig {
@@ -61,6 +75,7 @@ impl Default for WeirConfig {
             runtime_mode: RuntimeMode::Streaming,
             chaining_enabled: true,
             watermark_interval: Duration::from_millis(200),
+            exchange: ExchangeMode::Local,
         }
     }
 }
@@ -96,6 +111,17 @@ impl WeirConfig {
         }
         if let Some(v) = parse_env("WEIR_CHANNEL_CAPACITY")? {
             self.channel_capacity = v;
+        }
+        if let Ok(v) = std::env::var("WEIR_EXCHANGE") {
+            self.exchange = match v.to_ascii_lowercase().as_str() {
+                "local" => ExchangeMode::Local,
+                "flight" => ExchangeMode::Flight,
+                _ => {
+                    return Err(WeirError::Config(format!(
+                        "WEIR_EXCHANGE={v:?}: expected 'local' or 'flight'"
+                    )));
+                }
+            };
         }
         if let Ok(v) = std::env::var("WEIR_RUNTIME_MODE") {
             self.runtime_mode = match v.to_ascii_lowercase().as_str() {

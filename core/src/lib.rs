@@ -46,6 +46,6 @@ pub mod spec;
 pub mod time;
 
 pub use api::{DataStream, KeyedStream, StreamExecutionEnvironment, WindowedStream};
-pub use config::{RuntimeMode, WeirConfig};
+pub use config::{ExchangeMode, RuntimeMode, WeirConfig};
 pub use error::{Result, WeirError};
 pub use message::{CheckpointBarrier, StreamMessage, Watermark};

@@ -316,3 +316,37 @@ impl ChannelSender for FlightChannelSender {
         Box::pin(self.send_message(message))
     }
 }
+
+/// A [`FlightChannelSender`] that connects on its first message, from
+/// inside the task that owns it.
+pub struct LazyFlightSender {
+    addr: SocketAddr,
+    id: String,
+    capacity: usize,
+    inner: Option<FlightChannelSender>,
+}
+
+impl LazyFlightSender {
+    /// A sender for channel `id` at `addr`.
+    pub fn new(addr: SocketAddr, id: String, capacity: usize) -> Self {
+        Self {
+            addr,
+            id,
+            capacity,
+            inner: None,
+        }
+    }
+}
+
+impl ChannelSender for LazyFlightSender {
+    fn send(&mut self, message: StreamMessage) -> SendFuture<'_> {
+        Box::pin(async move {
+            if self.inner.is_none() {
+                self.inner =
+                    Some(FlightChannelSender::connect(self.addr, &self.id, self.capacity).await?);
+            }
+            let inner = self.inner.as_mut().expect("connected above");
+            inner.send_message(message).await
+        })
+    }
+}

@@ -15,4 +15,4 @@
 pub mod codec;
 pub mod exchange;
 
-pub use exchange::{ExchangeServer, FlightChannelSender};
+pub use exchange::{ExchangeServer, FlightChannelSender, LazyFlightSender};

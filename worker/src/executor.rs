@@ -7,11 +7,12 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 use weir_core::api::StreamExecutionEnvironment;
-use weir_core::config::WeirConfig;
+use weir_core::config::{ExchangeMode, WeirConfig};
 use weir_core::graph::{JobClient, JobExecutor, JobGraph, JobResult, StreamNodeKind, TaskMetrics};
 use weir_core::keys::KeyGroupRange;
 use weir_core::message::Watermark;
 use weir_core::{Result, WeirError};
+use weir_flight::{ExchangeServer, LazyFlightSender};
 use weir_operators::partition::BatchPartitioner;
 use weir_operators::{OperatorContext, create_operator, create_source};
 
@@ -38,7 +39,7 @@ impl JobExecutor for LocalExecutor {
         let cancel = Arc::new(cancel);
         let cancelled = Arc::new(AtomicBool::new(false));
         let name = job.job_name.clone();
-        let tasks = build_tasks(&job)?;
+        let (tasks, host) = build_tasks(&job)?;
         let watermarks = tasks
             .iter()
             .map(|(t, _)| (t.name.clone(), Arc::clone(&t.watermark)))
@@ -46,7 +47,11 @@ impl JobExecutor for LocalExecutor {
         let signal = Arc::clone(&cancel);
         let thread = std::thread::Builder::new()
             .name(format!("weir job: {name}").chars().take(60).collect())
-            .spawn(move || run_tasks(job, tasks, signal))
+            .spawn(move || {
+                let result = run_tasks(job, tasks, signal);
+                drop(host);
+                result
+            })
             .map_err(|e| WeirError::Execution(format!("cannot start job thread: {e}")))?;
         Ok(Box::new(LocalJob {
             name,
@@ -105,8 +110,10 @@ impl JobClient for LocalJob {
 /// stalls only its own task, and back-pressure does the rest). The first
 /// failure cancels every other task; the root cause is returned.
 pub fn run_job(job: JobGraph) -> Result<JobResult> {
-    let tasks = build_tasks(&job)?;
-    run_tasks(job, tasks, Arc::new(watch::channel(false).0))
+    let (tasks, host) = build_tasks(&job)?;
+    let result = run_tasks(job, tasks, Arc::new(watch::channel(false).0));
+    drop(host);
+    result
 }
 
 /// Run built tasks until they end or `cancel_tx` is set.
@@ -130,7 +137,7 @@ fn run_tasks(
                 let name = task.name.clone();
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let runtime = tokio::runtime::Builder::new_current_thread()
-                        .enable_time()
+                        .enable_all()
                         .build()
                         .map_err(|e| WeirError::Execution(format!("cannot start runtime: {e}")))?;
                     runtime.block_on(async move {
@@ -199,7 +206,44 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 type InputChannelEnd = (usize, Box<dyn ChannelReceiver>);
 
 /// Instantiate the tasks of `job`: operators, sources, and local channels.
-pub fn build_tasks(job: &JobGraph) -> Result<Vec<(Task, TaskInput)>> {
+/// The Flight exchange of a job run with [`ExchangeMode::Flight`]: a
+/// loopback server on its own runtime, alive as long as this value.
+pub struct ExchangeHost {
+    server: ExchangeServer,
+    addr: std::net::SocketAddr,
+    _serving: tokio::task::JoinHandle<()>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl ExchangeHost {
+    fn start() -> Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("weir-exchange")
+            .enable_all()
+            .build()
+            .map_err(|e| WeirError::Execution(format!("cannot start the exchange runtime: {e}")))?;
+        let server = ExchangeServer::new();
+        let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let (addr, serving) = runtime.block_on(server.serve(loopback))?;
+        Ok(Self {
+            server,
+            addr,
+            _serving: serving,
+            _runtime: runtime,
+        })
+    }
+}
+
+/// Tasks of a job, and the exchange they need (if any).
+pub type BuiltTasks = (Vec<(Task, TaskInput)>, Option<ExchangeHost>);
+
+/// Instantiate the tasks of `job`: operators, sources, and channels.
+pub fn build_tasks(job: &JobGraph) -> Result<BuiltTasks> {
+    let host = match job.config.exchange {
+        ExchangeMode::Local => None,
+        ExchangeMode::Flight => Some(ExchangeHost::start()?),
+    };
     let exec = job.execution_graph();
     let capacity = job.config.channel_capacity;
     // senders[(edge, producer)] ordered by consumer; receivers[(vertex, subtask)].
@@ -211,7 +255,13 @@ pub fn build_tasks(job: &JobGraph) -> Result<Vec<(Task, TaskInput)>> {
             "{}.{}->{}.{}",
             edge.source, c.producer, edge.target, c.consumer
         );
-        let (tx, rx) = local_channel(capacity, name);
+        let (tx, rx): (Box<dyn ChannelSender>, Box<dyn ChannelReceiver>) = match &host {
+            None => local_channel(capacity, name),
+            Some(h) => (
+                Box::new(LazyFlightSender::new(h.addr, name.clone(), capacity)),
+                h.server.register(&name, capacity),
+            ),
+        };
         senders
             .entry((c.job_edge, c.producer))
             .or_default()
@@ -309,7 +359,7 @@ pub fn build_tasks(job: &JobGraph) -> Result<Vec<(Task, TaskInput)>> {
             input,
         ));
     }
-    Ok(tasks)
+    Ok((tasks, host))
 }
 
 fn task_error(task: &str, e: WeirError) -> WeirError {
