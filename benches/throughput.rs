@@ -18,7 +18,8 @@
 //!
 //! Prints events/s (wall clock) and events per CPU-second of the process
 //! (user + system time from /proc/self/stat), i.e. events/s per core.
-//! `WEIR_BENCH_EVENTS` sets the events per run (default 200,000,000).
+//! `WEIR_BENCH_EVENTS` sets the events per run (default 200,000,000);
+//! `WEIR_BENCH_ONLY=(h)` runs only the pipelines whose name contains `(h)`.
 
 use std::time::Duration;
 
@@ -176,6 +177,12 @@ fn parquet_events(dir: &std::path::Path, events: u64) -> SourceSpec {
 }
 
 fn measure(name: &str, events: u64, parallelism: usize, env: StreamExecutionEnvironment) {
+    // WEIR_BENCH_ONLY=<text> runs only the pipelines whose name contains it.
+    if let Ok(only) = std::env::var("WEIR_BENCH_ONLY")
+        && !name.contains(&only)
+    {
+        return;
+    }
     let cpu0 = cpu_seconds();
     let result = env.execute(name).expect("benchmark job runs");
     let cpu = cpu_seconds() - cpu0;

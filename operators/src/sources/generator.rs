@@ -86,11 +86,14 @@ fn generate_column(g: &ColumnGen, seed: u64, from: u64, to: u64) -> ArrayRef {
             ))
         }
         ColumnGen::UniformInt { min, max } => {
-            let span = (*max as i128 - *min as i128 + 1) as u128;
-            let min = *min as i128;
-            Arc::new(Int64Array::from_iter_values(
-                (from..to).map(|n| (min + (h(n) as u128 % span) as i128) as i64),
-            ))
+            // The span as u64 wraps to 0 only for the full i64 range, where
+            // the hash itself is uniform.
+            let span = (*max as i128 - *min as i128 + 1) as u64;
+            let min = *min;
+            Arc::new(Int64Array::from_iter_values((from..to).map(|n| {
+                let offset = if span == 0 { h(n) } else { h(n) % span };
+                min.wrapping_add(offset as i64)
+            })))
         }
         ColumnGen::UniformFloat { min, max } => {
             let (min, span) = (*min, *max - *min);
@@ -105,12 +108,17 @@ fn generate_column(g: &ColumnGen, seed: u64, from: u64, to: u64) -> ArrayRef {
         } => {
             let (start, eps, jitter) = (
                 *start_ms,
-                *events_per_second as u128,
+                *events_per_second,
                 *max_out_of_orderness_ms as u64,
             );
+            // n * 1000 fits in u64 below 1.8e16 events; beyond, go wide.
+            let offset = move |n: u64| match n.checked_mul(1000) {
+                Some(ms) => (ms / eps) as i64,
+                None => (n as u128 * 1000 / eps as u128) as i64,
+            };
             Arc::new(TimestampMillisecondArray::from_iter_values((from..to).map(
                 |n| {
-                    let base = start + (n as u128 * 1000 / eps) as i64;
+                    let base = start + offset(n);
                     if jitter == 0 {
                         base
                     } else {
