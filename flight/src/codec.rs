@@ -7,10 +7,11 @@
 //! little-endian fields), so they keep their order relative to the data.
 
 use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
 use arrow_flight::FlightData;
-use arrow_flight::encode::{DictionaryHandling, FlightDataEncoderBuilder};
+use arrow_flight::encode::{DictionaryHandling, FlightDataEncoder, FlightDataEncoderBuilder};
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use weir_core::message::{AlignmentMode, BarrierKind, CheckpointBarrier, StreamMessage, Watermark};
 use weir_core::{Result, WeirError};
 
@@ -100,13 +101,17 @@ pub fn decode_control(metadata: &[u8]) -> Result<StreamMessage> {
 
 /// Encodes the messages of one channel, in order.
 ///
-/// Batches go through arrow-flight's own encoder, with dictionaries sent
-/// along with every batch (`DictionaryHandling::Resend`) and the schema
-/// message before each batch, so every batch decodes on its own and the
-/// encoder keeps no state that could drift from the receiver's.
+/// Batches go through one arrow-flight encoder for the channel's life: the
+/// schema message is sent once, dictionaries with every batch
+/// (`DictionaryHandling::Resend`, so a batch never depends on state the
+/// receiver may not have). The encoder is fed a batch at a time and drained
+/// until it waits for the next one, which keeps control messages in place.
 #[derive(Default)]
 pub struct MessageEncoder {
     schema: Option<SchemaRef>,
+    input:
+        Option<futures::channel::mpsc::UnboundedSender<arrow_flight::error::Result<RecordBatch>>>,
+    encoder: Option<FlightDataEncoder>,
 }
 
 impl MessageEncoder {
@@ -130,17 +135,29 @@ impl MessageEncoder {
                 )));
             }
             Some(_) => {}
-            None => self.schema = Some(schema),
+            None => {
+                let (tx, rx) = futures::channel::mpsc::unbounded();
+                self.encoder = Some(
+                    FlightDataEncoderBuilder::new()
+                        .with_dictionary_handling(DictionaryHandling::Resend)
+                        .build(rx),
+                );
+                self.input = Some(tx);
+                self.schema = Some(schema);
+            }
         }
-        let frames = FlightDataEncoderBuilder::new()
-            .with_dictionary_handling(DictionaryHandling::Resend)
-            .build(futures::stream::iter([Ok(batch.clone())]))
-            .collect::<Vec<_>>()
-            .await;
-        frames
-            .into_iter()
-            .map(|f| f.map_err(|e| WeirError::Execution(format!("Flight encoding: {e}"))))
-            .collect()
+        let (Some(input), Some(encoder)) = (&self.input, &mut self.encoder) else {
+            unreachable!("set with the schema")
+        };
+        input
+            .unbounded_send(Ok(batch.clone()))
+            .map_err(|_| WeirError::Execution("Flight encoder input closed".into()))?;
+        let mut frames = Vec::new();
+        // Drain what this batch produced; the encoder then waits for input.
+        while let Some(Some(frame)) = encoder.next().now_or_never() {
+            frames.push(frame.map_err(|e| WeirError::Execution(format!("Flight encoding: {e}")))?);
+        }
+        Ok(frames)
     }
 }
 

@@ -29,6 +29,11 @@ use weir_core::{Result, WeirError};
 
 use crate::codec::{MessageEncoder, decode_control};
 
+/// HTTP/2 flow-control windows of exchange streams and connections: the
+/// bytes in flight per channel, on top of the bounded queues at both ends.
+const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
+const CONNECTION_WINDOW: u32 = 8 * 1024 * 1024;
+
 type Registry = Arc<Mutex<HashMap<String, mpsc::Sender<Result<StreamMessage>>>>>;
 
 /// The consumer side: a Flight server receiving the channels registered on it.
@@ -69,6 +74,11 @@ impl ExchangeServer {
         let incoming = tonic::transport::server::TcpIncoming::from(listener);
         let handle = tokio::spawn(async move {
             if let Err(e) = tonic::transport::Server::builder()
+                // Batches are large: small HTTP/2 windows would make the
+                // exchange wait on round trips instead of bandwidth.
+                .initial_stream_window_size(Some(STREAM_WINDOW))
+                .initial_connection_window_size(Some(CONNECTION_WINDOW))
+                .tcp_nodelay(true)
                 .add_service(service)
                 .serve_with_incoming(incoming)
                 .await
@@ -235,6 +245,9 @@ impl FlightChannelSender {
         let endpoint = format!("http://{addr}");
         let channel = tonic::transport::Endpoint::from_shared(endpoint.clone())
             .map_err(|e| WeirError::Execution(format!("bad exchange address {endpoint}: {e}")))?
+            .initial_stream_window_size(Some(STREAM_WINDOW))
+            .initial_connection_window_size(Some(CONNECTION_WINDOW))
+            .tcp_nodelay(true)
             .connect()
             .await
             .map_err(|e| {
