@@ -3,7 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use arrow::compute::concat_batches;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, UInt32Array};
+use arrow::compute::{concat_batches, take};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use weir_core::time::{WindowAssigner, tumbling_window_start};
@@ -140,4 +143,40 @@ pub(crate) fn emit_sliced(
         offset += len;
     }
     Ok(())
+}
+
+/// The output of a window join: `window_start`, `window_end`, the left
+/// columns gathered at `left_rows`, the right ones at `right_rows`.
+pub(crate) struct JoinedRows {
+    pub(crate) starts: ArrayRef,
+    pub(crate) ends: ArrayRef,
+    pub(crate) left_rows: Vec<u32>,
+    pub(crate) right_rows: Vec<u32>,
+}
+
+impl JoinedRows {
+    /// Gather the pairs and emit them in slices of `batch_size`.
+    pub(crate) fn emit(
+        self,
+        left: &RecordBatch,
+        right: &RecordBatch,
+        schema: &SchemaRef,
+        batch_size: usize,
+        out: &mut dyn Output,
+    ) -> Result<()> {
+        let (li, ri) = (
+            UInt32Array::from(self.left_rows),
+            UInt32Array::from(self.right_rows),
+        );
+        let mut columns = vec![self.starts, self.ends];
+        for c in left.columns() {
+            columns.push(take(c.as_ref(), &li, None)?);
+        }
+        for c in right.columns() {
+            columns.push(take(c.as_ref(), &ri, None)?);
+        }
+        let joined = RecordBatch::try_new(Arc::clone(schema), columns)
+            .map_err(|e| WeirError::Execution(format!("window join output: {e}")))?;
+        emit_sliced(&joined, batch_size, out)
+    }
 }

@@ -28,53 +28,26 @@ use weir_core::spec::WindowAggregateSpec;
 use weir_core::time::WindowAssigner;
 use weir_core::{Result, WeirError};
 
+use crate::sessions::{LATE, Session, SessionSet};
 use crate::window::{Aggregates, drain_states, regroup, timestamps};
 use crate::{LateRecords, Operator, OperatorContext, Output};
-
-#[derive(Debug, Clone, Copy)]
-struct Session {
-    start: i64,
-    end: i64,
-    group: usize,
-    /// Emitted at least once (a later emission is an update).
-    fired: bool,
-    /// Changed by a late record after its end passed: emit again.
-    dirty: bool,
-}
 
 /// Keyed session windows with incremental aggregation.
 pub struct SessionWindowOperator {
     name: String,
     aggregates: Aggregates,
     ts_index: usize,
-    gap: i64,
     lateness: i64,
     late: LateRecords,
     output_schema: SchemaRef,
     batch_size: usize,
     keys: Box<dyn GroupValues>,
-    /// Open sessions per key id, sorted by start, disjoint.
-    sessions: Vec<Vec<Session>>,
+    sessions: SessionSet,
     accumulators: Vec<Box<dyn GroupsAccumulator>>,
-    /// Union-find over group ids: merged sessions point to the survivor.
-    parent: Vec<usize>,
-    /// Nothing is due before this time: the earliest end of an unfired
-    /// session, or the end of a fired one's lateness.
-    next_due: i64,
-    /// Some session needs a late firing now.
-    any_dirty: bool,
     watermark: i64,
     key_ids: Vec<usize>,
     windows_fired: u64,
     state_bytes_max: u64,
-}
-
-fn find(parent: &mut [usize], mut g: usize) -> usize {
-    while parent[g] != g {
-        parent[g] = parent[parent[g]];
-        g = parent[g];
-    }
-    g
 }
 
 impl SessionWindowOperator {
@@ -97,17 +70,13 @@ impl SessionWindowOperator {
                     .as_deref()
                     .ok_or_else(|| WeirError::plan("session windows need event time"))?,
             )?,
-            gap,
             lateness: spec.allowed_lateness,
             late: LateRecords::new(spec.late_data_tag.clone()),
             output_schema,
             batch_size: ctx.config.batch_size,
             keys: fresh.groups,
-            sessions: Vec::new(),
+            sessions: SessionSet::new(gap, spec.allowed_lateness),
             accumulators: fresh.accumulators,
-            parent: Vec::new(),
-            next_due: i64::MAX,
-            any_dirty: false,
             watermark: i64::MIN,
             key_ids: Vec::new(),
             windows_fired: 0,
@@ -120,72 +89,19 @@ impl SessionWindowOperator {
     pub fn state_bytes(&self) -> usize {
         self.keys.size()
             + self.accumulators.iter().map(|a| a.size()).sum::<usize>()
-            + self.parent.len() * std::mem::size_of::<usize>()
-            + self
-                .sessions
-                .iter()
-                .map(|l| l.len() * std::mem::size_of::<Session>())
-                .sum::<usize>()
+            + self.sessions.bytes()
     }
 
     /// Number of open sessions.
     pub fn open_sessions(&self) -> usize {
-        self.sessions.iter().map(Vec::len).sum()
-    }
-
-    /// Assign a record of key `key` at `ts` to a session; `None` when late
-    /// (its window, merged with what it touches, is past its lateness).
-    fn assign(&mut self, key: usize, ts: i64) -> Option<usize> {
-        let (start, end) = (ts, ts.saturating_add(self.gap));
-        let wm = self.watermark;
-        let list = &mut self.sessions[key];
-        // Sessions that overlap or touch [start, end).
-        let first = list.partition_point(|s| s.end < start);
-        let last = list.partition_point(|s| s.start <= end);
-        if first == last {
-            if end.saturating_sub(1).saturating_add(self.lateness) <= wm {
-                return None;
-            }
-            let group = self.parent.len();
-            self.parent.push(group);
-            let dirty = end.saturating_sub(1) <= wm;
-            self.any_dirty |= dirty;
-            self.next_due = self.next_due.min(end.saturating_sub(1));
-            self.sessions[key].insert(
-                first,
-                Session {
-                    start,
-                    end,
-                    group,
-                    fired: false,
-                    dirty,
-                },
-            );
-            return Some(group);
-        }
-        let fired = list[first..last].iter().any(|s| s.fired);
-        let merged_end = end.max(list[last - 1].end);
-        let merged = Session {
-            start: start.min(list[first].start),
-            end: merged_end,
-            group: list[first].group,
-            fired,
-            dirty: merged_end.saturating_sub(1) <= wm,
-        };
-        for s in &list[first + 1..last] {
-            self.parent[s.group] = merged.group;
-        }
-        list.splice(first..last, [merged]);
-        self.any_dirty |= merged.dirty;
-        self.next_due = self.next_due.min(merged_end.saturating_sub(1));
-        Some(merged.group)
+        self.sessions.len()
     }
 
     /// Close every session whose end the watermark has passed: emit its
     /// result, and rebuild keys and accumulators from the open sessions.
     fn close_sessions(&mut self, out: &mut dyn Output) -> Result<()> {
-        let groups = self.parent.len();
-        let roots: Vec<usize> = (0..groups).map(|g| find(&mut self.parent, g)).collect();
+        let groups = self.sessions.parent.len();
+        let roots = self.sessions.roots();
         // Closed sessions become output rows, open ones new groups.
         const NONE: u32 = u32::MAX;
         let mut closed_index = vec![NONE; groups];
@@ -196,7 +112,7 @@ impl SessionWindowOperator {
         let mut next_open = 0usize;
         let mut min_end = i64::MAX;
         let mut updates: Vec<bool> = Vec::new();
-        for (key, list) in self.sessions.iter().enumerate() {
+        for (key, list) in self.sessions.sessions.iter().enumerate() {
             let mut kept = Vec::new();
             for s in list {
                 let last = s.end.saturating_sub(1);
@@ -288,10 +204,10 @@ impl SessionWindowOperator {
         }
         self.keys = fresh.groups;
         self.accumulators = fresh.accumulators;
-        self.sessions = open_sessions;
-        self.parent = (0..next_open).collect();
-        self.next_due = min_end;
-        self.any_dirty = false;
+        self.sessions.sessions = open_sessions;
+        self.sessions.parent = (0..next_open).collect();
+        self.sessions.next_due = min_end;
+        self.sessions.any_dirty = false;
         Ok(())
     }
 }
@@ -311,36 +227,24 @@ impl Operator for SessionWindowOperator {
         let keys = self.aggregates.keys(&batch);
         let mut key_ids = std::mem::take(&mut self.key_ids);
         self.keys.intern(&keys, &mut key_ids)?;
-        if self.sessions.len() < self.keys.len() {
-            self.sessions.resize(self.keys.len(), Vec::new());
-        }
-        // Per key, newest first (see the module docs).
-        let mut order: Vec<u32> = (0..rows as u32).collect();
-        order.sort_unstable_by_key(|&i| (key_ids[i as usize], std::cmp::Reverse(ts[i as usize])));
-        let mut groups = vec![usize::MAX; rows];
-        for &i in &order {
-            let i = i as usize;
-            if let Some(g) = self.assign(key_ids[i], ts[i]) {
-                groups[i] = g;
-            }
-        }
+        let groups = self.sessions.assign_batch(&key_ids, &ts, self.watermark);
         self.key_ids = key_ids;
-        let total = self.parent.len();
-        let late = groups.iter().filter(|&&g| g == usize::MAX).count();
+        let total = self.sessions.parent.len();
+        let late = groups.iter().filter(|&&g| g == LATE).count();
         if late == 0 {
             self.aggregates
                 .update(&mut self.accumulators, &batch, &groups, total)?;
         } else {
-            let mask: BooleanArray = groups.iter().map(|&g| Some(g != usize::MAX)).collect();
+            let mask: BooleanArray = groups.iter().map(|&g| Some(g != LATE)).collect();
             let kept = filter_record_batch(&batch, &mask)?;
             let late_rows = filter_record_batch(&batch, &arrow::compute::not(&mask)?)?;
             self.late.handle(&late_rows, out)?;
-            let ids: Vec<usize> = groups.into_iter().filter(|&g| g != usize::MAX).collect();
+            let ids: Vec<usize> = groups.into_iter().filter(|&g| g != LATE).collect();
             self.aggregates
                 .update(&mut self.accumulators, &kept, &ids, total)?;
         }
         // Late records changed sessions whose end had passed: fire them now.
-        if self.any_dirty {
+        if self.sessions.any_dirty {
             self.close_sessions(out)?;
         }
         Ok(())
@@ -353,7 +257,7 @@ impl Operator for SessionWindowOperator {
     ) -> Result<Option<Watermark>> {
         self.watermark = self.watermark.max(watermark.0);
         self.state_bytes_max = self.state_bytes_max.max(self.state_bytes() as u64);
-        if self.next_due <= self.watermark || self.any_dirty {
+        if self.sessions.next_due <= self.watermark || self.sessions.any_dirty {
             self.close_sessions(out)?;
         }
         Ok(Some(watermark))

@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray, TimestampMillisecondArray, UInt32Array};
-use arrow::compute::{concat_batches, filter_record_batch, take};
+use arrow::array::{ArrayRef, BooleanArray, TimestampMillisecondArray};
+use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
@@ -21,16 +21,10 @@ use weir_core::spec::WindowJoinSpec;
 use weir_core::time::WindowAssigner;
 use weir_core::{Result, WeirError};
 
-use crate::pane_buffer::{bucket_by_id, emit_sliced};
+use crate::pane_buffer::{JoinedRows, bucket_by_id};
+use crate::sessions::{LATE, SessionSet};
 use crate::window::timestamps;
 use crate::{Operator, OperatorContext, Output};
-
-#[derive(Debug, Clone, Copy)]
-struct Session {
-    start: i64,
-    end: i64,
-    group: usize,
-}
 
 struct Side {
     schema: SchemaRef,
@@ -43,26 +37,15 @@ struct Side {
 /// Keyed session window join.
 pub struct SessionJoinOperator {
     name: String,
-    gap: i64,
     sides: [Side; 2],
     keys: Box<dyn GroupValues>,
-    sessions: Vec<Vec<Session>>,
-    parent: Vec<usize>,
-    min_end: i64,
+    sessions: SessionSet,
     output_schema: SchemaRef,
     batch_size: usize,
     watermark: i64,
     ids: Vec<usize>,
     late_dropped: u64,
     windows_fired: u64,
-}
-
-fn find(parent: &mut [usize], mut g: usize) -> usize {
-    while parent[g] != g {
-        parent[g] = parent[parent[g]];
-        g = parent[g];
-    }
-    g
 }
 
 impl SessionJoinOperator {
@@ -91,12 +74,9 @@ impl SessionJoinOperator {
         let key_schema = Arc::new(spec.left_schema.project(&left.key_indices)?);
         Ok(Self {
             name,
-            gap,
             sides: [left, right],
             keys: new_group_values(key_schema, &GroupOrdering::None)?,
-            sessions: Vec::new(),
-            parent: Vec::new(),
-            min_end: i64::MAX,
+            sessions: SessionSet::new(gap, 0),
             output_schema,
             batch_size: ctx.config.batch_size,
             watermark: i64::MIN,
@@ -106,46 +86,17 @@ impl SessionJoinOperator {
         })
     }
 
-    /// Assign a row of key `key` at `ts` to a session; `None` when late.
-    fn assign(&mut self, key: usize, ts: i64) -> Option<usize> {
-        let (start, end) = (ts, ts.saturating_add(self.gap));
-        let list = &mut self.sessions[key];
-        let first = list.partition_point(|s| s.end < start);
-        let last = list.partition_point(|s| s.start <= end);
-        if first == last {
-            if end.saturating_sub(1) <= self.watermark {
-                return None;
-            }
-            let group = self.parent.len();
-            self.parent.push(group);
-            list.insert(first, Session { start, end, group });
-            self.min_end = self.min_end.min(end);
-            return Some(group);
-        }
-        let merged = Session {
-            start: start.min(list[first].start),
-            end: end.max(list[last - 1].end),
-            group: list[first].group,
-        };
-        for s in &list[first + 1..last] {
-            self.parent[s.group] = merged.group;
-        }
-        list.splice(first..last, [merged]);
-        self.min_end = self.min_end.min(merged.end);
-        Some(merged.group)
-    }
-
     /// Join the rows of the sessions the watermark closed; keep the others.
     fn close_sessions(&mut self, out: &mut dyn Output) -> Result<()> {
         const NONE: u32 = u32::MAX;
-        let groups = self.parent.len();
-        let roots: Vec<usize> = (0..groups).map(|g| find(&mut self.parent, g)).collect();
+        let groups = self.sessions.parent.len();
+        let roots = self.sessions.roots();
         let mut closed = vec![NONE; groups];
         let mut open = vec![NONE; groups];
         let mut bounds: Vec<(i64, i64)> = Vec::new();
         let mut next_open = 0usize;
         let mut min_end = i64::MAX;
-        for list in &mut self.sessions {
+        for list in &mut self.sessions.sessions {
             list.retain_mut(|s| {
                 if s.end.saturating_sub(1) <= self.watermark {
                     closed[s.group] = bounds.len() as u32;
@@ -155,7 +106,7 @@ impl SessionJoinOperator {
                     open[s.group] = next_open as u32;
                     s.group = next_open;
                     next_open += 1;
-                    min_end = min_end.min(s.end);
+                    min_end = min_end.min(s.end.saturating_sub(1));
                     true
                 }
             });
@@ -192,8 +143,8 @@ impl SessionJoinOperator {
             }
             side.rows = kept;
         }
-        self.parent = (0..next_open).collect();
-        self.min_end = min_end;
+        self.sessions.parent = (0..next_open).collect();
+        self.sessions.next_due = min_end;
         if bounds.is_empty() || closed_rows[0].is_empty() || closed_rows[1].is_empty() {
             return Ok(());
         }
@@ -213,20 +164,13 @@ impl SessionJoinOperator {
             return Ok(());
         }
         self.windows_fired += bounds.len() as u64;
-        let (li, ri) = (UInt32Array::from(li), UInt32Array::from(ri));
-        let mut columns: Vec<ArrayRef> = vec![
-            Arc::new(TimestampMillisecondArray::from(starts)),
-            Arc::new(TimestampMillisecondArray::from(ends)),
-        ];
-        for c in left.columns() {
-            columns.push(take(c.as_ref(), &li, None)?);
+        JoinedRows {
+            starts: Arc::new(TimestampMillisecondArray::from(starts)),
+            ends: Arc::new(TimestampMillisecondArray::from(ends)),
+            left_rows: li,
+            right_rows: ri,
         }
-        for c in right.columns() {
-            columns.push(take(c.as_ref(), &ri, None)?);
-        }
-        let joined = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
-            .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
-        emit_sliced(&joined, self.batch_size, out)
+        .emit(&left, &right, &self.output_schema, self.batch_size, out)
     }
 }
 
@@ -264,27 +208,15 @@ impl Operator for SessionJoinOperator {
             .collect();
         let mut ids = std::mem::take(&mut self.ids);
         self.keys.intern(&keys, &mut ids)?;
-        if self.sessions.len() < self.keys.len() {
-            self.sessions.resize(self.keys.len(), Vec::new());
-        }
-        // Per key newest first, as the session window aggregation does.
-        let mut order: Vec<u32> = (0..batch.num_rows() as u32).collect();
-        order.sort_unstable_by_key(|&i| (ids[i as usize], std::cmp::Reverse(ts[i as usize])));
-        let mut groups = vec![usize::MAX; batch.num_rows()];
-        for &i in &order {
-            let i = i as usize;
-            if let Some(g) = self.assign(ids[i], ts[i]) {
-                groups[i] = g;
-            }
-        }
+        let groups = self.sessions.assign_batch(&ids, &ts, self.watermark);
         self.ids = ids;
-        let late = groups.iter().filter(|&&g| g == usize::MAX).count();
+        let late = groups.iter().filter(|&&g| g == LATE).count();
         let (batch, groups) = if late > 0 {
             self.late_dropped += late as u64;
-            let keep: BooleanArray = groups.iter().map(|&g| Some(g != usize::MAX)).collect();
+            let keep: BooleanArray = groups.iter().map(|&g| Some(g != LATE)).collect();
             (
                 filter_record_batch(&batch, &keep)?,
-                groups.into_iter().filter(|&g| g != usize::MAX).collect(),
+                groups.into_iter().filter(|&g| g != LATE).collect(),
             )
         } else {
             (batch, groups)
@@ -301,7 +233,7 @@ impl Operator for SessionJoinOperator {
         out: &mut dyn Output,
     ) -> Result<Option<Watermark>> {
         self.watermark = self.watermark.max(watermark.0);
-        if self.min_end.saturating_sub(1) <= self.watermark {
+        if self.sessions.next_due <= self.watermark {
             self.close_sessions(out)?;
         }
         Ok(Some(watermark))

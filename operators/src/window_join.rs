@@ -10,8 +10,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, TimestampMillisecondArray, UInt32Array};
-use arrow::compute::take;
+use arrow::array::{ArrayRef, TimestampMillisecondArray};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion_physical_plan::aggregates::group_values::new_group_values;
@@ -20,7 +19,7 @@ use weir_core::message::Watermark;
 use weir_core::spec::WindowJoinSpec;
 use weir_core::{Result, WeirError};
 
-use crate::pane_buffer::{PaneBuffer, bucket_by_id, emit_sliced};
+use crate::pane_buffer::{JoinedRows, PaneBuffer, bucket_by_id};
 use crate::{Operator, OperatorContext, Output};
 
 struct JoinSide {
@@ -103,20 +102,13 @@ impl WindowJoinOperator {
         }
         self.windows_fired += 1;
         let rows = left_rows.len();
-        let (li, ri) = (UInt32Array::from(left_rows), UInt32Array::from(right_rows));
-        let mut columns: Vec<ArrayRef> = vec![
-            Arc::new(TimestampMillisecondArray::from_value(start, rows)),
-            Arc::new(TimestampMillisecondArray::from_value(end, rows)),
-        ];
-        for c in left.columns() {
-            columns.push(take(c.as_ref(), &li, None)?);
+        JoinedRows {
+            starts: Arc::new(TimestampMillisecondArray::from_value(start, rows)),
+            ends: Arc::new(TimestampMillisecondArray::from_value(end, rows)),
+            left_rows,
+            right_rows,
         }
-        for c in right.columns() {
-            columns.push(take(c.as_ref(), &ri, None)?);
-        }
-        let joined = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
-            .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
-        emit_sliced(&joined, self.batch_size, out)
+        .emit(&left, &right, &self.output_schema, self.batch_size, out)
     }
 }
 

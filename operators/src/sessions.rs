@@ -1,0 +1,145 @@
+//! Per-key session bookkeeping shared by session windows and session joins.
+//!
+//! Each record opens `[ts, ts + gap)`; sessions of the same key that overlap
+//! or touch merge. Every session owns a group id; merging aliases the ids in
+//! a union-find table, so whatever the operator keeps per group (accumulator
+//! rows, buffered rows) never has to move. Within one batch, a key's records
+//! are assigned newest first, so a record that is late on its own but
+//! touches a session opened by a newer record of the same batch joins it —
+//! results do not depend on the order of rows inside a batch.
+
+/// Marks a row that was too late for any session.
+pub(crate) const LATE: usize = usize::MAX;
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Session {
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    pub(crate) group: usize,
+    /// Emitted at least once (a later emission is an update).
+    pub(crate) fired: bool,
+    /// Changed by a late record after its end passed: emit again.
+    pub(crate) dirty: bool,
+}
+
+/// Sessions per dense key id.
+pub(crate) struct SessionSet {
+    gap: i64,
+    lateness: i64,
+    /// Open sessions per key id, sorted by start, disjoint.
+    pub(crate) sessions: Vec<Vec<Session>>,
+    /// Union-find over group ids: merged sessions point to the survivor.
+    pub(crate) parent: Vec<usize>,
+    /// Nothing is due before this time: the last millisecond of the earliest
+    /// unfired session, or the end of a fired one's lateness.
+    pub(crate) next_due: i64,
+    /// Some session needs a late firing now.
+    pub(crate) any_dirty: bool,
+}
+
+impl SessionSet {
+    pub(crate) fn new(gap: i64, lateness: i64) -> Self {
+        Self {
+            gap,
+            lateness,
+            sessions: Vec::new(),
+            parent: Vec::new(),
+            next_due: i64::MAX,
+            any_dirty: false,
+        }
+    }
+
+    /// Assign every row (key id, timestamp) to a session; [`LATE`] for rows
+    /// whose window, merged with what it touches, is past its lateness.
+    pub(crate) fn assign_batch(
+        &mut self,
+        key_ids: &[usize],
+        ts: &[i64],
+        watermark: i64,
+    ) -> Vec<usize> {
+        if let Some(&max) = key_ids.iter().max()
+            && self.sessions.len() <= max
+        {
+            self.sessions.resize(max + 1, Vec::new());
+        }
+        let mut order: Vec<u32> = (0..key_ids.len() as u32).collect();
+        order.sort_unstable_by_key(|&i| (key_ids[i as usize], std::cmp::Reverse(ts[i as usize])));
+        let mut groups = vec![LATE; key_ids.len()];
+        for &i in &order {
+            let i = i as usize;
+            if let Some(g) = self.assign(key_ids[i], ts[i], watermark) {
+                groups[i] = g;
+            }
+        }
+        groups
+    }
+
+    fn assign(&mut self, key: usize, ts: i64, wm: i64) -> Option<usize> {
+        let (start, end) = (ts, ts.saturating_add(self.gap));
+        let list = &mut self.sessions[key];
+        // Sessions that overlap or touch [start, end).
+        let first = list.partition_point(|s| s.end < start);
+        let last = list.partition_point(|s| s.start <= end);
+        if first == last {
+            if end.saturating_sub(1).saturating_add(self.lateness) <= wm {
+                return None;
+            }
+            let group = self.parent.len();
+            self.parent.push(group);
+            let dirty = end.saturating_sub(1) <= wm;
+            self.any_dirty |= dirty;
+            self.next_due = self.next_due.min(end.saturating_sub(1));
+            let session = Session {
+                start,
+                end,
+                group,
+                fired: false,
+                dirty,
+            };
+            self.sessions[key].insert(first, session);
+            return Some(group);
+        }
+        let fired = list[first..last].iter().any(|s| s.fired);
+        let merged_end = end.max(list[last - 1].end);
+        let merged = Session {
+            start: start.min(list[first].start),
+            end: merged_end,
+            group: list[first].group,
+            fired,
+            dirty: merged_end.saturating_sub(1) <= wm,
+        };
+        for s in &list[first + 1..last] {
+            self.parent[s.group] = merged.group;
+        }
+        list.splice(first..last, [merged]);
+        self.any_dirty |= merged.dirty;
+        self.next_due = self.next_due.min(merged_end.saturating_sub(1));
+        Some(merged.group)
+    }
+
+    /// The surviving group of every group id.
+    pub(crate) fn roots(&mut self) -> Vec<usize> {
+        (0..self.parent.len())
+            .map(|g| find(&mut self.parent, g))
+            .collect()
+    }
+
+    /// Number of open sessions.
+    pub(crate) fn len(&self) -> usize {
+        self.sessions.iter().map(Vec::len).sum()
+    }
+
+    /// Bytes of bookkeeping.
+    pub(crate) fn bytes(&self) -> usize {
+        self.parent.len() * std::mem::size_of::<usize>()
+            + self.len() * std::mem::size_of::<Session>()
+    }
+}
+
+fn find(parent: &mut [usize], mut g: usize) -> usize {
+    while parent[g] != g {
+        parent[g] = parent[parent[g]];
+        g = parent[g];
+    }
+    g
+}
