@@ -610,7 +610,7 @@ fn window_definitions_are_validated_when_the_job_is_built() {
     let purge_alone = keyed
         .window(TumblingEventTimeWindows::of(secs(1)))
         .purge_on_fire();
-    assert!(err(purge_alone.aggregate(count())).contains("needs a continuous trigger"));
+    assert!(err(purge_alone.aggregate(count())).contains("needs a continuous or count trigger"));
     let on_sessions = keyed
         .window(EventTimeSessionWindows::with_gap(secs(1)))
         .trigger(Trigger::continuous_event_time(secs(1)));

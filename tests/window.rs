@@ -722,3 +722,83 @@ fn continuous_triggers_fire_early_and_converge_to_the_final_result() {
     assert_eq!(sums, totals);
     assert!(purged.len() > on_end.len());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    /// Flink's CountTrigger on tumbling windows, one record at a time: every
+    /// n-th record of a (window, key) emits the result so far (or, purging,
+    /// since the last firing); nothing fires at the window end.
+    #[test]
+    fn count_trigger_matches_reference(
+        (batches, _, bound, _) in event_strategy(),
+        n in 1u64..4,
+        purge in any::<bool>(),
+    ) {
+        use weir_core::time::Trigger;
+        let size = 100i64;
+        type Acc = (i64, i64, i64, i64);
+        let mut state: BTreeMap<(i64, i64), (u64, Acc)> = BTreeMap::new();
+        let (mut wm, mut max_ts) = (i64::MIN, i64::MIN);
+        let mut expected: Vec<(i64, i64, i64, i64)> = Vec::new();
+        for batch in &batches {
+            for &(k, v, t) in batch {
+                let s = t - t.rem_euclid(size);
+                if s + size - 1 <= wm {
+                    continue;
+                }
+                let (c, acc) = state.entry((s, k)).or_insert((0, (0, 0, i64::MAX, i64::MIN)));
+                *c += 1;
+                acc.0 += 1;
+                acc.1 += v;
+                if *c % n == 0 {
+                    expected.push((s, k, acc.0, acc.1));
+                    if purge {
+                        *acc = (0, 0, i64::MAX, i64::MIN);
+                    }
+                }
+            }
+            max_ts = batch.iter().map(|r| r.2).fold(max_ts, i64::max);
+            wm = wm.max(max_ts - bound - 1);
+        }
+        expected.sort();
+
+        let env = weir_worker::local_environment().unwrap();
+        env.configure(|c| c.watermark_interval = Duration::ZERO);
+        let out = CollectHandle::new();
+        let source = SourceSpec::Memory(MemorySourceSpec::new(
+            event_schema(),
+            batches.iter().map(|b| event_batch(b)).collect(),
+        ));
+        let mut windowed = env
+            .from_source(
+                source,
+                WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(bound as u64)),
+                "events",
+            )
+            .unwrap()
+            .key_by(&["key"])
+            .unwrap()
+            .window(TumblingEventTimeWindows::of(Duration::from_millis(size as u64)))
+            .trigger(Trigger::count(n));
+        if purge {
+            windowed = windowed.purge_on_fire();
+        }
+        windowed
+            .aggregate(vec![AggregateSpec::count_star().alias("cnt"), AggregateSpec::sum("value").alias("total")])
+            .unwrap()
+            .sink_to(SinkSpec::Collect(out.clone()), "out")
+            .unwrap();
+        env.execute("count-trigger").unwrap();
+        let mut got = Vec::new();
+        for b in out.batches() {
+            let start = b.column(0).as_primitive::<TimestampMillisecondType>();
+            let int = |i: usize| b.column(i).as_primitive::<Int64Type>();
+            for r in 0..b.num_rows() {
+                got.push((start.value(r), int(2).value(r), int(3).value(r), int(4).value(r)));
+            }
+        }
+        got.sort();
+        prop_assert_eq!(got, expected);
+    }
+}

@@ -428,6 +428,13 @@ pub enum Trigger {
         /// Early-firing interval in ms.
         interval: i64,
     },
+    /// Instead of at the end: each time a key's window has received another
+    /// `count` records, in arrival order (Flink's `CountTrigger`; it does not
+    /// fire at the window end). Tumbling windows.
+    Count {
+        /// Records per firing.
+        count: u64,
+    },
 }
 
 impl Trigger {
@@ -436,6 +443,11 @@ impl Trigger {
         Trigger::ContinuousEventTime {
             interval: ms(interval),
         }
+    }
+
+    /// Fire every `count` records of a key's window.
+    pub fn count(count: u64) -> Self {
+        Trigger::Count { count }
     }
 
     /// Early firing every `interval` of wall clock.

@@ -246,6 +246,8 @@ pub struct WindowAggregateOperator {
     purge: bool,
     /// Next wall-clock early firing of a continuous processing-time trigger.
     next_early: i64,
+    /// Count trigger: per pane, the keys seen and how many records each got.
+    counts: BTreeMap<i64, (Box<dyn GroupValues>, Vec<u64>)>,
     late: LateRecords,
     output_schema: SchemaRef,
     batch_size: usize,
@@ -291,6 +293,7 @@ impl WindowAggregateOperator {
                 Trigger::ContinuousProcessingTime { interval } => next_multiple(now_ms(), interval),
                 _ => i64::MAX,
             },
+            counts: BTreeMap::new(),
             late: LateRecords::new(spec.late_data_tag.clone()),
             output_schema,
             batch_size: ctx.config.batch_size,
@@ -557,10 +560,101 @@ impl WindowAggregateOperator {
         if self.pane_expired(pane_start) {
             return self.late.handle(part, out);
         }
+        if let Trigger::Count { count } = self.trigger {
+            return self.process_counted(pane_start, part, count, out);
+        }
         self.accumulate(pane_start, part)?;
         if self.emits_updates() && pane_start.saturating_add(self.pane_size - 1) <= self.watermark {
             self.refire(pane_start, part, out)?;
         }
+        Ok(())
+    }
+}
+
+impl WindowAggregateOperator {
+    /// Count trigger (tumbling windows): split `part` after every record
+    /// that brings its key's count in the window to a multiple of `count`,
+    /// and fire that key's window there — exactly where Flink's per-record
+    /// trigger fires, with the result as of that record.
+    fn process_counted(
+        &mut self,
+        pane: i64,
+        part: &RecordBatch,
+        count: u64,
+        out: &mut dyn Output,
+    ) -> Result<()> {
+        let keys = self.aggregates.keys(part);
+        if !self.counts.contains_key(&pane) {
+            let table = new_group_values(self.aggregates.key_schema(), &GroupOrdering::None)?;
+            self.counts.insert(pane, (table, Vec::new()));
+        }
+        let (table, counts) = self.counts.get_mut(&pane).expect("inserted above");
+        let mut ids = Vec::new();
+        table.intern(&keys, &mut ids)?;
+        counts.resize(table.len(), 0);
+        let mut cuts = Vec::new();
+        for (row, &id) in ids.iter().enumerate() {
+            counts[id] += 1;
+            if counts[id] % count == 0 {
+                cuts.push(row);
+            }
+        }
+        let mut from = 0;
+        let end = pane.saturating_add(self.pane_size);
+        for row in cuts {
+            self.accumulate(pane, &part.slice(from, row + 1 - from))?;
+            from = row + 1;
+            let key: Vec<ArrayRef> = keys.iter().map(|k| k.slice(row, 1)).collect();
+            if let Some((k, v)) = self.window_result(pane, end, Some(&key))? {
+                self.windows_fired += 1;
+                self.emit(pane, end, k, v, false, out)?;
+            }
+            if self.purge {
+                self.forget_keys(pane, &key)?;
+            }
+        }
+        if from < part.num_rows() {
+            self.accumulate(pane, &part.slice(from, part.num_rows() - from))?;
+        }
+        Ok(())
+    }
+
+    /// Drop the state of `keys` in the pane at `start` (purging triggers).
+    fn forget_keys(&mut self, start: i64, keys: &[ArrayRef]) -> Result<()> {
+        self.freeze_range(start, start.saturating_add(1))?;
+        let Some(pane) = self.panes.get_mut(&start) else {
+            return Ok(());
+        };
+        let mut kept = Vec::new();
+        for part in pane.frozen.drain(..) {
+            let mut table = new_group_values(self.aggregates.key_schema(), &GroupOrdering::None)?;
+            let mut ids = Vec::new();
+            table.intern(keys, &mut ids)?;
+            let forget = table.len();
+            table.intern(&part.keys, &mut ids)?;
+            let keep = BooleanArray::new(
+                BooleanBuffer::collect_bool(ids.len(), |i| ids[i] >= forget),
+                None,
+            );
+            if keep.true_count() == 0 {
+                continue;
+            }
+            let cut = |arrays: &[ArrayRef]| -> Result<Vec<ArrayRef>> {
+                Ok(arrays
+                    .iter()
+                    .map(|a| filter(a.as_ref(), &keep))
+                    .collect::<std::result::Result<Vec<_>, _>>()?)
+            };
+            kept.push(Frozen {
+                keys: cut(&part.keys)?,
+                states: part
+                    .states
+                    .iter()
+                    .map(|s| cut(s))
+                    .collect::<Result<Vec<_>>>()?,
+            });
+        }
+        pane.frozen = kept;
         Ok(())
     }
 }
@@ -723,6 +817,20 @@ impl WindowAggregateOperator {
             && self.trigger == Trigger::OnWindowEnd
         {
             return self.fire_tumbling(out);
+        }
+        if matches!(self.trigger, Trigger::Count { .. }) {
+            // A count trigger never fires at the window end; state goes.
+            let expired: Vec<i64> = self
+                .panes
+                .keys()
+                .copied()
+                .filter(|&p| self.pane_expired(p))
+                .collect();
+            for p in expired {
+                self.panes.remove(&p);
+                self.counts.remove(&p);
+            }
+            return Ok(());
         }
         // Windows whose last millisecond the watermark has just passed, and
         // that hold data.

@@ -803,7 +803,7 @@ impl WindowedStream {
             Trigger::OnWindowEnd => {
                 if self.purge {
                     return Err(WeirError::plan(
-                        "purge_on_fire needs a continuous trigger: a window firing once is purged anyway",
+                        "purge_on_fire needs a continuous or count trigger: a window firing once is purged anyway",
                     ));
                 }
                 return Ok(());
@@ -813,6 +813,22 @@ impl WindowedStream {
                 return Err(WeirError::plan(
                     "a continuous event-time trigger needs event-time windows",
                 ));
+            }
+            Trigger::Count { count } => {
+                if count == 0 {
+                    return Err(WeirError::plan("count trigger needs a positive count"));
+                }
+                if !matches!(self.assigner, WindowAssigner::Tumbling { .. }) {
+                    return Err(WeirError::plan(
+                        "count triggers apply to tumbling windows (count_window covers global windows)",
+                    ));
+                }
+                if !self.allowed_lateness.is_zero() {
+                    return Err(WeirError::plan(
+                        "count triggers cannot be combined with allowed lateness",
+                    ));
+                }
+                return Ok(());
             }
             Trigger::ContinuousEventTime { interval }
             | Trigger::ContinuousProcessingTime { interval } => interval,
