@@ -687,3 +687,48 @@ fn flight_exchange_gives_the_same_results_as_local_queues() {
     assert!(local.len() > 100);
     assert_eq!(run(ExchangeMode::Flight), local);
 }
+
+#[test]
+fn processing_time_sessions_close_after_a_quiet_gap() {
+    use weir_core::spec::{AggregateSpec, MemorySourceSpec};
+    use weir_core::time::ProcessingTimeSessionWindows;
+    use weir_tests::{event_batch, event_schema};
+    let env = weir_worker::local_environment().unwrap();
+    let events: Vec<(i64, i64, i64)> = (0..300).map(|i| (i % 3, 1, 0)).collect();
+    let source = SourceSpec::Memory(
+        MemorySourceSpec::new(event_schema(), vec![event_batch(&events)]).unbounded(),
+    );
+    let out = CollectHandle::new();
+    env.from_source(source, WatermarkStrategy::no_watermarks(), "events")
+        .unwrap()
+        .key_by(&["key"])
+        .unwrap()
+        .window(ProcessingTimeSessionWindows::with_gap(
+            Duration::from_millis(50),
+        ))
+        .aggregate(vec![AggregateSpec::count_star()])
+        .unwrap()
+        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .unwrap();
+    let job = env.execute_async("sessions").unwrap();
+    let started = Instant::now();
+    while out.num_rows() < 3 && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(40),
+        "the gap must pass first"
+    );
+    job.cancel();
+    let _ = job.wait();
+    let counts: Vec<i64> = out
+        .batches()
+        .iter()
+        .flat_map(|b| b.column(3).as_primitive::<Int64Type>().values().to_vec())
+        .collect();
+    assert_eq!(
+        counts,
+        vec![100, 100, 100],
+        "one session per key, closed by the clock"
+    );
+}

@@ -491,6 +491,20 @@ impl TumblingProcessingTimeWindows {
     }
 }
 
+/// Builder for processing-time session windows: a key's session closes
+/// once the wall clock has gone `gap` without a record of it.
+pub struct ProcessingTimeSessionWindows;
+
+impl ProcessingTimeSessionWindows {
+    /// Sessions closed by `gap` of wall-clock inactivity.
+    pub fn with_gap(gap: Duration) -> Windows {
+        Windows {
+            assigner: EventTimeSessionWindows::with_gap(gap),
+            processing_time: true,
+        }
+    }
+}
+
 /// Builder for sliding processing-time windows.
 pub struct SlidingProcessingTimeWindows;
 

@@ -28,6 +28,7 @@ use weir_core::spec::WindowAggregateSpec;
 use weir_core::time::WindowAssigner;
 use weir_core::{Result, WeirError};
 
+use crate::process::now_ms;
 use crate::sessions::{LATE, Session, SessionSet};
 use crate::window::{Aggregates, drain_states, regroup, timestamps};
 use crate::{LateRecords, Operator, OperatorContext, Output};
@@ -36,7 +37,9 @@ use crate::{LateRecords, Operator, OperatorContext, Output};
 pub struct SessionWindowOperator {
     name: String,
     aggregates: Aggregates,
-    ts_index: usize,
+    /// Event-time column; `None` for processing-time sessions, whose rows
+    /// are stamped with the wall clock on arrival.
+    ts_index: Option<usize>,
     lateness: i64,
     late: LateRecords,
     output_schema: SchemaRef,
@@ -65,11 +68,15 @@ impl SessionWindowOperator {
         let fresh = aggregates.new_accumulation()?;
         Ok(Self {
             name,
-            ts_index: spec.input_schema.index_of(
-                spec.rowtime
-                    .as_deref()
-                    .ok_or_else(|| WeirError::plan("session windows need event time"))?,
-            )?,
+            ts_index: match (&spec.rowtime, spec.processing_time) {
+                (_, true) => None,
+                (Some(rt), false) => Some(spec.input_schema.index_of(rt)?),
+                (None, false) => {
+                    return Err(WeirError::plan(
+                        "event-time session windows need event time",
+                    ));
+                }
+            },
             lateness: spec.allowed_lateness,
             late: LateRecords::new(spec.late_data_tag.clone()),
             output_schema,
@@ -212,6 +219,19 @@ impl SessionWindowOperator {
     }
 }
 
+impl SessionWindowOperator {
+    /// Time (the watermark, or the clock for processing-time sessions)
+    /// advanced to `time`: close the sessions it completes.
+    fn advance(&mut self, time: i64, out: &mut dyn Output) -> Result<()> {
+        self.watermark = self.watermark.max(time);
+        self.state_bytes_max = self.state_bytes_max.max(self.state_bytes() as u64);
+        if self.sessions.next_due <= self.watermark || self.sessions.any_dirty {
+            self.close_sessions(out)?;
+        }
+        Ok(())
+    }
+}
+
 impl Operator for SessionWindowOperator {
     fn name(&self) -> &str {
         &self.name
@@ -222,8 +242,13 @@ impl Operator for SessionWindowOperator {
         if rows == 0 {
             return Ok(());
         }
-        let ts_name = batch.schema().field(self.ts_index).name().clone();
-        let ts = timestamps(batch.column(self.ts_index), &ts_name)?.to_vec();
+        let ts = match self.ts_index {
+            Some(i) => {
+                let name = batch.schema().field(i).name().clone();
+                timestamps(batch.column(i), &name)?.to_vec()
+            }
+            None => vec![now_ms(); rows],
+        };
         let keys = self.aggregates.keys(&batch);
         let mut key_ids = std::mem::take(&mut self.key_ids);
         self.keys.intern(&keys, &mut key_ids)?;
@@ -255,12 +280,30 @@ impl Operator for SessionWindowOperator {
         watermark: Watermark,
         out: &mut dyn Output,
     ) -> Result<Option<Watermark>> {
-        self.watermark = self.watermark.max(watermark.0);
-        self.state_bytes_max = self.state_bytes_max.max(self.state_bytes() as u64);
-        if self.sessions.next_due <= self.watermark || self.sessions.any_dirty {
-            self.close_sessions(out)?;
+        if self.ts_index.is_some() {
+            self.advance(watermark.0, out)?;
         }
         Ok(Some(watermark))
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        (self.ts_index.is_none() && self.sessions.next_due != i64::MAX)
+            .then_some(self.sessions.next_due)
+    }
+
+    fn on_processing_time(&mut self, now: i64, out: &mut dyn Output) -> Result<()> {
+        if self.ts_index.is_none() {
+            self.advance(now, out)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
+        // End of input closes the processing-time sessions still open.
+        if self.ts_index.is_none() {
+            self.advance(i64::MAX, out)?;
+        }
+        Ok(())
     }
 
     fn metrics(&self) -> Vec<(String, u64)> {

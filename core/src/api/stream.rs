@@ -952,11 +952,6 @@ impl WindowedStream {
             }
             input.rowtime.clone()
         } else if self.processing_time {
-            if matches!(self.assigner, WindowAssigner::Session { .. }) {
-                return Err(WeirError::plan(
-                    "processing-time session windows are not supported yet",
-                ));
-            }
             if !self.allowed_lateness.is_zero() || self.late_data_tag.is_some() {
                 return Err(WeirError::plan(
                     "processing-time windows have no late records: allowed lateness and late side outputs apply to event time",
