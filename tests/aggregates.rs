@@ -224,6 +224,7 @@ fn run_median(
     use arrow::datatypes::Schema;
     let env = weir_worker::local_environment().unwrap();
     env.set_parallelism(p).set_runtime_mode(mode);
+    env.configure(|c| c.watermark_interval = Duration::ZERO);
     let schema = Arc::new(Schema::new(vec![
         Field::new("window_start", DataType::Int64, false),
         Field::new("key", DataType::Int64, false),
@@ -372,5 +373,40 @@ proptest! {
         }
         got.sort();
         prop_assert_eq!(got, expected);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, .. ProptestConfig::default() })]
+
+    #[test]
+    fn session_window_process_function_sees_each_session(batches in batches(), gap in prop::sample::select(vec![5i64, 20, 60])) {
+        // Sessions per key over all its timestamps (no record is late here).
+        let mut per_key: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
+        for &(k, v, t) in batches.iter().flatten() {
+            per_key.entry(k).or_default().push((t, v));
+        }
+        let mut expected = Vec::new();
+        for (k, mut rows) in per_key {
+            rows.sort();
+            let mut sessions: Vec<(i64, i64, Vec<i64>)> = Vec::new();
+            for (t, v) in rows {
+                match sessions.last_mut() {
+                    Some(s) if t <= s.1 => {
+                        s.1 = s.1.max(t + gap);
+                        s.2.push(v);
+                    }
+                    _ => sessions.push((t, t + gap, vec![v])),
+                }
+            }
+            for (start, _, mut vs) in sessions {
+                vs.sort();
+                expected.push((start, k, vs.len() as i64, vs[(vs.len() - 1) / 2]));
+            }
+        }
+        expected.sort();
+        let sessions = WindowAssigner::Session { gap };
+        prop_assert_eq!(run_median(&batches, sessions, 1, RuntimeMode::Streaming), expected.clone());
+        prop_assert_eq!(run_median(&batches, sessions, 2, RuntimeMode::Batch), expected);
     }
 }

@@ -15,6 +15,7 @@ use crate::join::IntervalJoinOperator;
 use crate::process::KeyedProcessOperator;
 use crate::session::SessionWindowOperator;
 use crate::session_join::SessionJoinOperator;
+use crate::session_process::SessionProcessOperator;
 use crate::window::WindowAggregateOperator;
 use crate::window_join::WindowJoinOperator;
 use crate::window_process::WindowProcessOperator;
@@ -49,6 +50,14 @@ pub(crate) fn create(
             node.side_outputs.clone(),
             ctx,
         )?),
+        OperatorSpec::WindowProcess(w) if matches!(w.assigner, WindowAssigner::Session { .. }) => {
+            Box::new(SessionProcessOperator::try_new(
+                name,
+                w,
+                Arc::clone(&node.schema),
+                ctx,
+            )?)
+        }
         OperatorSpec::WindowProcess(w) => Box::new(WindowProcessOperator::try_new(
             name,
             w,

@@ -18,6 +18,7 @@ pub mod partition;
 pub mod process;
 pub mod session;
 pub mod session_join;
+pub mod session_process;
 mod sessions;
 pub mod sinks;
 pub mod sources;

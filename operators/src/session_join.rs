@@ -22,7 +22,7 @@ use weir_core::time::WindowAssigner;
 use weir_core::{Result, WeirError};
 
 use crate::pane_buffer::{JoinedRows, bucket_by_id};
-use crate::sessions::{LATE, SessionSet};
+use crate::sessions::{LATE, SessionRows, SessionSet};
 use crate::window::timestamps;
 use crate::{Operator, OperatorContext, Output};
 
@@ -30,8 +30,8 @@ struct Side {
     schema: SchemaRef,
     key_indices: Vec<usize>,
     ts_index: usize,
-    /// Buffered batches with the session group of each row.
-    rows: Vec<(RecordBatch, Vec<usize>)>,
+    /// Buffered rows with the session group of each.
+    rows: SessionRows,
 }
 
 /// Keyed session window join.
@@ -66,7 +66,7 @@ impl SessionJoinOperator {
                 schema: Arc::clone(schema),
                 key_indices: crate::column_indices(schema, keys)?,
                 ts_index: schema.index_of(rowtime)?,
-                rows: Vec::new(),
+                rows: SessionRows::default(),
             })
         };
         let left = side(&spec.left_schema, &spec.left_keys, &spec.left_rowtime)?;
@@ -88,63 +88,16 @@ impl SessionJoinOperator {
 
     /// Join the rows of the sessions the watermark closed; keep the others.
     fn close_sessions(&mut self, out: &mut dyn Output) -> Result<()> {
-        const NONE: u32 = u32::MAX;
-        let groups = self.sessions.parent.len();
-        let roots = self.sessions.roots();
-        let mut closed = vec![NONE; groups];
-        let mut open = vec![NONE; groups];
-        let mut bounds: Vec<(i64, i64)> = Vec::new();
-        let mut next_open = 0usize;
-        let mut min_end = i64::MAX;
-        for list in &mut self.sessions.sessions {
-            list.retain_mut(|s| {
-                if s.end.saturating_sub(1) <= self.watermark {
-                    closed[s.group] = bounds.len() as u32;
-                    bounds.push((s.start, s.end));
-                    false
-                } else {
-                    open[s.group] = next_open as u32;
-                    s.group = next_open;
-                    next_open += 1;
-                    min_end = min_end.min(s.end.saturating_sub(1));
-                    true
-                }
-            });
-        }
-        // Split each side's rows into closed (with session index) and kept.
-        let mut closed_rows: [Vec<RecordBatch>; 2] = [Vec::new(), Vec::new()];
-        let mut closed_ids: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
-        for (s, side) in self.sides.iter_mut().enumerate() {
-            let mut kept = Vec::new();
-            for (batch, groups) in side.rows.drain(..) {
-                let is_closed: BooleanArray = groups
-                    .iter()
-                    .map(|&g| Some(closed[roots[g]] != NONE))
-                    .collect();
-                if is_closed.true_count() > 0 {
-                    closed_rows[s].push(filter_record_batch(&batch, &is_closed)?);
-                    closed_ids[s].extend(
-                        groups
-                            .iter()
-                            .filter(|&&g| closed[roots[g]] != NONE)
-                            .map(|&g| closed[roots[g]] as usize),
-                    );
-                }
-                if is_closed.true_count() < groups.len() {
-                    let keep = arrow::compute::not(&is_closed)?;
-                    let rest = filter_record_batch(&batch, &keep)?;
-                    let rest_groups: Vec<usize> = groups
-                        .iter()
-                        .filter(|&&g| closed[roots[g]] == NONE)
-                        .map(|&g| open[roots[g]] as usize)
-                        .collect();
-                    kept.push((rest, rest_groups));
-                }
-            }
-            side.rows = kept;
-        }
-        self.sessions.parent = (0..next_open).collect();
-        self.sessions.next_due = min_end;
+        let [l, r] = &mut self.sides;
+        let closed = self
+            .sessions
+            .close_buffered(self.watermark, &mut [&mut l.rows, &mut r.rows])?;
+        let bounds = closed.bounds;
+        let mut rows = closed.rows.into_iter();
+        let ((left_batches, left_ids), (right_batches, right_ids)) =
+            (rows.next().expect("left"), rows.next().expect("right"));
+        let closed_rows = [left_batches, right_batches];
+        let closed_ids = [left_ids, right_ids];
         if bounds.is_empty() || closed_rows[0].is_empty() || closed_rows[1].is_empty() {
             return Ok(());
         }
@@ -222,7 +175,7 @@ impl Operator for SessionJoinOperator {
             (batch, groups)
         };
         if batch.num_rows() > 0 {
-            self.sides[input].rows.push((batch, groups));
+            self.sides[input].rows.rows.push((batch, groups));
         }
         Ok(())
     }

@@ -143,3 +143,86 @@ fn find(parent: &mut [usize], mut g: usize) -> usize {
     }
     g
 }
+
+/// Rows buffered per session: batches with the session group of each row.
+#[derive(Default)]
+pub(crate) struct SessionRows {
+    pub(crate) rows: Vec<(arrow::record_batch::RecordBatch, Vec<usize>)>,
+}
+
+/// What closing sessions produced: the bounds of every closed session, and
+/// each buffered row set's closed rows with their session index.
+pub(crate) struct Closed {
+    pub(crate) bounds: Vec<(i64, i64)>,
+    /// Per row set: the closed rows, and the index into `bounds` of each.
+    pub(crate) rows: Vec<(Vec<arrow::record_batch::RecordBatch>, Vec<usize>)>,
+}
+
+impl SessionSet {
+    /// Close every session whose end `watermark` has passed (for operators
+    /// without lateness): renumber the open ones densely and move the rows
+    /// of closed sessions out of `buffers`.
+    pub(crate) fn close_buffered(
+        &mut self,
+        watermark: i64,
+        buffers: &mut [&mut SessionRows],
+    ) -> crate::Result<Closed> {
+        use arrow::array::BooleanArray;
+        use arrow::compute::filter_record_batch;
+        const NONE: u32 = u32::MAX;
+        let groups = self.parent.len();
+        let roots = self.roots();
+        let (mut closed, mut open) = (vec![NONE; groups], vec![NONE; groups]);
+        let mut bounds = Vec::new();
+        let (mut next_open, mut next_due) = (0usize, i64::MAX);
+        for list in &mut self.sessions {
+            list.retain_mut(|s| {
+                if s.end.saturating_sub(1) <= watermark {
+                    closed[s.group] = bounds.len() as u32;
+                    bounds.push((s.start, s.end));
+                    false
+                } else {
+                    open[s.group] = next_open as u32;
+                    s.group = next_open;
+                    next_open += 1;
+                    next_due = next_due.min(s.end.saturating_sub(1));
+                    true
+                }
+            });
+        }
+        let mut out = Vec::with_capacity(buffers.len());
+        for buffer in buffers.iter_mut() {
+            let (mut closed_batches, mut closed_ids, mut kept) =
+                (Vec::new(), Vec::new(), Vec::new());
+            for (batch, groups) in buffer.rows.drain(..) {
+                let is_closed: BooleanArray = groups
+                    .iter()
+                    .map(|&g| Some(closed[roots[g]] != NONE))
+                    .collect();
+                if is_closed.true_count() > 0 {
+                    closed_batches.push(filter_record_batch(&batch, &is_closed)?);
+                    closed_ids.extend(
+                        groups
+                            .iter()
+                            .filter(|&&g| closed[roots[g]] != NONE)
+                            .map(|&g| closed[roots[g]] as usize),
+                    );
+                }
+                if is_closed.true_count() < groups.len() {
+                    let rest = filter_record_batch(&batch, &arrow::compute::not(&is_closed)?)?;
+                    let rest_groups = groups
+                        .iter()
+                        .filter(|&&g| closed[roots[g]] == NONE)
+                        .map(|&g| open[roots[g]] as usize)
+                        .collect();
+                    kept.push((rest, rest_groups));
+                }
+            }
+            buffer.rows = kept;
+            out.push((closed_batches, closed_ids));
+        }
+        self.parent = (0..next_open).collect();
+        self.next_due = next_due;
+        Ok(Closed { bounds, rows: out })
+    }
+}

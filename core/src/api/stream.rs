@@ -882,9 +882,9 @@ impl WindowedStream {
                     "triggers apply to window aggregates; a window process function fires at the window end",
                 ));
             }
-            if self.assigner.pane().is_none() {
+            if matches!(self.assigner, WindowAssigner::Count { .. }) {
                 return Err(WeirError::plan(
-                    "window process functions need tumbling, sliding or cumulating windows (session and count windows are not supported yet)",
+                    "window process functions need time windows (count windows are not supported yet)",
                 ));
             }
             if !self.allowed_lateness.is_zero() {
