@@ -42,6 +42,7 @@ pub mod graph;
 pub mod keys;
 pub mod message;
 pub mod process;
+pub mod sinkhub;
 pub mod spec;
 pub mod time;
 

@@ -364,6 +364,13 @@ pub enum SinkSpec {
     Blackhole,
     /// Keep batches in memory, readable through the handle (tests, notebooks).
     Collect(CollectHandle),
+    /// Serve the output to Arrow Flight clients (pyarrow, the Rust
+    /// `FlightClient`): listed by `list_flights`, read by `do_get` with the
+    /// sink's opaque ticket, from the start even when connecting late.
+    Flight {
+        /// Name clients see (unique within the process).
+        name: String,
+    },
 }
 
 impl SinkSpec {
@@ -375,6 +382,7 @@ impl SinkSpec {
             SinkSpec::Print => "print".into(),
             SinkSpec::Blackhole => "blackhole".into(),
             SinkSpec::Collect(_) => "collect".into(),
+            SinkSpec::Flight { name } => format!("flight({name})"),
         }
     }
 }

@@ -14,5 +14,7 @@
 
 pub mod codec;
 pub mod exchange;
+pub mod sinks;
 
 pub use exchange::{ExchangeServer, FlightChannelSender, LazyFlightSender};
+pub use sinks::SinkServer;

@@ -15,7 +15,10 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use std::sync::Arc;
 use weir_core::graph::StreamNode;
+
+use weir_core::sinkhub::{SinkBuffer, SinkHub};
 use weir_core::spec::{CollectHandle, SinkSpec};
 use weir_core::{Result, WeirError};
 
@@ -55,6 +58,11 @@ pub(crate) fn create(
             name,
             handle: handle.clone(),
         }),
+        SinkSpec::Flight { name: sink } => {
+            let buffer = SinkHub::global().sink(sink, Arc::clone(&node.schema));
+            buffer.open_writer();
+            Box::new(FlightSink { name, buffer })
+        }
     })
 }
 
@@ -227,6 +235,28 @@ impl Operator for CollectSink {
 
     fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
         self.handle.push(batch);
+        Ok(())
+    }
+}
+
+/// Keeps the output in the process's sink hub for Flight clients.
+struct FlightSink {
+    name: String,
+    buffer: Arc<SinkBuffer>,
+}
+
+impl Operator for FlightSink {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
+        self.buffer.push(batch);
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut dyn Output) -> Result<()> {
+        self.buffer.close_writer();
         Ok(())
     }
 }

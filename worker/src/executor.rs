@@ -11,8 +11,9 @@ use weir_core::config::{ExchangeMode, WeirConfig};
 use weir_core::graph::{JobClient, JobExecutor, JobGraph, JobResult, StreamNodeKind, TaskMetrics};
 use weir_core::keys::KeyGroupRange;
 use weir_core::message::Watermark;
+use weir_core::spec::SinkSpec;
 use weir_core::{Result, WeirError};
-use weir_flight::{ExchangeServer, LazyFlightSender};
+use weir_flight::{ExchangeServer, LazyFlightSender, SinkServer};
 use weir_operators::partition::BatchPartitioner;
 use weir_operators::{OperatorContext, create_operator, create_source};
 
@@ -39,6 +40,7 @@ impl JobExecutor for LocalExecutor {
         let cancel = Arc::new(cancel);
         let cancelled = Arc::new(AtomicBool::new(false));
         let name = job.job_name.clone();
+        let sinks = SinkHost::start_if_needed(&job)?;
         let (tasks, host) = build_tasks(&job)?;
         let watermarks = tasks
             .iter()
@@ -59,6 +61,7 @@ impl JobExecutor for LocalExecutor {
             cancelled,
             thread,
             watermarks,
+            sinks,
         }))
     }
 
@@ -74,6 +77,7 @@ struct LocalJob {
     cancelled: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<Result<JobResult>>,
     watermarks: Vec<(String, Arc<AtomicI64>)>,
+    sinks: Option<SinkHost>,
 }
 
 impl JobClient for LocalJob {
@@ -84,6 +88,10 @@ impl JobClient for LocalJob {
 
     fn is_finished(&self) -> bool {
         self.thread.is_finished()
+    }
+
+    fn sink_endpoint(&self) -> Option<std::net::SocketAddr> {
+        self.sinks.as_ref().map(|s| s.addr)
     }
 
     fn watermarks(&self) -> Vec<(String, Watermark)> {
@@ -232,6 +240,38 @@ impl ExchangeHost {
             _serving: serving,
             _runtime: runtime,
         })
+    }
+}
+
+/// The Flight endpoint serving a job's Flight sinks, on loopback.
+struct SinkHost {
+    addr: std::net::SocketAddr,
+    _serving: tokio::task::JoinHandle<()>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl SinkHost {
+    fn start_if_needed(job: &JobGraph) -> Result<Option<Self>> {
+        let has_flight_sink = job
+            .nodes
+            .iter()
+            .any(|n| matches!(&n.kind, StreamNodeKind::Sink(SinkSpec::Flight { .. })));
+        if !has_flight_sink {
+            return Ok(None);
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("weir-sinks")
+            .enable_all()
+            .build()
+            .map_err(|e| WeirError::Execution(format!("cannot start the sink server: {e}")))?;
+        let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let (addr, serving) = runtime.block_on(SinkServer::serve(loopback))?;
+        Ok(Some(Self {
+            addr,
+            _serving: serving,
+            _runtime: runtime,
+        }))
     }
 }
 

@@ -131,6 +131,10 @@ pub trait JobClient: Send {
     fn watermarks(&self) -> Vec<(String, crate::message::Watermark)>;
     /// Block until the job ends.
     fn wait(self: Box<Self>) -> Result<JobResult>;
+    /// Where Flight clients read this job's Flight sinks (while it runs).
+    fn sink_endpoint(&self) -> Option<std::net::SocketAddr> {
+        None
+    }
 }
 
 /// Runs job graphs.

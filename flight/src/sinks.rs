@@ -1,0 +1,176 @@
+//! The Flight endpoint clients read sinks from.
+//!
+//! `list_flights` lists every readable sink of the process (one
+//! `FlightInfo` each: the sink name as descriptor path, its schema, one
+//! endpoint with the sink's opaque ticket); `get_flight_info` answers for a
+//! sink name; `do_get` streams a sink from its first batch and then follows
+//! it until every subtask has finished. Tickets are opaque random ids
+//! checked against the known sinks — never paths.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightEndpoint, FlightInfo,
+    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+};
+use futures::stream::{BoxStream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+use weir_core::sinkhub::{SinkBuffer, SinkHub};
+use weir_core::{Result, WeirError};
+
+/// Serves the process's readable sinks to Flight clients.
+#[derive(Clone, Default)]
+pub struct SinkServer;
+
+impl SinkServer {
+    /// Serve on `addr` (port 0 picks one); returns the bound address.
+    pub async fn serve(addr: SocketAddr) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| WeirError::io(addr.to_string(), e))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| WeirError::io(addr.to_string(), e))?;
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        let handle = tokio::spawn(async move {
+            if let Err(e) = tonic::transport::Server::builder()
+                .add_service(FlightServiceServer::new(SinkServer))
+                .serve_with_incoming(incoming)
+                .await
+            {
+                tracing::error!("Flight sink server stopped: {e}");
+            }
+        });
+        Ok((bound, handle))
+    }
+}
+
+fn info(sink: &SinkBuffer) -> std::result::Result<FlightInfo, Status> {
+    Ok(FlightInfo::new()
+        .try_with_schema(&sink.schema)
+        .map_err(|e| Status::internal(e.to_string()))?
+        .with_descriptor(FlightDescriptor::new_path(vec![sink.name.clone()]))
+        .with_endpoint(FlightEndpoint::new().with_ticket(Ticket::new(sink.ticket.clone())))
+        .with_total_records(sink.num_rows() as i64))
+}
+
+/// Every batch of `sink`, then new ones as they come, until it finishes.
+fn follow(
+    sink: Arc<SinkBuffer>,
+) -> BoxStream<'static, arrow_flight::error::Result<arrow::record_batch::RecordBatch>> {
+    futures::stream::unfold((sink, 0usize), |(sink, next)| async move {
+        loop {
+            let finished = sink.is_finished();
+            let batches = sink.batches_from(next);
+            if !batches.is_empty() {
+                let n = next + batches.len();
+                let items = futures::stream::iter(batches.into_iter().map(Ok));
+                return Some((items, (sink, n)));
+            }
+            if finished {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .flatten()
+    .boxed()
+}
+
+#[tonic::async_trait]
+impl FlightService for SinkServer {
+    type HandshakeStream = BoxStream<'static, std::result::Result<HandshakeResponse, Status>>;
+    type ListFlightsStream = BoxStream<'static, std::result::Result<FlightInfo, Status>>;
+    type DoGetStream = BoxStream<'static, std::result::Result<FlightData, Status>>;
+    type DoPutStream = BoxStream<'static, std::result::Result<PutResult, Status>>;
+    type DoActionStream = BoxStream<'static, std::result::Result<arrow_flight::Result, Status>>;
+    type ListActionsStream = BoxStream<'static, std::result::Result<ActionType, Status>>;
+    type DoExchangeStream = BoxStream<'static, std::result::Result<FlightData, Status>>;
+
+    async fn list_flights(
+        &self,
+        _: Request<Criteria>,
+    ) -> std::result::Result<Response<Self::ListFlightsStream>, Status> {
+        let infos: Vec<_> = SinkHub::global().list().iter().map(|s| info(s)).collect();
+        Ok(Response::new(futures::stream::iter(infos).boxed()))
+    }
+
+    async fn get_flight_info(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<FlightInfo>, Status> {
+        let descriptor = request.into_inner();
+        let name = descriptor
+            .path
+            .first()
+            .ok_or_else(|| Status::invalid_argument("the descriptor must name a sink (path)"))?;
+        let sink = SinkHub::global()
+            .by_name(name)
+            .ok_or_else(|| Status::not_found(format!("no sink named '{name}'")))?;
+        Ok(Response::new(info(&sink)?))
+    }
+
+    async fn do_get(
+        &self,
+        request: Request<Ticket>,
+    ) -> std::result::Result<Response<Self::DoGetStream>, Status> {
+        let ticket = String::from_utf8(request.into_inner().ticket.to_vec())
+            .map_err(|_| Status::invalid_argument("ticket is not UTF-8"))?;
+        let sink = SinkHub::global()
+            .by_ticket(&ticket)
+            .ok_or_else(|| Status::not_found("unknown ticket"))?;
+        let schema = Arc::clone(&sink.schema);
+        let frames = FlightDataEncoderBuilder::new()
+            .with_schema(schema)
+            .build(follow(sink))
+            .map(|r| r.map_err(|e| Status::internal(e.to_string())));
+        Ok(Response::new(frames.boxed()))
+    }
+
+    async fn handshake(
+        &self,
+        _: Request<Streaming<HandshakeRequest>>,
+    ) -> std::result::Result<Response<Self::HandshakeStream>, Status> {
+        Err(Status::unimplemented("handshake"))
+    }
+    async fn poll_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<PollInfo>, Status> {
+        Err(Status::unimplemented("poll_flight_info"))
+    }
+    async fn get_schema(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<SchemaResult>, Status> {
+        Err(Status::unimplemented("get_schema"))
+    }
+    async fn do_put(
+        &self,
+        _: Request<Streaming<FlightData>>,
+    ) -> std::result::Result<Response<Self::DoPutStream>, Status> {
+        Err(Status::unimplemented("sinks are read-only"))
+    }
+    async fn do_action(
+        &self,
+        _: Request<Action>,
+    ) -> std::result::Result<Response<Self::DoActionStream>, Status> {
+        Err(Status::unimplemented("do_action"))
+    }
+    async fn list_actions(
+        &self,
+        _: Request<Empty>,
+    ) -> std::result::Result<Response<Self::ListActionsStream>, Status> {
+        Err(Status::unimplemented("list_actions"))
+    }
+    async fn do_exchange(
+        &self,
+        _: Request<Streaming<FlightData>>,
+    ) -> std::result::Result<Response<Self::DoExchangeStream>, Status> {
+        Err(Status::unimplemented("do_exchange"))
+    }
+}

@@ -1,0 +1,96 @@
+//! A Rust Flight client lists and reads a job's Flight sink.
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::Int64Type;
+use arrow_flight::{FlightClient, FlightInfo, Ticket};
+use futures::TryStreamExt;
+use weir_core::spec::{ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::time::WatermarkStrategy;
+
+#[test]
+fn a_flight_client_lists_and_reads_a_sink() {
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(2);
+    let rows = 50_000u64;
+    let spec = GeneratorSpec::new(Some(rows)).column("n", ColumnGen::Sequence);
+    env.from_source(
+        SourceSpec::Generator(spec),
+        WatermarkStrategy::no_watermarks(),
+        "numbers",
+    )
+    .unwrap()
+    .sink_to(
+        SinkSpec::Flight {
+            name: "flight-sink-test".into(),
+        },
+        "results",
+    )
+    .unwrap();
+    let job = env.execute_async("flight-sink").unwrap();
+    let addr = job
+        .sink_endpoint()
+        .expect("a job with a Flight sink serves it");
+    assert!(
+        addr.ip().is_loopback(),
+        "listeners bind loopback by default"
+    );
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (batches, unknown) = runtime.block_on(async move {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client = FlightClient::new(channel);
+        let infos: Vec<FlightInfo> = client
+            .list_flights("")
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let info = infos
+            .iter()
+            .find(|i| {
+                i.flight_descriptor
+                    .as_ref()
+                    .is_some_and(|d| d.path == ["flight-sink-test"])
+            })
+            .expect("the sink is listed");
+        let ticket = info.endpoint[0]
+            .ticket
+            .clone()
+            .expect("an endpoint with a ticket");
+        assert!(
+            !String::from_utf8_lossy(&ticket.ticket).contains('/'),
+            "tickets are opaque ids"
+        );
+        let batches: Vec<RecordBatch> = client
+            .do_get(ticket)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let unknown = client
+            .do_get(Ticket::new("not-a-ticket"))
+            .await
+            .err()
+            .map(|e| e.to_string());
+        (batches, unknown)
+    });
+    let mut values: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+        .collect();
+    values.sort();
+    assert_eq!(
+        values,
+        (0..rows as i64).collect::<Vec<_>>(),
+        "every row, exactly once"
+    );
+    let unknown = unknown.expect("an unknown ticket is refused");
+    assert!(unknown.contains("unknown ticket"), "{unknown}");
+    job.wait().unwrap();
+}
