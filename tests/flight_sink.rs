@@ -94,3 +94,101 @@ fn a_flight_client_lists_and_reads_a_sink() {
     assert!(unknown.contains("unknown ticket"), "{unknown}");
     job.wait().unwrap();
 }
+
+#[test]
+fn a_sink_with_a_token_refuses_clients_without_it() {
+    let env = weir_worker::local_environment().unwrap();
+    env.configure(|c| c.sink_token = Some(weir_core::Secret::new("open-sesame").unwrap()));
+    let rows = 1_000u64;
+    let spec = GeneratorSpec::new(Some(rows)).column("n", ColumnGen::Sequence);
+    env.from_source(
+        SourceSpec::Generator(spec),
+        WatermarkStrategy::no_watermarks(),
+        "numbers",
+    )
+    .unwrap()
+    .sink_to(
+        SinkSpec::Flight {
+            name: "flight-sink-token-test".into(),
+        },
+        "results",
+    )
+    .unwrap();
+    let job = env.execute_async("flight-sink-token").unwrap();
+    let addr = job.sink_endpoint().unwrap();
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (anonymous, wrong, read) = runtime.block_on(async move {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client = FlightClient::new(channel);
+        let anonymous = client.list_flights("").await.err().map(|e| e.to_string());
+        client.add_header("authorization", "Bearer wrong").unwrap();
+        let wrong = client.list_flights("").await.err().map(|e| e.to_string());
+        client
+            .add_header("authorization", "Bearer open-sesame")
+            .unwrap();
+        let infos: Vec<FlightInfo> = client
+            .list_flights("")
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let info = infos
+            .iter()
+            .find(|i| {
+                i.flight_descriptor
+                    .as_ref()
+                    .is_some_and(|d| d.path == ["flight-sink-token-test"])
+            })
+            .expect("the sink is listed to an authenticated client");
+        let ticket = info.endpoint[0].ticket.clone().unwrap();
+        let batches: Vec<RecordBatch> = client
+            .do_get(ticket)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let read: usize = batches.iter().map(|b| b.num_rows()).sum();
+        (anonymous, wrong, read)
+    });
+    let anonymous = anonymous.expect("a client without a token is refused");
+    assert!(
+        anonymous.contains("bearer token is required"),
+        "{anonymous}"
+    );
+    let wrong = wrong.expect("a wrong token is refused");
+    assert!(wrong.contains("invalid token"), "{wrong}");
+    assert_eq!(read, rows as usize);
+    job.wait().unwrap();
+}
+
+#[test]
+fn a_public_sink_listener_without_a_token_is_refused() {
+    let env = weir_worker::local_environment().unwrap();
+    env.configure(|c| c.sink_bind = "0.0.0.0:0".parse().unwrap());
+    let spec = GeneratorSpec::new(Some(10)).column("n", ColumnGen::Sequence);
+    env.from_source(
+        SourceSpec::Generator(spec),
+        WatermarkStrategy::no_watermarks(),
+        "numbers",
+    )
+    .unwrap()
+    .sink_to(
+        SinkSpec::Flight {
+            name: "flight-sink-public".into(),
+        },
+        "results",
+    )
+    .unwrap();
+    let err = env
+        .execute("flight-sink-public")
+        .expect_err("a public listener needs a token")
+        .to_string();
+    assert!(err.contains("sink_token"), "{err}");
+}

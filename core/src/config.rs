@@ -3,6 +3,7 @@
 //! Layering: [`WeirConfig::default`] → environment variables
 //! ([`WeirConfig::with_env`], `WEIR_*`) → explicit setters in code.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::error::{Result, WeirError};
@@ -62,6 +63,39 @@ pub struct WeirConfig {
     /// How the local executor connects tasks. Default local queues.
     /// `WEIR_EXCHANGE` (`local` | `flight`).
     pub exchange: ExchangeMode,
+    /// Address the Flight endpoint serving a job's Flight sinks listens on.
+    /// Default `127.0.0.1:0` (loopback, any free port). A non-loopback
+    /// address requires [`sink_token`](Self::sink_token). `WEIR_SINK_BIND`.
+    pub sink_bind: SocketAddr,
+    /// Bearer token Flight clients must send (`authorization: Bearer <token>`)
+    /// to list or read sinks. Default none (loopback only). `WEIR_SINK_TOKEN`.
+    pub sink_token: Option<Secret>,
+}
+
+/// A credential: compared and used, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wrap a credential; empty ones are refused.
+    pub fn new(value: impl Into<String>) -> Result<Self> {
+        let value = value.into();
+        if value.trim().is_empty() {
+            return Err(WeirError::Config("a token must not be empty".into()));
+        }
+        Ok(Self(value))
+    }
+
+    /// The credential itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
 }
 
 impl Default for WeirConfig {
@@ -76,6 +110,8 @@ impl Default for WeirConfig {
             chaining_enabled: true,
             watermark_interval: Duration::from_millis(200),
             exchange: ExchangeMode::Local,
+            sink_bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            sink_token: None,
         }
     }
 }
@@ -111,6 +147,12 @@ impl WeirConfig {
         }
         if let Some(v) = parse_env("WEIR_CHANNEL_CAPACITY")? {
             self.channel_capacity = v;
+        }
+        if let Some(v) = parse_env("WEIR_SINK_BIND")? {
+            self.sink_bind = v;
+        }
+        if let Ok(v) = std::env::var("WEIR_SINK_TOKEN") {
+            self.sink_token = Some(Secret::new(v)?);
         }
         if let Ok(v) = std::env::var("WEIR_EXCHANGE") {
             self.exchange = match v.to_ascii_lowercase().as_str() {
@@ -157,6 +199,13 @@ impl WeirConfig {
                 "channel_capacity must be at least 1".into(),
             ));
         }
+        if !self.sink_bind.ip().is_loopback() && self.sink_token.is_none() {
+            return Err(WeirError::Config(format!(
+                "sink_bind {} is reachable from other hosts: set sink_token \
+                 (WEIR_SINK_TOKEN) so remote Flight clients must authenticate",
+                self.sink_bind
+            )));
+        }
         Ok(())
     }
 }
@@ -182,5 +231,22 @@ mod tests {
                 .to_string()
                 .contains("max_parallelism")
         );
+    }
+
+    #[test]
+    fn remote_sink_listeners_need_a_token() {
+        let mut c = WeirConfig {
+            sink_bind: "0.0.0.0:8815".parse().unwrap(),
+            ..Default::default()
+        };
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("sink_token"), "{err}");
+        c.sink_token = Some(Secret::new("s3cret").unwrap());
+        c.validate().unwrap();
+        assert!(
+            !format!("{c:?}").contains("s3cret"),
+            "tokens are never printed"
+        );
+        assert!(Secret::new("  ").is_err());
     }
 }

@@ -6,6 +6,10 @@
 //! sink name; `do_get` streams a sink from its first batch and then follows
 //! it until every subtask has finished. Tickets are opaque random ids
 //! checked against the known sinks — never paths.
+//!
+//! With a token configured every call must carry
+//! `authorization: Bearer <token>`; others are refused as unauthenticated
+//! before they reach the service.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,15 +24,19 @@ use arrow_flight::{
 use futures::stream::{BoxStream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use weir_core::sinkhub::{SinkBuffer, SinkHub};
-use weir_core::{Result, WeirError};
+use weir_core::{Result, Secret, WeirError};
 
 /// Serves the process's readable sinks to Flight clients.
 #[derive(Clone, Default)]
 pub struct SinkServer;
 
 impl SinkServer {
-    /// Serve on `addr` (port 0 picks one); returns the bound address.
-    pub async fn serve(addr: SocketAddr) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    /// Serve on `addr` (port 0 picks one), requiring `token` from clients when
+    /// given; returns the bound address.
+    pub async fn serve(
+        addr: SocketAddr,
+        token: Option<Secret>,
+    ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| WeirError::io(addr.to_string(), e))?;
@@ -38,7 +46,12 @@ impl SinkServer {
         let incoming = tonic::transport::server::TcpIncoming::from(listener);
         let handle = tokio::spawn(async move {
             if let Err(e) = tonic::transport::Server::builder()
-                .add_service(FlightServiceServer::new(SinkServer))
+                .add_service(FlightServiceServer::with_interceptor(
+                    SinkServer,
+                    move |request: Request<()>| {
+                        authorize(&request, token.as_ref()).map(|_| request)
+                    },
+                ))
                 .serve_with_incoming(incoming)
                 .await
             {
@@ -47,6 +60,29 @@ impl SinkServer {
         });
         Ok((bound, handle))
     }
+}
+
+/// Check the request's bearer token against `token` (none: open).
+fn authorize(request: &Request<()>, token: Option<&Secret>) -> std::result::Result<(), Status> {
+    let Some(token) = token else {
+        return Ok(());
+    };
+    let presented = request
+        .metadata()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| Status::unauthenticated("a bearer token is required"))?;
+    if constant_time_eq(presented.as_bytes(), token.expose().as_bytes()) {
+        Ok(())
+    } else {
+        Err(Status::unauthenticated("invalid token"))
+    }
+}
+
+/// Equality whose time does not depend on where the inputs differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn info(sink: &SinkBuffer) -> std::result::Result<FlightInfo, Status> {

@@ -243,7 +243,8 @@ impl ExchangeHost {
     }
 }
 
-/// The Flight endpoint serving a job's Flight sinks, on loopback.
+/// The Flight endpoint serving a job's Flight sinks, on `sink_bind`
+/// (loopback by default), guarded by `sink_token` when set.
 struct SinkHost {
     addr: std::net::SocketAddr,
     _serving: tokio::task::JoinHandle<()>,
@@ -265,8 +266,10 @@ impl SinkHost {
             .enable_all()
             .build()
             .map_err(|e| WeirError::Execution(format!("cannot start the sink server: {e}")))?;
-        let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-        let (addr, serving) = runtime.block_on(SinkServer::serve(loopback))?;
+        let (addr, serving) = runtime.block_on(SinkServer::serve(
+            job.config.sink_bind,
+            job.config.sink_token.clone(),
+        ))?;
         Ok(Some(Self {
             addr,
             _serving: serving,
