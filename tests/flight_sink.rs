@@ -36,7 +36,7 @@ fn a_flight_client_lists_and_reads_a_sink() {
     );
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (batches, unknown) = runtime.block_on(async move {
+    let (batches, unknown, tail, bad_offset) = runtime.block_on(async move {
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
             .unwrap()
             .connect()
@@ -66,6 +66,7 @@ fn a_flight_client_lists_and_reads_a_sink() {
             !String::from_utf8_lossy(&ticket.ticket).contains('/'),
             "tickets are opaque ids"
         );
+        let id = String::from_utf8(ticket.ticket.to_vec()).unwrap();
         let batches: Vec<RecordBatch> = client
             .do_get(ticket)
             .await
@@ -78,8 +79,36 @@ fn a_flight_client_lists_and_reads_a_sink() {
             .await
             .err()
             .map(|e| e.to_string());
-        (batches, unknown)
+        // Resume from a row offset: the job has finished, so the sink's
+        // order is settled and the tail equals the full read's tail.
+        let tail: Vec<RecordBatch> = client
+            .do_get(Ticket::new(format!("{id}:{}", rows - 10)))
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let bad_offset = client
+            .do_get(Ticket::new(format!("{id}:ten")))
+            .await
+            .err()
+            .map(|e| e.to_string());
+        (batches, unknown, tail, bad_offset)
     });
+    let column = |batches: &[RecordBatch]| -> Vec<i64> {
+        batches
+            .iter()
+            .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+            .collect()
+    };
+    let all = column(&batches);
+    assert_eq!(
+        column(&tail),
+        all[all.len() - 10..],
+        "a ticket offset resumes at that row"
+    );
+    let bad_offset = bad_offset.expect("a malformed offset is refused");
+    assert!(bad_offset.contains("not a row number"), "{bad_offset}");
     let mut values: Vec<i64> = batches
         .iter()
         .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())

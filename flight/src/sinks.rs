@@ -3,8 +3,9 @@
 //! `list_flights` lists every readable sink of the process (one
 //! `FlightInfo` each: the sink name as descriptor path, its schema, one
 //! endpoint with the sink's opaque ticket); `get_flight_info` answers for a
-//! sink name; `do_get` streams a sink from its first batch and then follows
-//! it until every subtask has finished. Tickets are opaque random ids
+//! sink name; `do_get` streams a sink from its first row — or from row `N`
+//! when the ticket is `<ticket>:<N>`, so a client resumes where it stopped —
+//! and then follows it until every subtask has finished. Tickets are opaque random ids
 //! checked against the known sinks — never paths.
 //!
 //! With a token configured every call must carry
@@ -15,6 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arrow::record_batch::RecordBatch;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
 use arrow_flight::{
@@ -94,18 +96,52 @@ fn info(sink: &SinkBuffer) -> std::result::Result<FlightInfo, Status> {
         .with_total_records(sink.num_rows() as i64))
 }
 
-/// Every batch of `sink`, then new ones as they come, until it finishes.
+/// Split a presented ticket into the sink's ticket and the row to start at.
+fn parse_ticket(bytes: &[u8]) -> std::result::Result<(&str, usize), Status> {
+    let ticket =
+        std::str::from_utf8(bytes).map_err(|_| Status::invalid_argument("ticket is not UTF-8"))?;
+    match ticket.split_once(':') {
+        None => Ok((ticket, 0)),
+        Some((id, offset)) => {
+            let offset = offset.parse().map_err(|_| {
+                Status::invalid_argument(format!(
+                    "ticket offset {offset:?} is not a row number (expected <ticket>:<row>)"
+                ))
+            })?;
+            Ok((id, offset))
+        }
+    }
+}
+
+/// Drop the first `skip` rows of `batches`; returns how many are left to skip.
+fn skip_rows(batches: Vec<RecordBatch>, mut skip: usize) -> (Vec<RecordBatch>, usize) {
+    let mut kept = Vec::with_capacity(batches.len());
+    for batch in batches {
+        if skip >= batch.num_rows() {
+            skip -= batch.num_rows();
+        } else {
+            kept.push(batch.slice(skip, batch.num_rows() - skip));
+            skip = 0;
+        }
+    }
+    (kept, skip)
+}
+
+/// Every batch of `sink` after its first `skip` rows, then new ones as they
+/// come, until it finishes.
 fn follow(
     sink: Arc<SinkBuffer>,
-) -> BoxStream<'static, arrow_flight::error::Result<arrow::record_batch::RecordBatch>> {
-    futures::stream::unfold((sink, 0usize), |(sink, next)| async move {
+    skip: usize,
+) -> BoxStream<'static, arrow_flight::error::Result<RecordBatch>> {
+    futures::stream::unfold((sink, 0usize, skip), |(sink, next, skip)| async move {
         loop {
             let finished = sink.is_finished();
             let batches = sink.batches_from(next);
             if !batches.is_empty() {
                 let n = next + batches.len();
+                let (batches, skip) = skip_rows(batches, skip);
                 let items = futures::stream::iter(batches.into_iter().map(Ok));
-                return Some((items, (sink, n)));
+                return Some((items, (sink, n, skip)));
             }
             if finished {
                 return None;
@@ -154,15 +190,15 @@ impl FlightService for SinkServer {
         &self,
         request: Request<Ticket>,
     ) -> std::result::Result<Response<Self::DoGetStream>, Status> {
-        let ticket = String::from_utf8(request.into_inner().ticket.to_vec())
-            .map_err(|_| Status::invalid_argument("ticket is not UTF-8"))?;
+        let ticket = request.into_inner().ticket;
+        let (id, skip) = parse_ticket(&ticket)?;
         let sink = SinkHub::global()
-            .by_ticket(&ticket)
+            .by_ticket(id)
             .ok_or_else(|| Status::not_found("unknown ticket"))?;
         let schema = Arc::clone(&sink.schema);
         let frames = FlightDataEncoderBuilder::new()
             .with_schema(schema)
-            .build(follow(sink))
+            .build(follow(sink, skip))
             .map(|r| r.map_err(|e| Status::internal(e.to_string())));
         Ok(Response::new(frames.boxed()))
     }
@@ -208,5 +244,45 @@ impl FlightService for SinkServer {
         _: Request<Streaming<FlightData>>,
     ) -> std::result::Result<Response<Self::DoExchangeStream>, Status> {
         Err(Status::unimplemented("do_exchange"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, RecordBatch};
+
+    fn batch(values: std::ops::Range<i64>) -> RecordBatch {
+        RecordBatch::try_from_iter([(
+            "n",
+            Arc::new(Int64Array::from_iter_values(values)) as arrow::array::ArrayRef,
+        )])
+        .unwrap()
+    }
+
+    #[test]
+    fn tickets_carry_an_optional_row_offset() {
+        assert_eq!(parse_ticket(b"abc").unwrap(), ("abc", 0));
+        assert_eq!(parse_ticket(b"abc:42").unwrap(), ("abc", 42));
+        assert!(parse_ticket(b"abc:-1").is_err());
+        assert!(parse_ticket(&[0xff]).is_err());
+    }
+
+    #[test]
+    fn skipping_rows_slices_across_batches() {
+        let (kept, left) = skip_rows(vec![batch(0..3), batch(3..8)], 4);
+        assert_eq!(left, 0);
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0], batch(4..8));
+        let (kept, left) = skip_rows(vec![batch(0..3)], 5);
+        assert!(kept.is_empty());
+        assert_eq!(left, 2);
+    }
+
+    #[test]
+    fn tokens_compare_in_full() {
+        assert!(constant_time_eq(b"token", b"token"));
+        assert!(!constant_time_eq(b"token", b"tokex"));
+        assert!(!constant_time_eq(b"token", b"tok"));
     }
 }
