@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test suite: every Rust test, then the Python Flight client test
+# (pyarrow from PyPI into a virtualenv under the target directory).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target="${CARGO_TARGET_DIR:-target}"
+cargo test --workspace "$@"
+
+cargo build -p flight_sink_demo "$@"
+venv="$target/py-venv"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import pyarrow.flight" 2>/dev/null; then
+  if ! python3 -m venv "$venv" 2>/dev/null; then
+    # Debian ships venv separately.
+    apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv "$venv"
+  fi
+  "$venv/bin/pip" install --quiet --disable-pip-version-check pyarrow
+fi
+"$venv/bin/python" tests/python/test_flight_sink.py "$target/debug/flight_sink_demo"
