@@ -10,7 +10,10 @@
 //!
 //! With a token configured every call must carry
 //! `authorization: Bearer <token>`; others are refused as unauthenticated
-//! before they reach the service.
+//! before they reach the service. Clients that log in the Flight way
+//! (`handshake` with `authorization: Basic base64(user:token)`, as pyarrow's
+//! `authenticate_basic_token`) get the bearer header back from `handshake`;
+//! the user name is not checked, the token is the credential.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,7 +33,9 @@ use weir_core::{Result, Secret, WeirError};
 
 /// Serves the process's readable sinks to Flight clients.
 #[derive(Clone, Default)]
-pub struct SinkServer;
+pub struct SinkServer {
+    token: Option<Secret>,
+}
 
 impl SinkServer {
     /// Serve on `addr` (port 0 picks one), requiring `token` from clients when
@@ -49,7 +54,9 @@ impl SinkServer {
         let handle = tokio::spawn(async move {
             if let Err(e) = tonic::transport::Server::builder()
                 .add_service(FlightServiceServer::with_interceptor(
-                    SinkServer,
+                    SinkServer {
+                        token: token.clone(),
+                    },
                     move |request: Request<()>| {
                         authorize(&request, token.as_ref()).map(|_| request)
                     },
@@ -69,17 +76,35 @@ fn authorize(request: &Request<()>, token: Option<&Secret>) -> std::result::Resu
     let Some(token) = token else {
         return Ok(());
     };
-    let presented = request
+    let header = request
         .metadata()
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
         .ok_or_else(|| Status::unauthenticated("a bearer token is required"))?;
+    let presented = if let Some(bearer) = header.strip_prefix("Bearer ") {
+        bearer.to_owned()
+    } else if let Some(basic) = header.strip_prefix("Basic ") {
+        basic_password(basic)
+            .ok_or_else(|| Status::unauthenticated("malformed basic credentials"))?
+    } else {
+        return Err(Status::unauthenticated("a bearer token is required"));
+    };
     if constant_time_eq(presented.as_bytes(), token.expose().as_bytes()) {
         Ok(())
     } else {
         Err(Status::unauthenticated("invalid token"))
     }
+}
+
+/// The password of `base64(user:password)`.
+fn basic_password(encoded: &str) -> Option<String> {
+    use base64::Engine;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    text.split_once(':')
+        .map(|(_, password)| password.to_owned())
 }
 
 /// Equality whose time does not depend on where the inputs differ.
@@ -207,7 +232,16 @@ impl FlightService for SinkServer {
         &self,
         _: Request<Streaming<HandshakeRequest>>,
     ) -> std::result::Result<Response<Self::HandshakeStream>, Status> {
-        Err(Status::unimplemented("handshake"))
+        // The interceptor has checked the credentials already.
+        let reply = futures::stream::iter([Ok(HandshakeResponse::default())]).boxed();
+        let mut response = Response::new(reply);
+        if let Some(token) = &self.token {
+            let bearer = format!("Bearer {}", token.expose())
+                .parse()
+                .map_err(|_| Status::internal("the token is not a valid header value"))?;
+            response.metadata_mut().insert("authorization", bearer);
+        }
+        Ok(response)
     }
     async fn poll_flight_info(
         &self,
@@ -277,6 +311,16 @@ mod tests {
         let (kept, left) = skip_rows(vec![batch(0..3)], 5);
         assert!(kept.is_empty());
         assert_eq!(left, 2);
+    }
+
+    #[test]
+    fn basic_credentials_carry_the_token_as_password() {
+        // base64("weir:s3cret")
+        assert_eq!(
+            basic_password("d2VpcjpzM2NyZXQ=").as_deref(),
+            Some("s3cret")
+        );
+        assert_eq!(basic_password("not base64!"), None);
     }
 
     #[test]

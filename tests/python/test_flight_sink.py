@@ -61,6 +61,18 @@ def main(binary: str) -> None:
         except KeyError as e:  # pyarrow raises NOT_FOUND as ArrowKeyError
             assert "unknown ticket" in str(e), str(e)
 
+        # The Flight login: handshake with basic credentials (the token as
+        # password) returns the bearer header to send from then on.
+        try:
+            client.authenticate_basic_token(b"weir", b"wrong")
+            raise AssertionError("a login with a wrong token was accepted")
+        except flight.FlightUnauthenticatedError:
+            pass
+        login = client.authenticate_basic_token(b"weir", TOKEN.encode())
+        logged_in = flight.FlightCallOptions(headers=[login])
+        again = client.do_get(ticket, options=logged_in).read_all()
+        assert again.num_rows == ROWS, again.num_rows
+
         last = job.stdout.readline().split()
         assert last == ["finished", str(ROWS)], f"unexpected line {last!r}"
         print(f"pyarrow.flight: read {len(values)} rows "
