@@ -221,3 +221,77 @@ fn a_public_sink_listener_without_a_token_is_refused() {
         .to_string();
     assert!(err.contains("sink_token"), "{err}");
 }
+
+#[test]
+fn a_sink_retains_its_newest_rows_and_refuses_dropped_offsets() {
+    let env = weir_worker::local_environment().unwrap();
+    env.configure(|c| {
+        c.sink_retention = weir_core::SinkRetention {
+            max_rows: Some(100),
+            ..Default::default()
+        }
+    });
+    let rows = 10_000u64;
+    let spec = GeneratorSpec::new(Some(rows)).column("n", ColumnGen::Sequence);
+    env.from_source(
+        SourceSpec::Generator(spec),
+        WatermarkStrategy::no_watermarks(),
+        "numbers",
+    )
+    .unwrap()
+    .sink_to(
+        SinkSpec::Flight {
+            name: "flight-sink-retention-test".into(),
+        },
+        "results",
+    )
+    .unwrap();
+    let job = env.execute_async("flight-sink-retention").unwrap();
+    let addr = job.sink_endpoint().unwrap();
+    while !job.is_finished() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (late, dropped) = runtime.block_on(async move {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client = FlightClient::new(channel);
+        let info = client
+            .get_flight_info(arrow_flight::FlightDescriptor::new_path(vec![
+                "flight-sink-retention-test".into(),
+            ]))
+            .await
+            .unwrap();
+        assert_eq!(info.total_records, 100, "retained rows");
+        let ticket = info.endpoint[0].ticket.clone().unwrap();
+        let id = String::from_utf8(ticket.ticket.to_vec()).unwrap();
+        let late: Vec<RecordBatch> = client
+            .do_get(ticket)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let dropped = client
+            .do_get(Ticket::new(format!("{id}:0")))
+            .await
+            .err()
+            .map(|e| e.to_string());
+        (late, dropped)
+    });
+    let values: Vec<i64> = late
+        .iter()
+        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+        .collect();
+    assert_eq!(
+        values,
+        (rows as i64 - 100..rows as i64).collect::<Vec<_>>(),
+        "a late client reads the newest 100 rows"
+    );
+    let dropped = dropped.expect("an offset before the retained rows is refused");
+    assert!(dropped.contains("rows 0..9900 were dropped"), "{dropped}");
+    job.wait().unwrap();
+}

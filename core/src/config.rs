@@ -70,6 +70,23 @@ pub struct WeirConfig {
     /// Bearer token Flight clients must send (`authorization: Bearer <token>`)
     /// to list or read sinks. Default none (loopback only). `WEIR_SINK_TOKEN`.
     pub sink_token: Option<Secret>,
+    /// How much of its output a Flight sink keeps for clients. Default:
+    /// everything. `WEIR_SINK_RETENTION_ROWS`, `WEIR_SINK_RETENTION_BYTES`,
+    /// `WEIR_SINK_RETENTION_SECS`.
+    pub sink_retention: SinkRetention,
+}
+
+/// Limits on what a Flight sink retains; the oldest batches go first once
+/// any limit is exceeded. Readers that fall behind get a clear error
+/// naming the dropped rows rather than a silent gap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SinkRetention {
+    /// Keep at most this many rows.
+    pub max_rows: Option<usize>,
+    /// Keep at most this many bytes of Arrow memory.
+    pub max_bytes: Option<usize>,
+    /// Drop batches older than this.
+    pub max_age: Option<Duration>,
 }
 
 /// A credential: compared and used, never printed.
@@ -112,6 +129,7 @@ impl Default for WeirConfig {
             exchange: ExchangeMode::Local,
             sink_bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             sink_token: None,
+            sink_retention: SinkRetention::default(),
         }
     }
 }
@@ -153,6 +171,15 @@ impl WeirConfig {
         }
         if let Ok(v) = std::env::var("WEIR_SINK_TOKEN") {
             self.sink_token = Some(Secret::new(v)?);
+        }
+        if let Some(v) = parse_env("WEIR_SINK_RETENTION_ROWS")? {
+            self.sink_retention.max_rows = Some(v);
+        }
+        if let Some(v) = parse_env("WEIR_SINK_RETENTION_BYTES")? {
+            self.sink_retention.max_bytes = Some(v);
+        }
+        if let Some(v) = parse_env::<u64>("WEIR_SINK_RETENTION_SECS")? {
+            self.sink_retention.max_age = Some(Duration::from_secs(v));
         }
         if let Ok(v) = std::env::var("WEIR_EXCHANGE") {
             self.exchange = match v.to_ascii_lowercase().as_str() {

@@ -2,17 +2,22 @@
 //!
 //! A sink named `n` collects the batches of all its subtasks in one buffer;
 //! the Flight sink server (`weir-flight`) lists the buffers and streams
-//! them to clients by an opaque, unguessable ticket. The buffer keeps
-//! everything the job wrote (so a client that connects late still reads all
-//! of it) and knows when every subtask has finished.
+//! them to clients by an opaque, unguessable ticket. The buffer keeps what
+//! the job wrote within its [`SinkRetention`] (everything by default, so a
+//! client that connects late still reads all of it), numbers rows from the
+//! first one the sink ever received, and knows when every subtask has
+//! finished.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+
+use crate::config::SinkRetention;
 
 /// The output of one readable sink.
 #[derive(Debug)]
@@ -23,32 +28,122 @@ pub struct SinkBuffer {
     pub ticket: String,
     /// Schema of every batch.
     pub schema: SchemaRef,
-    batches: Mutex<Vec<RecordBatch>>,
+    retention: SinkRetention,
+    retained: Mutex<Retained>,
     writers: AtomicUsize,
     opened: AtomicBool,
 }
 
+/// The retained tail of a sink's output.
+#[derive(Debug, Default)]
+struct Retained {
+    /// Batches with the time they arrived and their memory size.
+    batches: VecDeque<(RecordBatch, Instant, usize)>,
+    /// Number (from 0) of the first retained row.
+    first_row: usize,
+    rows: usize,
+    bytes: usize,
+}
+
+impl Retained {
+    /// Drop the oldest rows beyond `limits`: whole batches for bytes and
+    /// age, exactly the excess rows for a row limit.
+    fn evict(&mut self, limits: &SinkRetention) {
+        let now = Instant::now();
+        while let Some((front, arrived, size)) = self.batches.front_mut() {
+            let whole = limits.max_bytes.is_some_and(|m| self.bytes > m)
+                || limits
+                    .max_age
+                    .is_some_and(|m| now.duration_since(*arrived) > m);
+            let excess = limits.max_rows.map_or(0, |m| self.rows.saturating_sub(m));
+            let drop = if whole {
+                front.num_rows()
+            } else {
+                excess.min(front.num_rows())
+            };
+            if drop == 0 && !whole {
+                break;
+            }
+            if drop < front.num_rows() {
+                *front = front.slice(drop, front.num_rows() - drop);
+            } else {
+                self.bytes -= *size;
+                self.batches.pop_front();
+            }
+            self.first_row += drop;
+            self.rows -= drop;
+        }
+    }
+}
+
+/// A read asked for rows the sink's retention has already dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowsDropped {
+    /// The first row asked for.
+    pub asked: usize,
+    /// The first row still retained.
+    pub first_retained: usize,
+}
+
+impl std::fmt::Display for RowsDropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "rows {}..{} were dropped by the sink's retention; the oldest retained row is {}",
+            self.asked, self.first_retained, self.first_retained
+        )
+    }
+}
+
 impl SinkBuffer {
-    /// Batches from index `from` on.
-    pub fn batches_from(&self, from: usize) -> Vec<RecordBatch> {
-        let b = self.batches.lock().unwrap_or_else(|e| e.into_inner());
-        b.get(from..)
-            .map(<[RecordBatch]>::to_vec)
-            .unwrap_or_default()
+    fn lock(&self) -> std::sync::MutexGuard<'_, Retained> {
+        self.retained.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Rows written so far.
+    /// The retained rows from row `from` on (from the oldest retained row
+    /// when `None`), as batches, and the number of the row after them.
+    pub fn read_from(
+        &self,
+        from: Option<usize>,
+    ) -> std::result::Result<(Vec<RecordBatch>, usize), RowsDropped> {
+        let mut retained = self.lock();
+        retained.evict(&self.retention);
+        let first = retained.first_row;
+        let from = from.unwrap_or(first);
+        if from < first {
+            return Err(RowsDropped {
+                asked: from,
+                first_retained: first,
+            });
+        }
+        let mut skip = from - first;
+        let mut out = Vec::new();
+        for (batch, _, _) in &retained.batches {
+            let n = batch.num_rows();
+            if skip >= n {
+                skip -= n;
+            } else {
+                out.push(batch.slice(skip, n - skip));
+                skip = 0;
+            }
+        }
+        let end = first + retained.rows;
+        Ok((out, end.max(from)))
+    }
+
+    /// Rows retained now.
     pub fn num_rows(&self) -> usize {
-        let b = self.batches.lock().unwrap_or_else(|e| e.into_inner());
-        b.iter().map(|x| x.num_rows()).sum()
+        self.lock().rows
     }
 
-    /// Append a batch (a sink subtask).
+    /// Append a batch (a sink subtask), dropping what retention no longer keeps.
     pub fn push(&self, batch: RecordBatch) {
-        self.batches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(batch);
+        let size = batch.get_array_memory_size();
+        let mut retained = self.lock();
+        retained.rows += batch.num_rows();
+        retained.bytes += size;
+        retained.batches.push_back((batch, Instant::now(), size));
+        retained.evict(&self.retention);
     }
 
     /// A sink subtask starts writing.
@@ -96,15 +191,17 @@ impl SinkHub {
         HUB.get_or_init(SinkHub::default)
     }
 
-    /// The buffer of sink `name`, created on first use with `schema`.
-    pub fn sink(&self, name: &str, schema: SchemaRef) -> Arc<SinkBuffer> {
+    /// The buffer of sink `name`, created on first use with `schema` and
+    /// `retention`.
+    pub fn sink(&self, name: &str, schema: SchemaRef, retention: SinkRetention) -> Arc<SinkBuffer> {
         let mut sinks = self.sinks.lock().unwrap_or_else(|e| e.into_inner());
         Arc::clone(sinks.entry(name.to_string()).or_insert_with(|| {
             Arc::new(SinkBuffer {
                 name: name.to_string(),
                 ticket: random_token(),
                 schema,
-                batches: Mutex::new(Vec::new()),
+                retention,
+                retained: Mutex::new(Retained::default()),
                 writers: AtomicUsize::new(0),
                 opened: AtomicBool::new(false),
             })
@@ -129,5 +226,69 @@ impl SinkHub {
     pub fn by_name(&self, name: &str) -> Option<Arc<SinkBuffer>> {
         let sinks = self.sinks.lock().unwrap_or_else(|e| e.into_inner());
         sinks.get(name).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{ArrayRef, Int64Array};
+
+    fn batch(values: std::ops::Range<i64>) -> RecordBatch {
+        RecordBatch::try_from_iter([(
+            "n",
+            Arc::new(Int64Array::from_iter_values(values)) as ArrayRef,
+        )])
+        .unwrap()
+    }
+
+    #[test]
+    fn reads_resume_at_a_row_across_batches() {
+        let hub = SinkHub::default();
+        let sink = hub.sink("all", batch(0..1).schema(), SinkRetention::default());
+        sink.push(batch(0..3));
+        sink.push(batch(3..8));
+        let (batches, next) = sink.read_from(Some(4)).unwrap();
+        assert_eq!(batches, vec![batch(4..8)]);
+        assert_eq!(next, 8);
+        let (batches, next) = sink.read_from(Some(8)).unwrap();
+        assert!(batches.is_empty());
+        assert_eq!(next, 8);
+        assert_eq!(sink.num_rows(), 8);
+    }
+
+    #[test]
+    fn retention_drops_the_oldest_batches_and_says_so() {
+        let hub = SinkHub::default();
+        let limits = SinkRetention {
+            max_rows: Some(5),
+            ..Default::default()
+        };
+        let sink = hub.sink("bounded", batch(0..1).schema(), limits);
+        sink.push(batch(0..3));
+        sink.push(batch(3..6));
+        sink.push(batch(6..9));
+        // 9 rows > 5: exactly the newest five rows, 4..9, remain.
+        assert_eq!(sink.num_rows(), 5);
+        let (batches, next) = sink.read_from(None).unwrap();
+        assert_eq!((batches, next), (vec![batch(4..6), batch(6..9)], 9));
+        let err = sink.read_from(Some(2)).unwrap_err();
+        assert_eq!(err.first_retained, 4);
+        assert!(err.to_string().contains("rows 2..4 were dropped"), "{err}");
+    }
+
+    #[test]
+    fn retention_by_age() {
+        let hub = SinkHub::default();
+        let limits = SinkRetention {
+            max_age: Some(std::time::Duration::ZERO),
+            ..Default::default()
+        };
+        let sink = hub.sink("aged", batch(0..1).schema(), limits);
+        sink.push(batch(0..3));
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let (batches, next) = sink.read_from(None).unwrap();
+        assert!(batches.is_empty());
+        assert_eq!(next, 3);
     }
 }

@@ -366,7 +366,8 @@ pub enum SinkSpec {
     Collect(CollectHandle),
     /// Serve the output to Arrow Flight clients (pyarrow, the Rust
     /// `FlightClient`): listed by `list_flights`, read by `do_get` with the
-    /// sink's opaque ticket, from the start even when connecting late.
+    /// sink's opaque ticket, from the start even when connecting late (within
+    /// the job's `sink_retention`).
     Flight {
         /// Name clients see (unique within the process).
         name: String,

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use arrow::record_batch::RecordBatch;
 use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
 use arrow_flight::{
     Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightEndpoint, FlightInfo,
@@ -28,7 +29,7 @@ use arrow_flight::{
 };
 use futures::stream::{BoxStream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
-use weir_core::sinkhub::{SinkBuffer, SinkHub};
+use weir_core::sinkhub::{RowsDropped, SinkBuffer, SinkHub};
 use weir_core::{Result, Secret, WeirError};
 
 /// Serves the process's readable sinks to Flight clients.
@@ -121,55 +122,50 @@ fn info(sink: &SinkBuffer) -> std::result::Result<FlightInfo, Status> {
         .with_total_records(sink.num_rows() as i64))
 }
 
-/// Split a presented ticket into the sink's ticket and the row to start at.
-fn parse_ticket(bytes: &[u8]) -> std::result::Result<(&str, usize), Status> {
+/// Split a presented ticket into the sink's ticket and the row to start at
+/// (`None`: the oldest retained row).
+fn parse_ticket(bytes: &[u8]) -> std::result::Result<(&str, Option<usize>), Status> {
     let ticket =
         std::str::from_utf8(bytes).map_err(|_| Status::invalid_argument("ticket is not UTF-8"))?;
     match ticket.split_once(':') {
-        None => Ok((ticket, 0)),
+        None => Ok((ticket, None)),
         Some((id, offset)) => {
             let offset = offset.parse().map_err(|_| {
                 Status::invalid_argument(format!(
                     "ticket offset {offset:?} is not a row number (expected <ticket>:<row>)"
                 ))
             })?;
-            Ok((id, offset))
+            Ok((id, Some(offset)))
         }
     }
 }
 
-/// Drop the first `skip` rows of `batches`; returns how many are left to skip.
-fn skip_rows(batches: Vec<RecordBatch>, mut skip: usize) -> (Vec<RecordBatch>, usize) {
-    let mut kept = Vec::with_capacity(batches.len());
-    for batch in batches {
-        if skip >= batch.num_rows() {
-            skip -= batch.num_rows();
-        } else {
-            kept.push(batch.slice(skip, batch.num_rows() - skip));
-            skip = 0;
-        }
-    }
-    (kept, skip)
+fn dropped(e: RowsDropped) -> Status {
+    Status::out_of_range(e.to_string())
 }
 
-/// Every batch of `sink` after its first `skip` rows, then new ones as they
-/// come, until it finishes.
+/// The rows of `sink` from `from` on, then new ones as they come, until it
+/// finishes. A reader that falls behind the sink's retention ends with an
+/// error naming the rows it missed.
 fn follow(
     sink: Arc<SinkBuffer>,
-    skip: usize,
+    from: Option<usize>,
 ) -> BoxStream<'static, arrow_flight::error::Result<RecordBatch>> {
-    futures::stream::unfold((sink, 0usize, skip), |(sink, next, skip)| async move {
+    futures::stream::unfold(Some((sink, from)), |state| async move {
+        let (sink, next) = state?;
         loop {
             let finished = sink.is_finished();
-            let batches = sink.batches_from(next);
-            if !batches.is_empty() {
-                let n = next + batches.len();
-                let (batches, skip) = skip_rows(batches, skip);
-                let items = futures::stream::iter(batches.into_iter().map(Ok));
-                return Some((items, (sink, n, skip)));
-            }
-            if finished {
-                return None;
+            match sink.read_from(next) {
+                Ok((batches, end)) if !batches.is_empty() => {
+                    let items = futures::stream::iter(batches.into_iter().map(Ok)).boxed();
+                    return Some((items, Some((sink, Some(end)))));
+                }
+                Ok(_) if finished => return None,
+                Ok(_) => {}
+                Err(e) => {
+                    let error = FlightError::Tonic(Box::new(dropped(e)));
+                    return Some((futures::stream::iter([Err(error)]).boxed(), None));
+                }
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -216,15 +212,22 @@ impl FlightService for SinkServer {
         request: Request<Ticket>,
     ) -> std::result::Result<Response<Self::DoGetStream>, Status> {
         let ticket = request.into_inner().ticket;
-        let (id, skip) = parse_ticket(&ticket)?;
+        let (id, from) = parse_ticket(&ticket)?;
         let sink = SinkHub::global()
             .by_ticket(id)
             .ok_or_else(|| Status::not_found("unknown ticket"))?;
+        // An offset retention has already passed is refused up front.
+        sink.read_from(from).map_err(dropped)?;
         let schema = Arc::clone(&sink.schema);
         let frames = FlightDataEncoderBuilder::new()
             .with_schema(schema)
-            .build(follow(sink, skip))
-            .map(|r| r.map_err(|e| Status::internal(e.to_string())));
+            .build(follow(sink, from))
+            .map(|r| {
+                r.map_err(|e| match e {
+                    FlightError::Tonic(status) => *status,
+                    e => Status::internal(e.to_string()),
+                })
+            });
         Ok(Response::new(frames.boxed()))
     }
 
@@ -284,33 +287,13 @@ impl FlightService for SinkServer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int64Array, RecordBatch};
-
-    fn batch(values: std::ops::Range<i64>) -> RecordBatch {
-        RecordBatch::try_from_iter([(
-            "n",
-            Arc::new(Int64Array::from_iter_values(values)) as arrow::array::ArrayRef,
-        )])
-        .unwrap()
-    }
 
     #[test]
     fn tickets_carry_an_optional_row_offset() {
-        assert_eq!(parse_ticket(b"abc").unwrap(), ("abc", 0));
-        assert_eq!(parse_ticket(b"abc:42").unwrap(), ("abc", 42));
+        assert_eq!(parse_ticket(b"abc").unwrap(), ("abc", None));
+        assert_eq!(parse_ticket(b"abc:42").unwrap(), ("abc", Some(42)));
         assert!(parse_ticket(b"abc:-1").is_err());
         assert!(parse_ticket(&[0xff]).is_err());
-    }
-
-    #[test]
-    fn skipping_rows_slices_across_batches() {
-        let (kept, left) = skip_rows(vec![batch(0..3), batch(3..8)], 4);
-        assert_eq!(left, 0);
-        assert_eq!(kept.len(), 1);
-        assert_eq!(kept[0], batch(4..8));
-        let (kept, left) = skip_rows(vec![batch(0..3)], 5);
-        assert!(kept.is_empty());
-        assert_eq!(left, 2);
     }
 
     #[test]

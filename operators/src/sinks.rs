@@ -59,7 +59,8 @@ pub(crate) fn create(
             handle: handle.clone(),
         }),
         SinkSpec::Flight { name: sink } => {
-            let buffer = SinkHub::global().sink(sink, Arc::clone(&node.schema));
+            let buffer =
+                SinkHub::global().sink(sink, Arc::clone(&node.schema), ctx.config.sink_retention);
             buffer.open_writer();
             Box::new(FlightSink { name, buffer })
         }
