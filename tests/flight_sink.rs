@@ -295,3 +295,135 @@ fn a_sink_retains_its_newest_rows_and_refuses_dropped_offsets() {
     assert!(dropped.contains("rows 0..9900 were dropped"), "{dropped}");
     job.wait().unwrap();
 }
+
+#[test]
+fn a_sink_served_over_tls_is_read_by_a_client_trusting_its_certificate() {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert_pem = certified.cert.pem();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("sink.crt"), dir.path().join("sink.key"));
+    std::fs::write(&cert, &cert_pem).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+
+    let env = weir_worker::local_environment().unwrap();
+    env.configure(|c| c.sink_tls = Some(weir_core::TlsFiles { cert, key }));
+    let rows = 5_000u64;
+    let spec = GeneratorSpec::new(Some(rows)).column("n", ColumnGen::Sequence);
+    env.from_source(
+        SourceSpec::Generator(spec),
+        WatermarkStrategy::no_watermarks(),
+        "numbers",
+    )
+    .unwrap()
+    .sink_to(
+        SinkSpec::Flight {
+            name: "flight-sink-tls-test".into(),
+        },
+        "results",
+    )
+    .unwrap();
+    let job = env.execute_async("flight-sink-tls").unwrap();
+    let port = job.sink_endpoint().unwrap().port();
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (plain, read) = runtime.block_on(async move {
+        // A plaintext client gets no answer from a TLS listener.
+        let plain =
+            match tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+                .unwrap()
+                .connect()
+                .await
+            {
+                Ok(channel) => FlightClient::new(channel).list_flights("").await.is_ok(),
+                Err(_) => false,
+            };
+        let tls = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(cert_pem))
+            .domain_name("localhost");
+        let channel = tonic::transport::Endpoint::from_shared(format!("https://localhost:{port}"))
+            .unwrap()
+            .tls_config(tls)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client = FlightClient::new(channel);
+        let info = client
+            .get_flight_info(arrow_flight::FlightDescriptor::new_path(vec![
+                "flight-sink-tls-test".into(),
+            ]))
+            .await
+            .unwrap();
+        let batches: Vec<RecordBatch> = client
+            .do_get(info.endpoint[0].ticket.clone().unwrap())
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        (plain, batches.iter().map(|b| b.num_rows()).sum::<usize>())
+    });
+    assert!(!plain, "a plaintext client must not be served");
+    assert_eq!(read, rows as usize);
+    job.wait().unwrap();
+}
+
+#[test]
+fn a_missing_tls_certificate_is_named() {
+    let env = weir_worker::local_environment().unwrap();
+    env.configure(|c| {
+        c.sink_tls = Some(weir_core::TlsFiles {
+            cert: "/nonexistent/sink.crt".into(),
+            key: "/nonexistent/sink.key".into(),
+        })
+    });
+    let spec = GeneratorSpec::new(Some(10)).column("n", ColumnGen::Sequence);
+    env.from_source(
+        SourceSpec::Generator(spec),
+        WatermarkStrategy::no_watermarks(),
+        "numbers",
+    )
+    .unwrap()
+    .sink_to(
+        SinkSpec::Flight {
+            name: "flight-sink-tls-missing".into(),
+        },
+        "results",
+    )
+    .unwrap();
+    let err = env
+        .execute("flight-sink-tls-missing")
+        .expect_err("a missing certificate fails the job")
+        .to_string();
+    assert!(err.contains("/nonexistent/sink.crt"), "{err}");
+}
+
+#[test]
+fn a_malformed_tls_certificate_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("sink.crt"), dir.path().join("sink.key"));
+    std::fs::write(&cert, "not a certificate").unwrap();
+    std::fs::write(&key, "not a key").unwrap();
+    let env = weir_worker::local_environment().unwrap();
+    env.configure(|c| c.sink_tls = Some(weir_core::TlsFiles { cert, key }));
+    let spec = GeneratorSpec::new(Some(10)).column("n", ColumnGen::Sequence);
+    env.from_source(
+        SourceSpec::Generator(spec),
+        WatermarkStrategy::no_watermarks(),
+        "numbers",
+    )
+    .unwrap()
+    .sink_to(
+        SinkSpec::Flight {
+            name: "flight-sink-tls-malformed".into(),
+        },
+        "results",
+    )
+    .unwrap();
+    let err = env
+        .execute_async("flight-sink-tls-malformed")
+        .err()
+        .expect("a malformed certificate fails the job at start")
+        .to_string();
+    assert!(err.contains("sink TLS configuration"), "{err}");
+}

@@ -4,6 +4,7 @@
 //! ([`WeirConfig::with_env`], `WEIR_*`) → explicit setters in code.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Result, WeirError};
@@ -74,6 +75,19 @@ pub struct WeirConfig {
     /// everything. `WEIR_SINK_RETENTION_ROWS`, `WEIR_SINK_RETENTION_BYTES`,
     /// `WEIR_SINK_RETENTION_SECS`.
     pub sink_retention: SinkRetention,
+    /// Serve Flight sinks over TLS with this certificate and key (PEM).
+    /// Default none (plain HTTP/2). `WEIR_SINK_TLS_CERT` and
+    /// `WEIR_SINK_TLS_KEY`, both or neither.
+    pub sink_tls: Option<TlsFiles>,
+}
+
+/// A PEM certificate chain and its private key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// Certificate chain (PEM).
+    pub cert: PathBuf,
+    /// Private key (PEM).
+    pub key: PathBuf,
 }
 
 /// Limits on what a Flight sink retains; the oldest batches go first once
@@ -130,6 +144,7 @@ impl Default for WeirConfig {
             sink_bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             sink_token: None,
             sink_retention: SinkRetention::default(),
+            sink_tls: None,
         }
     }
 }
@@ -180,6 +195,24 @@ impl WeirConfig {
         }
         if let Some(v) = parse_env::<u64>("WEIR_SINK_RETENTION_SECS")? {
             self.sink_retention.max_age = Some(Duration::from_secs(v));
+        }
+        match (
+            std::env::var_os("WEIR_SINK_TLS_CERT"),
+            std::env::var_os("WEIR_SINK_TLS_KEY"),
+        ) {
+            (Some(cert), Some(key)) => {
+                self.sink_tls = Some(TlsFiles {
+                    cert: cert.into(),
+                    key: key.into(),
+                })
+            }
+            (None, None) => {}
+            _ => {
+                return Err(WeirError::Config(
+                    "WEIR_SINK_TLS_CERT and WEIR_SINK_TLS_KEY go together: set both or neither"
+                        .into(),
+                ));
+            }
         }
         if let Ok(v) = std::env::var("WEIR_EXCHANGE") {
             self.exchange = match v.to_ascii_lowercase().as_str() {

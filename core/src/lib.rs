@@ -47,6 +47,6 @@ pub mod spec;
 pub mod time;
 
 pub use api::{DataStream, KeyedStream, StreamExecutionEnvironment, WindowedStream};
-pub use config::{ExchangeMode, RuntimeMode, Secret, SinkRetention, WeirConfig};
+pub use config::{ExchangeMode, RuntimeMode, Secret, SinkRetention, TlsFiles, WeirConfig};
 pub use error::{Result, WeirError};
 pub use message::{CheckpointBarrier, StreamMessage, Watermark};

@@ -17,4 +17,4 @@ pub mod exchange;
 pub mod sinks;
 
 pub use exchange::{ExchangeServer, FlightChannelSender, LazyFlightSender};
-pub use sinks::SinkServer;
+pub use sinks::{SinkServer, TlsPem};

@@ -32,6 +32,28 @@ use tonic::{Request, Response, Status, Streaming};
 use weir_core::sinkhub::{RowsDropped, SinkBuffer, SinkHub};
 use weir_core::{Result, Secret, WeirError};
 
+/// A PEM certificate chain and private key for serving over TLS.
+#[derive(Clone)]
+pub struct TlsPem {
+    /// Certificate chain (PEM).
+    pub cert: Vec<u8>,
+    /// Private key (PEM).
+    pub key: Vec<u8>,
+}
+
+impl TlsPem {
+    /// Read both files; errors name the file.
+    pub fn read(cert: &std::path::Path, key: &std::path::Path) -> Result<Self> {
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).map_err(|e| WeirError::io(p.display().to_string(), e))
+        };
+        Ok(Self {
+            cert: read(cert)?,
+            key: read(key)?,
+        })
+    }
+}
+
 /// Serves the process's readable sinks to Flight clients.
 #[derive(Clone, Default)]
 pub struct SinkServer {
@@ -40,11 +62,20 @@ pub struct SinkServer {
 
 impl SinkServer {
     /// Serve on `addr` (port 0 picks one), requiring `token` from clients when
+    /// given and speaking TLS with `tls` (PEM certificate chain and key) when
     /// given; returns the bound address.
     pub async fn serve(
         addr: SocketAddr,
         token: Option<Secret>,
+        tls: Option<TlsPem>,
     ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = tls {
+            let identity = tonic::transport::Identity::from_pem(tls.cert, tls.key);
+            builder = builder
+                .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+                .map_err(|e| WeirError::Config(format!("sink TLS configuration: {e}")))?;
+        }
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| WeirError::io(addr.to_string(), e))?;
@@ -53,7 +84,7 @@ impl SinkServer {
             .map_err(|e| WeirError::io(addr.to_string(), e))?;
         let incoming = tonic::transport::server::TcpIncoming::from(listener);
         let handle = tokio::spawn(async move {
-            if let Err(e) = tonic::transport::Server::builder()
+            if let Err(e) = builder
                 .add_service(FlightServiceServer::with_interceptor(
                     SinkServer {
                         token: token.clone(),

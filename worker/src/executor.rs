@@ -13,7 +13,7 @@ use weir_core::keys::KeyGroupRange;
 use weir_core::message::Watermark;
 use weir_core::spec::SinkSpec;
 use weir_core::{Result, WeirError};
-use weir_flight::{ExchangeServer, LazyFlightSender, SinkServer};
+use weir_flight::{ExchangeServer, LazyFlightSender, SinkServer, TlsPem};
 use weir_operators::partition::BatchPartitioner;
 use weir_operators::{OperatorContext, create_operator, create_source};
 
@@ -66,7 +66,15 @@ impl JobExecutor for LocalExecutor {
     }
 
     fn execute(&self, job: JobGraph) -> Result<JobResult> {
-        run_job(job)
+        // Flight sinks are served while the job runs (use `execute_async`
+        // for the endpoint and to keep serving after the job ends).
+        let sinks = SinkHost::start_if_needed(&job)?;
+        if let Some(host) = &sinks {
+            tracing::info!("Flight sinks of '{}' served on {}", job.job_name, host.addr);
+        }
+        let result = run_job(job);
+        drop(sinks);
+        result
     }
 }
 
@@ -266,9 +274,14 @@ impl SinkHost {
             .enable_all()
             .build()
             .map_err(|e| WeirError::Execution(format!("cannot start the sink server: {e}")))?;
+        let tls = match &job.config.sink_tls {
+            Some(files) => Some(TlsPem::read(&files.cert, &files.key)?),
+            None => None,
+        };
         let (addr, serving) = runtime.block_on(SinkServer::serve(
             job.config.sink_bind,
             job.config.sink_token.clone(),
+            tls,
         ))?;
         Ok(Some(Self {
             addr,
