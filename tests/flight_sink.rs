@@ -7,11 +7,8 @@ use futures::TryStreamExt;
 use weir_core::spec::{ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
 use weir_core::time::WatermarkStrategy;
 
-#[test]
-fn a_flight_client_lists_and_reads_a_sink() {
-    let env = weir_worker::local_environment().unwrap();
-    env.set_parallelism(2);
-    let rows = 50_000u64;
+/// A job writing `n = 0..rows` into the Flight sink `sink`.
+fn numbers_into_sink(env: &weir_core::StreamExecutionEnvironment, rows: u64, sink: &str) {
     let spec = GeneratorSpec::new(Some(rows)).column("n", ColumnGen::Sequence);
     env.from_source(
         SourceSpec::Generator(spec),
@@ -19,13 +16,67 @@ fn a_flight_client_lists_and_reads_a_sink() {
         "numbers",
     )
     .unwrap()
-    .sink_to(
-        SinkSpec::Flight {
-            name: "flight-sink-test".into(),
-        },
-        "results",
-    )
+    .sink_to(SinkSpec::Flight { name: sink.into() }, "results")
     .unwrap();
+}
+
+/// The `FlightInfo` that `list_flights` gives for the sink `name`.
+async fn listed(client: &mut FlightClient, name: &str) -> FlightInfo {
+    let infos: Vec<FlightInfo> = client
+        .list_flights("")
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    infos
+        .into_iter()
+        .find(|i| {
+            i.flight_descriptor
+                .as_ref()
+                .is_some_and(|d| d.path == [name])
+        })
+        .unwrap_or_else(|| panic!("the sink {name} is listed"))
+}
+
+/// The error starting a small Flight-sink job configured by `configure`.
+fn start_error(sink: &str, configure: impl FnOnce(&mut weir_core::WeirConfig)) -> String {
+    let env = weir_worker::local_environment().unwrap();
+    env.configure(configure);
+    numbers_into_sink(&env, 10, sink);
+    env.execute_async(sink)
+        .err()
+        .expect("the job must not start")
+        .to_string()
+}
+
+/// Every batch `do_get` streams for `ticket`.
+async fn read(client: &mut FlightClient, ticket: Ticket) -> Vec<RecordBatch> {
+    client
+        .do_get(ticket)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
+}
+
+/// A plaintext Flight client of `addr`.
+async fn connect(addr: std::net::SocketAddr) -> FlightClient {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    FlightClient::new(channel)
+}
+
+#[test]
+fn a_flight_client_lists_and_reads_a_sink() {
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(2);
+    let rows = 50_000u64;
+    numbers_into_sink(&env, rows, "flight-sink-test");
     let job = env.execute_async("flight-sink").unwrap();
     let addr = job
         .sink_endpoint()
@@ -37,27 +88,8 @@ fn a_flight_client_lists_and_reads_a_sink() {
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (batches, unknown, tail, bad_offset) = runtime.block_on(async move {
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut client = FlightClient::new(channel);
-        let infos: Vec<FlightInfo> = client
-            .list_flights("")
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap();
-        let info = infos
-            .iter()
-            .find(|i| {
-                i.flight_descriptor
-                    .as_ref()
-                    .is_some_and(|d| d.path == ["flight-sink-test"])
-            })
-            .expect("the sink is listed");
+        let mut client = connect(addr).await;
+        let info = listed(&mut client, "flight-sink-test").await;
         let ticket = info.endpoint[0]
             .ticket
             .clone()
@@ -67,13 +99,7 @@ fn a_flight_client_lists_and_reads_a_sink() {
             "tickets are opaque ids"
         );
         let id = String::from_utf8(ticket.ticket.to_vec()).unwrap();
-        let batches: Vec<RecordBatch> = client
-            .do_get(ticket)
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap();
+        let batches: Vec<RecordBatch> = read(&mut client, ticket).await;
         let unknown = client
             .do_get(Ticket::new("not-a-ticket"))
             .await
@@ -81,13 +107,8 @@ fn a_flight_client_lists_and_reads_a_sink() {
             .map(|e| e.to_string());
         // Resume from a row offset: the job has finished, so the sink's
         // order is settled and the tail equals the full read's tail.
-        let tail: Vec<RecordBatch> = client
-            .do_get(Ticket::new(format!("{id}:{}", rows - 10)))
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap();
+        let tail: Vec<RecordBatch> =
+            read(&mut client, Ticket::new(format!("{id}:{}", rows - 10))).await;
         let bad_offset = client
             .do_get(Ticket::new(format!("{id}:ten")))
             .await
@@ -129,60 +150,22 @@ fn a_sink_with_a_token_refuses_clients_without_it() {
     let env = weir_worker::local_environment().unwrap();
     env.configure(|c| c.sink_token = Some(weir_core::Secret::new("open-sesame").unwrap()));
     let rows = 1_000u64;
-    let spec = GeneratorSpec::new(Some(rows)).column("n", ColumnGen::Sequence);
-    env.from_source(
-        SourceSpec::Generator(spec),
-        WatermarkStrategy::no_watermarks(),
-        "numbers",
-    )
-    .unwrap()
-    .sink_to(
-        SinkSpec::Flight {
-            name: "flight-sink-token-test".into(),
-        },
-        "results",
-    )
-    .unwrap();
+    numbers_into_sink(&env, rows, "flight-sink-token-test");
     let job = env.execute_async("flight-sink-token").unwrap();
     let addr = job.sink_endpoint().unwrap();
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (anonymous, wrong, read) = runtime.block_on(async move {
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut client = FlightClient::new(channel);
+        let mut client = connect(addr).await;
         let anonymous = client.list_flights("").await.err().map(|e| e.to_string());
         client.add_header("authorization", "Bearer wrong").unwrap();
         let wrong = client.list_flights("").await.err().map(|e| e.to_string());
         client
             .add_header("authorization", "Bearer open-sesame")
             .unwrap();
-        let infos: Vec<FlightInfo> = client
-            .list_flights("")
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap();
-        let info = infos
-            .iter()
-            .find(|i| {
-                i.flight_descriptor
-                    .as_ref()
-                    .is_some_and(|d| d.path == ["flight-sink-token-test"])
-            })
-            .expect("the sink is listed to an authenticated client");
+        let info = listed(&mut client, "flight-sink-token-test").await;
         let ticket = info.endpoint[0].ticket.clone().unwrap();
-        let batches: Vec<RecordBatch> = client
-            .do_get(ticket)
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap();
+        let batches: Vec<RecordBatch> = read(&mut client, ticket).await;
         let read: usize = batches.iter().map(|b| b.num_rows()).sum();
         (anonymous, wrong, read)
     });
@@ -199,26 +182,9 @@ fn a_sink_with_a_token_refuses_clients_without_it() {
 
 #[test]
 fn a_public_sink_listener_without_a_token_is_refused() {
-    let env = weir_worker::local_environment().unwrap();
-    env.configure(|c| c.sink_bind = "0.0.0.0:0".parse().unwrap());
-    let spec = GeneratorSpec::new(Some(10)).column("n", ColumnGen::Sequence);
-    env.from_source(
-        SourceSpec::Generator(spec),
-        WatermarkStrategy::no_watermarks(),
-        "numbers",
-    )
-    .unwrap()
-    .sink_to(
-        SinkSpec::Flight {
-            name: "flight-sink-public".into(),
-        },
-        "results",
-    )
-    .unwrap();
-    let err = env
-        .execute("flight-sink-public")
-        .expect_err("a public listener needs a token")
-        .to_string();
+    let err = start_error("flight-sink-public", |c| {
+        c.sink_bind = "0.0.0.0:0".parse().unwrap()
+    });
     assert!(err.contains("sink_token"), "{err}");
 }
 
@@ -232,20 +198,7 @@ fn a_sink_retains_its_newest_rows_and_refuses_dropped_offsets() {
         }
     });
     let rows = 10_000u64;
-    let spec = GeneratorSpec::new(Some(rows)).column("n", ColumnGen::Sequence);
-    env.from_source(
-        SourceSpec::Generator(spec),
-        WatermarkStrategy::no_watermarks(),
-        "numbers",
-    )
-    .unwrap()
-    .sink_to(
-        SinkSpec::Flight {
-            name: "flight-sink-retention-test".into(),
-        },
-        "results",
-    )
-    .unwrap();
+    numbers_into_sink(&env, rows, "flight-sink-retention-test");
     let job = env.execute_async("flight-sink-retention").unwrap();
     let addr = job.sink_endpoint().unwrap();
     while !job.is_finished() {
@@ -253,12 +206,7 @@ fn a_sink_retains_its_newest_rows_and_refuses_dropped_offsets() {
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (late, dropped) = runtime.block_on(async move {
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut client = FlightClient::new(channel);
+        let mut client = connect(addr).await;
         let info = client
             .get_flight_info(arrow_flight::FlightDescriptor::new_path(vec![
                 "flight-sink-retention-test".into(),
@@ -268,13 +216,7 @@ fn a_sink_retains_its_newest_rows_and_refuses_dropped_offsets() {
         assert_eq!(info.total_records, 100, "retained rows");
         let ticket = info.endpoint[0].ticket.clone().unwrap();
         let id = String::from_utf8(ticket.ticket.to_vec()).unwrap();
-        let late: Vec<RecordBatch> = client
-            .do_get(ticket)
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap();
+        let late: Vec<RecordBatch> = read(&mut client, ticket).await;
         let dropped = client
             .do_get(Ticket::new(format!("{id}:0")))
             .await
@@ -308,20 +250,7 @@ fn a_sink_served_over_tls_is_read_by_a_client_trusting_its_certificate() {
     let env = weir_worker::local_environment().unwrap();
     env.configure(|c| c.sink_tls = Some(weir_core::TlsFiles { cert, key }));
     let rows = 5_000u64;
-    let spec = GeneratorSpec::new(Some(rows)).column("n", ColumnGen::Sequence);
-    env.from_source(
-        SourceSpec::Generator(spec),
-        WatermarkStrategy::no_watermarks(),
-        "numbers",
-    )
-    .unwrap()
-    .sink_to(
-        SinkSpec::Flight {
-            name: "flight-sink-tls-test".into(),
-        },
-        "results",
-    )
-    .unwrap();
+    numbers_into_sink(&env, rows, "flight-sink-tls-test");
     let job = env.execute_async("flight-sink-tls").unwrap();
     let port = job.sink_endpoint().unwrap().port();
 
@@ -354,13 +283,8 @@ fn a_sink_served_over_tls_is_read_by_a_client_trusting_its_certificate() {
             ]))
             .await
             .unwrap();
-        let batches: Vec<RecordBatch> = client
-            .do_get(info.endpoint[0].ticket.clone().unwrap())
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap();
+        let batches: Vec<RecordBatch> =
+            read(&mut client, info.endpoint[0].ticket.clone().unwrap()).await;
         (plain, batches.iter().map(|b| b.num_rows()).sum::<usize>())
     });
     assert!(!plain, "a plaintext client must not be served");
@@ -370,31 +294,12 @@ fn a_sink_served_over_tls_is_read_by_a_client_trusting_its_certificate() {
 
 #[test]
 fn a_missing_tls_certificate_is_named() {
-    let env = weir_worker::local_environment().unwrap();
-    env.configure(|c| {
+    let err = start_error("flight-sink-tls-missing", |c| {
         c.sink_tls = Some(weir_core::TlsFiles {
             cert: "/nonexistent/sink.crt".into(),
             key: "/nonexistent/sink.key".into(),
         })
     });
-    let spec = GeneratorSpec::new(Some(10)).column("n", ColumnGen::Sequence);
-    env.from_source(
-        SourceSpec::Generator(spec),
-        WatermarkStrategy::no_watermarks(),
-        "numbers",
-    )
-    .unwrap()
-    .sink_to(
-        SinkSpec::Flight {
-            name: "flight-sink-tls-missing".into(),
-        },
-        "results",
-    )
-    .unwrap();
-    let err = env
-        .execute("flight-sink-tls-missing")
-        .expect_err("a missing certificate fails the job")
-        .to_string();
     assert!(err.contains("/nonexistent/sink.crt"), "{err}");
 }
 
@@ -404,26 +309,8 @@ fn a_malformed_tls_certificate_is_refused_at_start() {
     let (cert, key) = (dir.path().join("sink.crt"), dir.path().join("sink.key"));
     std::fs::write(&cert, "not a certificate").unwrap();
     std::fs::write(&key, "not a key").unwrap();
-    let env = weir_worker::local_environment().unwrap();
-    env.configure(|c| c.sink_tls = Some(weir_core::TlsFiles { cert, key }));
-    let spec = GeneratorSpec::new(Some(10)).column("n", ColumnGen::Sequence);
-    env.from_source(
-        SourceSpec::Generator(spec),
-        WatermarkStrategy::no_watermarks(),
-        "numbers",
-    )
-    .unwrap()
-    .sink_to(
-        SinkSpec::Flight {
-            name: "flight-sink-tls-malformed".into(),
-        },
-        "results",
-    )
-    .unwrap();
-    let err = env
-        .execute_async("flight-sink-tls-malformed")
-        .err()
-        .expect("a malformed certificate fails the job at start")
-        .to_string();
+    let err = start_error("flight-sink-tls-malformed", |c| {
+        c.sink_tls = Some(weir_core::TlsFiles { cert, key })
+    });
     assert!(err.contains("sink TLS configuration"), "{err}");
 }
