@@ -90,6 +90,13 @@ fn a_flight_client_lists_and_reads_a_sink() {
     let (batches, unknown, tail, bad_offset) = runtime.block_on(async move {
         let mut client = connect(addr).await;
         let info = listed(&mut client, "flight-sink-test").await;
+        let schema = client
+            .get_schema(arrow_flight::FlightDescriptor::new_path(vec![
+                "flight-sink-test".into(),
+            ]))
+            .await
+            .unwrap();
+        assert_eq!(schema.field(0).name(), "n");
         let ticket = info.endpoint[0]
             .ticket
             .clone()

@@ -3,7 +3,7 @@
 //! `list_flights` lists every readable sink of the process (one
 //! `FlightInfo` each: the sink name as descriptor path, its schema, one
 //! endpoint with the sink's opaque ticket); `get_flight_info` answers for a
-//! sink name; `do_get` streams a sink from its first row — or from row `N`
+//! sink name, `get_schema` its schema; `do_get` streams a sink from its first row — or from row `N`
 //! when the ticket is `<ticket>:<N>`, so a client resumes where it stopped —
 //! and then follows it until every subtask has finished. Tickets are opaque random ids
 //! checked against the known sinks — never paths.
@@ -144,6 +144,17 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The sink a descriptor names (its path's first element).
+fn described(descriptor: &FlightDescriptor) -> std::result::Result<Arc<SinkBuffer>, Status> {
+    let name = descriptor
+        .path
+        .first()
+        .ok_or_else(|| Status::invalid_argument("the descriptor must name a sink (path)"))?;
+    SinkHub::global()
+        .by_name(name)
+        .ok_or_else(|| Status::not_found(format!("no sink named '{name}'")))
+}
+
 fn info(sink: &SinkBuffer) -> std::result::Result<FlightInfo, Status> {
     Ok(FlightInfo::new()
         .try_with_schema(&sink.schema)
@@ -227,14 +238,7 @@ impl FlightService for SinkServer {
         &self,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
-        let descriptor = request.into_inner();
-        let name = descriptor
-            .path
-            .first()
-            .ok_or_else(|| Status::invalid_argument("the descriptor must name a sink (path)"))?;
-        let sink = SinkHub::global()
-            .by_name(name)
-            .ok_or_else(|| Status::not_found(format!("no sink named '{name}'")))?;
+        let sink = described(&request.into_inner())?;
         Ok(Response::new(info(&sink)?))
     }
 
@@ -285,9 +289,13 @@ impl FlightService for SinkServer {
     }
     async fn get_schema(
         &self,
-        _: Request<FlightDescriptor>,
+        request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<SchemaResult>, Status> {
-        Err(Status::unimplemented("get_schema"))
+        let sink = described(&request.into_inner())?;
+        let options = arrow::ipc::writer::IpcWriteOptions::default();
+        let schema = SchemaResult::try_from(arrow_flight::SchemaAsIpc::new(&sink.schema, &options))
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(schema))
     }
     async fn do_put(
         &self,

@@ -47,6 +47,9 @@ def main(binary: str) -> None:
         assert ("numbers",) in infos, f"sink not listed: {list(infos)}"
         info = infos[("numbers",)]
         assert info.schema.names == ["n"], info.schema
+        schema = client.get_schema(
+            flight.FlightDescriptor.for_path("numbers"), options=options).schema
+        assert schema.names == ["n"] and str(schema.field("n").type) == "int64", schema
         ticket = info.endpoints[0].ticket
         assert b"/" not in ticket.ticket, "tickets are opaque ids"
         running = job.poll() is None
