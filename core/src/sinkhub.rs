@@ -32,6 +32,8 @@ pub struct SinkBuffer {
     retained: Mutex<Retained>,
     writers: AtomicUsize,
     opened: AtomicBool,
+    /// Wakes readers waiting for rows or the end.
+    changed: tokio::sync::Notify,
 }
 
 /// The retained tail of a sink's output.
@@ -95,6 +97,16 @@ impl std::fmt::Display for RowsDropped {
     }
 }
 
+fn check_retained(asked: usize, first_retained: usize) -> std::result::Result<(), RowsDropped> {
+    if asked < first_retained {
+        return Err(RowsDropped {
+            asked,
+            first_retained,
+        });
+    }
+    Ok(())
+}
+
 impl SinkBuffer {
     fn lock(&self) -> std::sync::MutexGuard<'_, Retained> {
         self.retained.lock().unwrap_or_else(|e| e.into_inner())
@@ -110,12 +122,7 @@ impl SinkBuffer {
         retained.evict(&self.retention);
         let first = retained.first_row;
         let from = from.unwrap_or(first);
-        if from < first {
-            return Err(RowsDropped {
-                asked: from,
-                first_retained: first,
-            });
-        }
+        check_retained(from, first)?;
         let mut skip = from - first;
         let mut out = Vec::new();
         for (batch, _, _) in &retained.batches {
@@ -131,6 +138,14 @@ impl SinkBuffer {
         Ok((out, end.max(from)))
     }
 
+    /// Whether row `from` is still retained (or yet to come), without
+    /// reading anything.
+    pub fn check_retained(&self, from: usize) -> std::result::Result<(), RowsDropped> {
+        let mut retained = self.lock();
+        retained.evict(&self.retention);
+        check_retained(from, retained.first_row)
+    }
+
     /// Rows retained now.
     pub fn num_rows(&self) -> usize {
         self.lock().rows
@@ -144,6 +159,14 @@ impl SinkBuffer {
         retained.bytes += size;
         retained.batches.push_back((batch, Instant::now(), size));
         retained.evict(&self.retention);
+        drop(retained);
+        self.changed.notify_waiters();
+    }
+
+    /// Resolves at the next push or writer close; create it (and `enable`
+    /// it) before checking for rows so no change is missed.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
     }
 
     /// A sink subtask starts writing.
@@ -155,6 +178,7 @@ impl SinkBuffer {
     /// A sink subtask finished.
     pub fn close_writer(&self) {
         self.writers.fetch_sub(1, Ordering::SeqCst);
+        self.changed.notify_waiters();
     }
 
     /// Whether every subtask that opened the sink has finished.
@@ -204,6 +228,7 @@ impl SinkHub {
                 retained: Mutex::new(Retained::default()),
                 writers: AtomicUsize::new(0),
                 opened: AtomicBool::new(false),
+                changed: tokio::sync::Notify::new(),
             })
         }))
     }

@@ -17,7 +17,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use arrow::record_batch::RecordBatch;
 use arrow_flight::encode::FlightDataEncoderBuilder;
@@ -186,7 +185,8 @@ fn dropped(e: RowsDropped) -> Status {
     Status::out_of_range(e.to_string())
 }
 
-/// The rows of `sink` from `from` on, then new ones as they come, until it
+/// The rows of `sink` from `from` on, then new ones as they come (woken by
+/// the sink, not by polling), until it
 /// finishes. A reader that falls behind the sink's retention ends with an
 /// error naming the rows it missed.
 fn follow(
@@ -195,21 +195,26 @@ fn follow(
 ) -> BoxStream<'static, arrow_flight::error::Result<RecordBatch>> {
     futures::stream::unfold(Some((sink, from)), |state| async move {
         let (sink, next) = state?;
-        loop {
+        let read = loop {
+            let changed = sink.changed();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
             let finished = sink.is_finished();
             match sink.read_from(next) {
-                Ok((batches, end)) if !batches.is_empty() => {
-                    let items = futures::stream::iter(batches.into_iter().map(Ok)).boxed();
-                    return Some((items, Some((sink, Some(end)))));
-                }
-                Ok(_) if finished => return None,
-                Ok(_) => {}
-                Err(e) => {
-                    let error = FlightError::Tonic(Box::new(dropped(e)));
-                    return Some((futures::stream::iter([Err(error)]).boxed(), None));
-                }
+                Ok((batches, _)) if batches.is_empty() && finished => return None,
+                Ok((batches, _)) if batches.is_empty() => changed.await,
+                read => break read,
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        match read {
+            Ok((batches, end)) => {
+                let items = futures::stream::iter(batches.into_iter().map(Ok)).boxed();
+                Some((items, Some((sink, Some(end)))))
+            }
+            Err(e) => {
+                let error = FlightError::Tonic(Box::new(dropped(e)));
+                Some((futures::stream::iter([Err(error)]).boxed(), None))
+            }
         }
     })
     .flatten()
@@ -252,7 +257,9 @@ impl FlightService for SinkServer {
             .by_ticket(id)
             .ok_or_else(|| Status::not_found("unknown ticket"))?;
         // An offset retention has already passed is refused up front.
-        sink.read_from(from).map_err(dropped)?;
+        if let Some(from) = from {
+            sink.check_retained(from).map_err(dropped)?;
+        }
         let schema = Arc::clone(&sink.schema);
         let frames = FlightDataEncoderBuilder::new()
             .with_schema(schema)

@@ -159,12 +159,7 @@ impl IntervalJoinOperator {
     }
 
     fn process(&mut self, input: usize, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
-        if input > 1 {
-            return Err(WeirError::Execution(format!(
-                "{}: no input {input}",
-                self.name
-            )));
-        }
+        crate::two_inputs(&self.name, input)?;
         let ts_name = batch
             .schema()
             .field(self.sides[input].ts_index)

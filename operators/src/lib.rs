@@ -74,6 +74,14 @@ pub struct OperatorContext {
     pub config: WeirConfig,
 }
 
+/// Refuse an input index beyond the two of a two-input operator.
+pub(crate) fn two_inputs(name: &str, input: usize) -> Result<()> {
+    if input > 1 {
+        return Err(WeirError::Execution(format!("{name}: no input {input}")));
+    }
+    Ok(())
+}
+
 /// A single-input operator.
 ///
 /// Contract: the runtime calls `process_batch` for every data batch in

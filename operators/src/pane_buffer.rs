@@ -145,6 +145,28 @@ pub(crate) fn emit_sliced(
     Ok(())
 }
 
+/// Emit what a user window function returned, refusing batches whose
+/// columns differ from the declared `schema`.
+pub(crate) fn emit_function_output(
+    name: &str,
+    schema: &arrow::datatypes::Schema,
+    batches: Vec<RecordBatch>,
+    batch_size: usize,
+    out: &mut dyn Output,
+) -> Result<()> {
+    for batch in batches {
+        if batch.schema().fields() != schema.fields() {
+            return Err(weir_core::WeirError::Execution(format!(
+                "{name}: function returned columns {:?}, declared {:?}",
+                batch.schema().fields(),
+                schema.fields()
+            )));
+        }
+        emit_sliced(&batch, batch_size, out)?;
+    }
+    Ok(())
+}
+
 /// The output of a window join: `window_start`, `window_end`, the left
 /// columns gathered at `left_rows`, the right ones at `right_rows`.
 pub(crate) struct JoinedRows {

@@ -142,12 +142,7 @@ impl Operator for SessionJoinOperator {
         batch: RecordBatch,
         _out: &mut dyn Output,
     ) -> Result<()> {
-        if input > 1 {
-            return Err(WeirError::Execution(format!(
-                "{}: no input {input}",
-                self.name
-            )));
-        }
+        crate::two_inputs(&self.name, input)?;
         if batch.num_rows() == 0 {
             return Ok(());
         }

@@ -14,7 +14,7 @@ use weir_core::spec::WindowProcessSpec;
 use weir_core::time::WindowAssigner;
 use weir_core::{Result, WeirError};
 
-use crate::pane_buffer::{bucket_by_id, emit_sliced};
+use crate::pane_buffer::{bucket_by_id, emit_function_output};
 use crate::sessions::{LATE, SessionRows, SessionSet};
 use crate::window::timestamps;
 use crate::{LateRecords, Operator, OperatorContext, Output};
@@ -89,17 +89,14 @@ impl SessionProcessOperator {
             let rows = grouped.slice(from, to - from);
             // One key per session: a single range covering every row.
             let ranges = std::iter::once(0..to - from).collect::<Vec<_>>();
-            for batch in self.function.process((start, end), &rows, &ranges)? {
-                if batch.schema().fields() != self.output_schema.fields() {
-                    return Err(WeirError::Execution(format!(
-                        "{}: function returned columns {:?}, declared {:?}",
-                        self.name,
-                        batch.schema().fields(),
-                        self.output_schema.fields()
-                    )));
-                }
-                emit_sliced(&batch, self.batch_size, out)?;
-            }
+            let batches = self.function.process((start, end), &rows, &ranges)?;
+            emit_function_output(
+                &self.name,
+                &self.output_schema,
+                batches,
+                self.batch_size,
+                out,
+            )?;
         }
         Ok(())
     }

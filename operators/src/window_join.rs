@@ -15,9 +15,9 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion_physical_plan::aggregates::group_values::new_group_values;
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
+use weir_core::Result;
 use weir_core::message::Watermark;
 use weir_core::spec::WindowJoinSpec;
-use weir_core::{Result, WeirError};
 
 use crate::pane_buffer::{JoinedRows, PaneBuffer, bucket_by_id};
 use crate::{Operator, OperatorContext, Output};
@@ -127,12 +127,7 @@ impl Operator for WindowJoinOperator {
         batch: RecordBatch,
         _out: &mut dyn Output,
     ) -> Result<()> {
-        if input > 1 {
-            return Err(WeirError::Execution(format!(
-                "{}: no input {input}",
-                self.name
-            )));
-        }
+        crate::two_inputs(&self.name, input)?;
         let mut late = 0;
         self.sides[input]
             .buffer

@@ -9,12 +9,12 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion_physical_plan::aggregates::group_values::new_group_values;
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
+use weir_core::Result;
 use weir_core::message::Watermark;
 use weir_core::process::ProcessWindowFunction;
 use weir_core::spec::WindowProcessSpec;
-use weir_core::{Result, WeirError};
 
-use crate::pane_buffer::{PaneBuffer, bucket_by_id, emit_sliced};
+use crate::pane_buffer::{PaneBuffer, bucket_by_id, emit_function_output};
 use crate::{LateRecords, Operator, OperatorContext, Output};
 
 /// Buffers rows per pane; when a window fires, groups its rows by key (one
@@ -79,18 +79,14 @@ impl WindowProcessOperator {
             .map(|w| w[0] as usize..w[1] as usize)
             .collect();
         self.windows_fired += 1;
-        for batch in self.function.process((start, end), &grouped, &ranges)? {
-            if batch.schema().fields() != self.output_schema.fields() {
-                return Err(WeirError::Execution(format!(
-                    "{}: function returned columns {:?}, declared {:?}",
-                    self.name,
-                    batch.schema().fields(),
-                    self.output_schema.fields()
-                )));
-            }
-            emit_sliced(&batch, self.batch_size, out)?;
-        }
-        Ok(())
+        let batches = self.function.process((start, end), &grouped, &ranges)?;
+        emit_function_output(
+            &self.name,
+            &self.output_schema,
+            batches,
+            self.batch_size,
+            out,
+        )
     }
 }
 
