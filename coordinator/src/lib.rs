@@ -1,10 +1,226 @@
 //! # weir-coordinator
 //!
-//! The JobManager roles: Dispatcher (job submission REST API),
-//! ResourceManager (worker slots, heartbeats) and JobMaster (execution graph,
-//! scheduling, checkpoint coordination, restarts). The distributed-runtime
-//! issue fills this crate; the embedded default today is
-//! `weir_worker::LocalExecutor`, which schedules every subtask in-process.
+//! The JobManager roles of a Weir cluster:
+//!
+//! * **Dispatcher** — a JSON REST API under `/v1` ([`rest`]): submit a job
+//!   graph, list jobs, job details (vertices, subtasks, states, back-pressure),
+//!   cancel; workers and slots.
+//! * **ResourceManager** — workers register their slots and heartbeat over
+//!   the control protocol ([`weir_core::cluster`], Flight actions); a worker
+//!   silent for longer than the heartbeat timeout is declared lost and every
+//!   job with a task on it fails with that reason.
+//! * **JobMaster** — per job: claims slots, places subtasks, deploys them to
+//!   workers, tracks every task CREATED → DEPLOYING → RUNNING →
+//!   FINISHED / FAILED / CANCELED and derives the job's status; the first
+//!   failure cancels the job's other tasks. A job needing more slots than
+//!   are free fails at once with both numbers named.
+//!
+//! Slots are shared the way Flink shares them: slot *i* of a job holds
+//! subtask *i* of every vertex, so a job needs as many slots as its largest
+//! parallelism. Slots are taken round-robin over the workers, so a job
+//! spreads over the cluster and its hash exchanges cross workers.
+//!
+//! The coordinator never sees records. Checkpoint coordination and restart
+//! strategies arrive with the checkpointing issue; until then a failed job
+//! stays FAILED.
 #![warn(missing_docs)]
 
+pub mod jobs;
+pub mod rest;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use weir_core::cluster::{self, Heartbeat, HeartbeatReply, RegisterWorker, TaskUpdate};
+use weir_core::{Result, Secret, WeirError};
+use weir_flight::{ActionHandler, FlightNode, TlsPem};
+
+pub use jobs::{ClusterState, JobStatus};
 pub use weir_core::graph::{ExecutionGraph, JobGraph};
+
+/// How a coordinator is started.
+#[derive(Debug, Clone)]
+pub struct CoordinatorOptions {
+    /// REST API address; default `127.0.0.1:8081`.
+    pub rest_bind: SocketAddr,
+    /// Control endpoint (workers) address; default `127.0.0.1:6123`.
+    pub rpc_bind: SocketAddr,
+    /// Token required on every REST and control call. Required when either
+    /// address is not loopback.
+    pub token: Option<Secret>,
+    /// Interval workers heartbeat at.
+    pub heartbeat_interval: Duration,
+    /// Silence after which a worker is lost.
+    pub heartbeat_timeout: Duration,
+    /// TLS for the control endpoint.
+    pub tls: Option<TlsPem>,
+}
+
+impl Default for CoordinatorOptions {
+    fn default() -> Self {
+        Self {
+            rest_bind: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            rpc_bind: SocketAddr::from(([127, 0, 0, 1], 6123)),
+            token: None,
+            heartbeat_interval: Duration::from_millis(1000),
+            heartbeat_timeout: Duration::from_millis(10_000),
+            tls: None,
+        }
+    }
+}
+
+impl CoordinatorOptions {
+    /// Both listeners on loopback with free ports (tests, `weir run`).
+    pub fn ephemeral() -> Self {
+        Self {
+            rest_bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            rpc_bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..Self::default()
+        }
+    }
+}
+
+/// A token for a cluster whose listeners leave loopback without one:
+/// 32 random bytes from the OS, hex-encoded.
+pub fn generate_token() -> Result<Secret> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| WeirError::io("/dev/urandom", e))?;
+    Secret::new(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+/// A running coordinator; dropping it stops both listeners.
+pub struct Coordinator {
+    /// Where the REST API listens.
+    pub rest_addr: SocketAddr,
+    /// Where workers call in.
+    pub rpc_addr: SocketAddr,
+    /// Shared cluster state (jobs, workers).
+    pub state: Arc<Mutex<ClusterState>>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Coordinator {
+    /// Start the REST API, the control endpoint and the heartbeat monitor.
+    pub fn start(options: CoordinatorOptions) -> Result<Self> {
+        let leaves_loopback =
+            !options.rest_bind.ip().is_loopback() || !options.rpc_bind.ip().is_loopback();
+        if leaves_loopback && options.token.is_none() {
+            return Err(WeirError::Config(
+                "a coordinator listening beyond loopback needs a token".into(),
+            ));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("weir-coordinator")
+            .enable_all()
+            .build()
+            .map_err(|e| WeirError::Execution(format!("cannot start the coordinator: {e}")))?;
+        let state = Arc::new(Mutex::new(ClusterState::new(
+            options.token.clone(),
+            options.heartbeat_interval,
+            options.heartbeat_timeout,
+        )));
+        let (rest_addr, rpc_addr) = runtime.block_on(async {
+            let node = FlightNode::new(
+                None,
+                false,
+                options.token.clone(),
+                Some(Arc::new(ControlActions {
+                    state: Arc::clone(&state),
+                })),
+            );
+            let (rpc_addr, _) = node
+                .serve(options.rpc_bind, options.token.clone(), options.tls.clone())
+                .await?;
+            let rest_addr =
+                rest::serve(options.rest_bind, Arc::clone(&state), options.token.clone()).await?;
+            Ok::<_, WeirError>((rest_addr, rpc_addr))
+        })?;
+        runtime.spawn(jobs::monitor_heartbeats(Arc::clone(&state)));
+        Ok(Self {
+            rest_addr,
+            rpc_addr,
+            state,
+            runtime: Some(runtime),
+        })
+    }
+
+    /// Block until the process is told to stop (Ctrl-C / SIGTERM).
+    pub fn wait_for_shutdown(&self) {
+        if let Some(rt) = &self.runtime {
+            rt.block_on(async {
+                let _ = tokio::signal::ctrl_c().await;
+            });
+        }
+    }
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+struct ControlActions {
+    state: Arc<Mutex<ClusterState>>,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(
+    what: &str,
+    body: &Bytes,
+) -> std::result::Result<T, tonic::Status> {
+    serde_json::from_slice(body)
+        .map_err(|e| tonic::Status::invalid_argument(format!("malformed {what}: {e}")))
+}
+
+fn reply<T: serde::Serialize>(value: &T) -> std::result::Result<Bytes, tonic::Status> {
+    serde_json::to_vec(value)
+        .map(Bytes::from)
+        .map_err(|e| tonic::Status::internal(e.to_string()))
+}
+
+#[tonic::async_trait]
+impl ActionHandler for ControlActions {
+    async fn handle(&self, kind: &str, body: Bytes) -> std::result::Result<Bytes, tonic::Status> {
+        match kind {
+            cluster::REGISTER => {
+                let r: RegisterWorker = parse("registration", &body)?;
+                if r.slots == 0 {
+                    return Err(tonic::Status::invalid_argument(
+                        "a worker needs at least one slot",
+                    ));
+                }
+                let registered = jobs::lock(&self.state).register_worker(r);
+                reply(&registered)
+            }
+            cluster::HEARTBEAT => {
+                let h: Heartbeat = parse("heartbeat", &body)?;
+                let known = jobs::heartbeat(&self.state, h);
+                reply(&HeartbeatReply { known })
+            }
+            cluster::TASK_UPDATE => {
+                let u: TaskUpdate = parse("task update", &body)?;
+                jobs::task_update(&self.state, u);
+                Ok(Bytes::from_static(b"{}"))
+            }
+            other => Err(tonic::Status::invalid_argument(format!(
+                "unknown action '{other}'"
+            ))),
+        }
+    }
+
+    fn actions(&self) -> Vec<(&'static str, &'static str)> {
+        vec![
+            (cluster::REGISTER, "a worker offers its slots"),
+            (cluster::HEARTBEAT, "a worker is alive; its task states"),
+            (cluster::TASK_UPDATE, "a task changed state"),
+        ]
+    }
+}

@@ -11,7 +11,7 @@ use crate::error::{Result, WeirError};
 use crate::keys::DEFAULT_MAX_PARALLELISM;
 
 /// Streaming or batch execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum RuntimeMode {
     /// Continuous processing: watermarks advance as data arrives and windows
     /// fire as soon as the watermark passes their end.
@@ -23,7 +23,7 @@ pub enum RuntimeMode {
 }
 
 /// How tasks of one process exchange records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum ExchangeMode {
     /// Bounded in-memory queues.
     #[default]
@@ -34,7 +34,7 @@ pub enum ExchangeMode {
 }
 
 /// Job-wide configuration. Every field is documented with its default.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WeirConfig {
     /// Maximum rows per batch emitted by a source. Default 8192.
     /// `WEIR_BATCH_SIZE`.
@@ -70,6 +70,7 @@ pub struct WeirConfig {
     pub sink_bind: SocketAddr,
     /// Bearer token Flight clients must send (`authorization: Bearer <token>`)
     /// to list or read sinks. Default none (loopback only). `WEIR_SINK_TOKEN`.
+    #[serde(skip)]
     pub sink_token: Option<Secret>,
     /// How much of its output a Flight sink keeps for clients. Default:
     /// everything. `WEIR_SINK_RETENTION_ROWS`, `WEIR_SINK_RETENTION_BYTES`,
@@ -82,7 +83,7 @@ pub struct WeirConfig {
 }
 
 /// A PEM certificate chain and its private key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TlsFiles {
     /// Certificate chain (PEM).
     pub cert: PathBuf,
@@ -93,7 +94,7 @@ pub struct TlsFiles {
 /// Limits on what a Flight sink retains; the oldest batches go first once
 /// any limit is exceeded. Readers that fall behind get a clear error
 /// naming the dropped rows rather than a silent gap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct SinkRetention {
     /// Keep at most this many rows.
     pub max_rows: Option<usize>,

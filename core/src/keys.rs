@@ -28,7 +28,7 @@ const NULL_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
 pub const DEFAULT_MAX_PARALLELISM: u32 = 128;
 
 /// A contiguous, inclusive-exclusive range of key groups `[start, end)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct KeyGroupRange {
     /// First key group of the range.
     pub start: u32,

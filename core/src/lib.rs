@@ -36,6 +36,7 @@
 
 pub mod api;
 pub mod channel;
+pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod graph;
@@ -45,6 +46,7 @@ pub mod process;
 pub mod sinkhub;
 pub mod spec;
 pub mod time;
+pub mod wire;
 
 pub use api::{DataStream, KeyedStream, StreamExecutionEnvironment, WindowedStream};
 pub use config::{ExchangeMode, RuntimeMode, Secret, SinkRetention, TlsFiles, WeirConfig};

@@ -24,7 +24,7 @@ use crate::time::{WindowAssigner, column_list};
 /// How a generated column's values are derived from the event index `n`.
 /// Every value is a pure function of `(seed, n)`, so splitting the sequence
 /// across subtasks or replaying it yields the same events.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ColumnGen {
     /// `Int64`: the event index `n` itself.
     Sequence,
@@ -76,7 +76,7 @@ impl ColumnGen {
 }
 
 /// A deterministic data generator (Flink's `datagen`/sequence source).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GeneratorSpec {
     /// Total events; `None` is unbounded.
     pub num_events: Option<u64>,
@@ -161,7 +161,7 @@ impl GeneratorSpec {
 
 /// A bounded source reading Parquet files; built by
 /// `weir_operators::sources::parquet_source`, which reads the footers.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ParquetSourceSpec {
     /// The files, in a fixed order; their row groups are the splits.
     pub files: Vec<PathBuf>,
@@ -175,7 +175,7 @@ pub struct ParquetSourceSpec {
 
 /// A bounded source reading CSV files; built by
 /// `weir_operators::sources::csv_source`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CsvSourceSpec {
     /// The files; each file is one split.
     pub files: Vec<PathBuf>,
@@ -189,11 +189,12 @@ pub struct CsvSourceSpec {
 
 /// A source over batches held in memory (Flink's `fromData`); batch `k`
 /// goes to subtask `k mod parallelism`, in order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MemorySourceSpec {
     /// Schema of every batch.
     pub schema: SchemaRef,
     /// The batches.
+    #[serde(with = "crate::wire::batches")]
     pub batches: Vec<RecordBatch>,
     /// Whether the source ends after the batches (true), or stays open
     /// without new data like a quiet message-queue partition (false).
@@ -218,7 +219,7 @@ impl MemorySourceSpec {
 }
 
 /// A source of a job.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum SourceSpec {
     /// Batches held in memory.
     Memory(MemorySourceSpec),
@@ -453,7 +454,7 @@ impl AggregateFunction {
         )
     }
 
-    fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             AggregateFunction::Count => "count".into(),
             AggregateFunction::CountDistinct => "count_distinct".into(),
@@ -469,7 +470,7 @@ impl AggregateFunction {
 }
 
 /// One aggregate of a window: function, input column and output name.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AggregateSpec {
     /// The function.
     pub function: AggregateFunction,
@@ -588,7 +589,7 @@ impl fmt::Display for AggregateSpec {
 }
 
 /// A keyed window aggregation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct WindowAggregateSpec {
     /// Key column names.
     pub keys: Vec<String>,
@@ -624,9 +625,19 @@ pub type BatchFn = Arc<dyn Fn(RecordBatch) -> Result<Vec<RecordBatch>> + Send + 
 #[derive(Clone)]
 pub enum OperatorSpec {
     /// Keep rows where the predicate is true.
-    Filter(Arc<dyn PhysicalExpr>),
+    Filter {
+        /// The predicate (Boolean).
+        predicate: Arc<dyn PhysicalExpr>,
+        /// The schema it was planned against.
+        input_schema: SchemaRef,
+    },
     /// Compute output columns from expressions.
-    Project(Vec<(Arc<dyn PhysicalExpr>, String)>),
+    Project {
+        /// Expressions and output names.
+        exprs: Vec<(Arc<dyn PhysicalExpr>, String)>,
+        /// The schema they were planned against.
+        input_schema: SchemaRef,
+    },
     /// A user function over whole batches.
     MapBatches(BatchFn),
     /// A keyed window aggregation.
@@ -671,7 +682,7 @@ impl fmt::Debug for WindowProcessSpec {
 
 /// A keyed window join: rows of both inputs with equal keys in the same
 /// window pair up (an inner join per window).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct WindowJoinSpec {
     /// Key columns of the left input.
     pub left_keys: Vec<String>,
@@ -739,7 +750,7 @@ impl OperatorSpec {
 
 /// A keyed interval join: a left row `l` and a right row `r` with equal keys
 /// join when `l.ts + lower <= r.ts <= l.ts + upper` (bounds inclusive).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct IntervalJoinSpec {
     /// Key columns of the left input.
     pub left_keys: Vec<String>,
@@ -762,8 +773,8 @@ pub struct IntervalJoinSpec {
 impl fmt::Debug for OperatorSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            OperatorSpec::Filter(p) => write!(f, "Filter({p})"),
-            OperatorSpec::Project(exprs) => {
+            OperatorSpec::Filter { predicate, .. } => write!(f, "Filter({predicate})"),
+            OperatorSpec::Project { exprs, .. } => {
                 let parts: Vec<_> = exprs.iter().map(|(e, n)| format!("{e} AS {n}")).collect();
                 write!(f, "Project({})", parts.join(", "))
             }

@@ -75,7 +75,7 @@ impl WatermarkGenerator for BoundedOutOfOrderness {
 }
 
 /// Which column carries event time and how watermarks follow it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WatermarkStrategy {
     /// Name of the event-time column (`Timestamp(Millisecond)` or `Int64` ms).
     pub timestamp_column: Option<String>,
@@ -194,7 +194,7 @@ pub fn column_list(schema: &Schema) -> String {
 /// (tumbling: the window itself; sliding: `gcd(size, slide)`; cumulating:
 /// `step`). A record is aggregated once, into its pane; a window's result
 /// merges the panes it spans.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum WindowAssigner {
     /// Fixed-size, non-overlapping windows `[start, start + size)` with
     /// `start = ts - ((ts - offset) mod size)`.
@@ -410,7 +410,7 @@ fn ms(d: Duration) -> i64 {
 }
 
 /// When a window emits, besides its end (Flink's triggers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Trigger {
     /// Only when time passes the window's end (event- or processing-time
     /// trigger, after the window's clock).

@@ -25,14 +25,14 @@ use tokio::sync::mpsc;
 use tonic::{Request, Response, Status, Streaming};
 use weir_core::channel::{ChannelReceiver, ChannelSender, SendFuture};
 use weir_core::message::StreamMessage;
-use weir_core::{Result, WeirError};
+use weir_core::{Result, Secret, WeirError};
 
 use crate::codec::{MessageEncoder, decode_control};
 
 /// HTTP/2 flow-control windows of exchange streams and connections: the
 /// bytes in flight per channel, on top of the bounded queues at both ends.
-const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
-const CONNECTION_WINDOW: u32 = 8 * 1024 * 1024;
+pub(crate) const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
+pub(crate) const CONNECTION_WINDOW: u32 = 8 * 1024 * 1024;
 
 type Registry = Arc<Mutex<HashMap<String, mpsc::Sender<Result<StreamMessage>>>>>;
 
@@ -242,6 +242,16 @@ impl FlightChannelSender {
     /// Open channel `id` to the exchange server at `addr`; at most
     /// `capacity` encoded messages wait on this side.
     pub async fn connect(addr: SocketAddr, id: &str, capacity: usize) -> Result<Self> {
+        Self::connect_with_token(addr, id, capacity, None).await
+    }
+
+    /// As [`Self::connect`], presenting `token` to a guarded endpoint.
+    pub async fn connect_with_token(
+        addr: SocketAddr,
+        id: &str,
+        capacity: usize,
+        token: Option<Secret>,
+    ) -> Result<Self> {
         let endpoint = format!("http://{addr}");
         let channel = tonic::transport::Endpoint::from_shared(endpoint.clone())
             .map_err(|e| WeirError::Execution(format!("bad exchange address {endpoint}: {e}")))?
@@ -253,7 +263,17 @@ impl FlightChannelSender {
             .map_err(|e| {
                 WeirError::Execution(format!("cannot reach the exchange at {endpoint}: {e}"))
             })?;
-        let mut client = FlightServiceClient::new(channel);
+        let bearer: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>> = token
+            .map(|t| format!("Bearer {}", t.expose()).parse())
+            .transpose()
+            .map_err(|_| WeirError::Config("the token is not a valid header value".into()))?;
+        let mut client =
+            FlightServiceClient::with_interceptor(channel, move |mut request: Request<()>| {
+                if let Some(b) = &bearer {
+                    request.metadata_mut().insert("authorization", b.clone());
+                }
+                Ok(request)
+            });
         let (tx, rx) = mpsc::channel::<FlightData>(capacity.max(1));
         let call = tokio::spawn(async move {
             let frames = futures::stream::unfold(rx, |mut rx| async move {
@@ -333,6 +353,7 @@ impl ChannelSender for FlightChannelSender {
 /// A [`FlightChannelSender`] that connects on its first message, from
 /// inside the task that owns it.
 pub struct LazyFlightSender {
+    token: Option<Secret>,
     addr: SocketAddr,
     id: String,
     capacity: usize,
@@ -343,11 +364,18 @@ impl LazyFlightSender {
     /// A sender for channel `id` at `addr`.
     pub fn new(addr: SocketAddr, id: String, capacity: usize) -> Self {
         Self {
+            token: None,
             addr,
             id,
             capacity,
             inner: None,
         }
+    }
+
+    /// Present `token` when connecting.
+    pub fn with_token(mut self, token: Option<Secret>) -> Self {
+        self.token = token;
+        self
     }
 }
 
@@ -355,8 +383,15 @@ impl ChannelSender for LazyFlightSender {
     fn send(&mut self, message: StreamMessage) -> SendFuture<'_> {
         Box::pin(async move {
             if self.inner.is_none() {
-                self.inner =
-                    Some(FlightChannelSender::connect(self.addr, &self.id, self.capacity).await?);
+                self.inner = Some(
+                    FlightChannelSender::connect_with_token(
+                        self.addr,
+                        &self.id,
+                        self.capacity,
+                        self.token.clone(),
+                    )
+                    .await?,
+                );
             }
             let inner = self.inner.as_mut().expect("connected above");
             inner.send_message(message).await

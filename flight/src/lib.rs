@@ -14,7 +14,9 @@
 
 pub mod codec;
 pub mod exchange;
+pub mod node;
 pub mod sinks;
 
 pub use exchange::{ExchangeServer, FlightChannelSender, LazyFlightSender};
+pub use node::{ActionHandler, FlightNode, call_action};
 pub use sinks::{SinkServer, TlsPem};

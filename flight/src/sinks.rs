@@ -40,6 +40,13 @@ pub struct TlsPem {
     pub key: Vec<u8>,
 }
 
+impl std::fmt::Debug for TlsPem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key is a secret: never printed.
+        write!(f, "TlsPem({} bytes of certificate)", self.cert.len())
+    }
+}
+
 impl TlsPem {
     /// Read both files; errors name the file.
     pub fn read(cert: &std::path::Path, key: &std::path::Path) -> Result<Self> {
@@ -60,6 +67,11 @@ pub struct SinkServer {
 }
 
 impl SinkServer {
+    /// The sink service, answering `handshake` with `token`'s bearer header.
+    pub fn with_token(token: Option<Secret>) -> Self {
+        Self { token }
+    }
+
     /// Serve on `addr` (port 0 picks one), requiring `token` from clients when
     /// given and speaking TLS with `tls` (PEM certificate chain and key) when
     /// given; returns the bound address.
@@ -103,7 +115,10 @@ impl SinkServer {
 }
 
 /// Check the request's bearer token against `token` (none: open).
-fn authorize(request: &Request<()>, token: Option<&Secret>) -> std::result::Result<(), Status> {
+pub(crate) fn authorize(
+    request: &Request<()>,
+    token: Option<&Secret>,
+) -> std::result::Result<(), Status> {
     let Some(token) = token else {
         return Ok(());
     };

@@ -29,11 +29,11 @@ pub(crate) fn create(
 ) -> Result<Box<dyn Operator>> {
     let name = node.name.clone();
     Ok(match spec {
-        OperatorSpec::Filter(predicate) => Box::new(FilterOperator {
+        OperatorSpec::Filter { predicate, .. } => Box::new(FilterOperator {
             name,
             predicate: Arc::clone(predicate),
         }),
-        OperatorSpec::Project(exprs) => Box::new(ProjectOperator {
+        OperatorSpec::Project { exprs, .. } => Box::new(ProjectOperator {
             name,
             exprs: exprs.iter().map(|(e, _)| Arc::clone(e)).collect(),
             schema: Arc::clone(&node.schema),

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Instant;
 
 use tokio::sync::watch;
@@ -132,6 +132,29 @@ pub fn run_job(job: JobGraph) -> Result<JobResult> {
     result
 }
 
+/// A task starting or ending, for whoever tracks task states.
+pub enum TaskEvent<'a> {
+    /// The task's thread is running it.
+    Running {
+        /// Job vertex.
+        vertex: usize,
+        /// Subtask index.
+        subtask: usize,
+    },
+    /// The task ended.
+    Ended {
+        /// Job vertex.
+        vertex: usize,
+        /// Subtask index.
+        subtask: usize,
+        /// Its metrics, or why it failed.
+        outcome: &'a Result<TaskMetrics>,
+    },
+}
+
+/// Observes task events (called from the task threads).
+pub type TaskObserver = Arc<dyn Fn(TaskEvent<'_>) + Send + Sync>;
+
 /// Run built tasks until they end or `cancel_tx` is set.
 fn run_tasks(
     job: JobGraph,
@@ -139,6 +162,22 @@ fn run_tasks(
     cancel_tx: Arc<watch::Sender<bool>>,
 ) -> Result<JobResult> {
     let started = Instant::now();
+    let metrics = run_observed_tasks(tasks, cancel_tx, Arc::new(|_| {}))?;
+    Ok(JobResult {
+        job_name: job.job_name.clone(),
+        duration: started.elapsed(),
+        tasks: metrics,
+    })
+}
+
+/// Run built tasks, each on its own thread, until they end or `cancel_tx`
+/// is set; the first failure cancels the rest and is returned (the root
+/// cause, not the echoes in the tasks next to it).
+pub fn run_observed_tasks(
+    tasks: Vec<(Task, TaskInput)>,
+    cancel_tx: Arc<watch::Sender<bool>>,
+    observer: TaskObserver,
+) -> Result<Vec<TaskMetrics>> {
     let cancel_rx = cancel_tx.subscribe();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<(String, Result<TaskMetrics>)>();
     let mut threads = Vec::with_capacity(tasks.len());
@@ -147,10 +186,13 @@ fn run_tasks(
         let done = done_tx.clone();
         let mut cancel = cancel_rx.clone();
         let thread_name = format!("weir: {name}");
+        let observer = Arc::clone(&observer);
         let spawned = std::thread::Builder::new()
             .name(thread_name.chars().take(60).collect())
             .spawn(move || {
                 let name = task.name.clone();
+                let (vertex, subtask) = (task.vertex, task.subtask);
+                observer(TaskEvent::Running { vertex, subtask });
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let runtime = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
@@ -164,6 +206,11 @@ fn run_tasks(
                     })
                 }))
                 .unwrap_or_else(|p| Err(WeirError::Execution(panic_message(p))));
+                observer(TaskEvent::Ended {
+                    vertex,
+                    subtask,
+                    outcome: &outcome,
+                });
                 let _ = done.send((name, outcome));
             })
             .map_err(|e| WeirError::Execution(format!("cannot start task thread for {name}: {e}")))?;
@@ -196,11 +243,7 @@ fn run_tasks(
         return Err(e);
     }
     metrics.sort_by_key(|m| (m.vertex, m.subtask));
-    Ok(JobResult {
-        job_name: job.job_name.clone(),
-        duration: started.elapsed(),
-        tasks: metrics,
-    })
+    Ok(metrics)
 }
 
 fn is_echo(e: &WeirError) -> bool {
@@ -300,8 +343,52 @@ pub fn build_tasks(job: &JobGraph) -> Result<BuiltTasks> {
         ExchangeMode::Local => None,
         ExchangeMode::Flight => Some(ExchangeHost::start()?),
     };
-    let exec = job.execution_graph();
     let capacity = job.config.channel_capacity;
+    let tasks = build_placed_tasks(job, &|_, _| true, &mut |c| {
+        let name = c.name.as_str();
+        let (tx, rx): (Box<dyn ChannelSender>, Box<dyn ChannelReceiver>) = match &host {
+            None => local_channel(capacity, name.to_string()),
+            Some(h) => (
+                Box::new(LazyFlightSender::new(h.addr, name.to_string(), capacity)),
+                h.server.register(name, capacity),
+            ),
+        };
+        Ok((Some(tx), Some(rx)))
+    })?;
+    Ok((tasks, host))
+}
+
+/// Both ends of a channel as seen from one process: the sender when the
+/// producer runs here, the receiver when the consumer does.
+pub type ChannelEnds = (
+    Option<Box<dyn ChannelSender>>,
+    Option<Box<dyn ChannelReceiver>>,
+);
+
+/// A channel of the execution graph, seen from one process.
+pub struct ChannelInfo {
+    /// `edge-source.producer->edge-target.consumer`, unique within a job.
+    pub name: String,
+    /// Producer (vertex, subtask).
+    pub producer: (usize, usize),
+    /// Consumer (vertex, subtask).
+    pub consumer: (usize, usize),
+    /// Whether the producer runs here.
+    pub producer_here: bool,
+    /// Whether the consumer runs here.
+    pub consumer_here: bool,
+}
+
+/// Instantiate the tasks of `job` that run in this process (`is_local`
+/// of vertex and subtask), with channels from `channel`: the local executor makes every channel here;
+/// a worker makes local queues, Flight senders towards other workers and
+/// Flight receivers on its own endpoint.
+pub fn build_placed_tasks(
+    job: &JobGraph,
+    is_local: &dyn Fn(usize, usize) -> bool,
+    channel: &mut dyn FnMut(&ChannelInfo) -> Result<ChannelEnds>,
+) -> Result<Vec<(Task, TaskInput)>> {
+    let exec = job.execution_graph();
     // senders[(edge, producer)] ordered by consumer; receivers[(vertex, subtask)].
     let mut senders: HashMap<(usize, usize), Vec<Box<dyn ChannelSender>>> = HashMap::new();
     let mut receivers: HashMap<(usize, usize), Vec<InputChannelEnd>> = HashMap::new();
@@ -311,24 +398,37 @@ pub fn build_tasks(job: &JobGraph) -> Result<BuiltTasks> {
             "{}.{}->{}.{}",
             edge.source, c.producer, edge.target, c.consumer
         );
-        let (tx, rx): (Box<dyn ChannelSender>, Box<dyn ChannelReceiver>) = match &host {
-            None => local_channel(capacity, name),
-            Some(h) => (
-                Box::new(LazyFlightSender::new(h.addr, name.clone(), capacity)),
-                h.server.register(&name, capacity),
-            ),
-        };
-        senders
-            .entry((c.job_edge, c.producer))
-            .or_default()
-            .push(tx);
-        receivers
-            .entry((edge.target, c.consumer))
-            .or_default()
-            .push((edge.target_input, rx));
+        let producer_here = is_local(edge.source, c.producer);
+        let consumer_here = is_local(edge.target, c.consumer);
+        if !producer_here && !consumer_here {
+            continue;
+        }
+        let (tx, rx) = channel(&ChannelInfo {
+            name,
+            producer: (edge.source, c.producer),
+            consumer: (edge.target, c.consumer),
+            producer_here,
+            consumer_here,
+        })?;
+        if let Some(tx) = tx {
+            senders
+                .entry((c.job_edge, c.producer))
+                .or_default()
+                .push(tx);
+        }
+        if let Some(rx) = rx {
+            receivers
+                .entry((edge.target, c.consumer))
+                .or_default()
+                .push((edge.target_input, rx));
+        }
     }
     let mut tasks = Vec::with_capacity(exec.subtasks.len());
-    for st in &exec.subtasks {
+    for st in exec
+        .subtasks
+        .iter()
+        .filter(|st| is_local(st.vertex, st.subtask))
+    {
         let vertex = &job.vertices[st.vertex];
         let ctx = OperatorContext {
             task_name: st.name.clone(),
@@ -374,6 +474,7 @@ pub fn build_tasks(job: &JobGraph) -> Result<BuiltTasks> {
             .map(|&n| create_operator(&job.nodes[n], &ctx))
             .collect::<Result<Vec<_>>>()
             .map_err(|e| task_error(&st.name, e))?;
+        let back_pressured = Arc::new(AtomicU64::new(0));
         let mut outputs = Vec::new();
         let mut side_outputs = Vec::new();
         for (idx, e) in job.out_edges(st.vertex) {
@@ -384,7 +485,8 @@ pub fn build_tasks(job: &JobGraph) -> Result<BuiltTasks> {
                 job.config.max_parallelism,
                 st.subtask,
             );
-            let writer = RecordWriter::new(partitioner, senders);
+            let writer = RecordWriter::new(partitioner, senders)
+                .with_back_pressure_counter(Arc::clone(&back_pressured));
             match &e.tag {
                 None => outputs.push(writer),
                 Some(tag) => {
@@ -411,11 +513,12 @@ pub fn build_tasks(job: &JobGraph) -> Result<BuiltTasks> {
                 mode: job.config.runtime_mode,
                 watermark_interval: job.config.watermark_interval,
                 watermark: Arc::new(AtomicI64::new(i64::MIN)),
+                back_pressured,
             },
             input,
         ));
     }
-    Ok((tasks, host))
+    Ok(tasks)
 }
 
 fn task_error(task: &str, e: WeirError) -> WeirError {

@@ -13,6 +13,8 @@ pub mod chain;
 pub mod channel;
 pub mod executor;
 pub mod gate;
+pub mod node;
 pub mod task;
 
 pub use executor::{LocalExecutor, local_environment};
+pub use node::{WorkerNode, WorkerOptions};

@@ -1,7 +1,7 @@
 //! A task: one subtask of a job vertex, running its operator chain.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use arrow::record_batch::RecordBatch;
@@ -25,6 +25,7 @@ pub struct RecordWriter {
     partitioner: BatchPartitioner,
     senders: Vec<Box<dyn ChannelSender>>,
     parts: Vec<(usize, RecordBatch)>,
+    back_pressured: Arc<AtomicU64>,
 }
 
 impl RecordWriter {
@@ -34,7 +35,14 @@ impl RecordWriter {
             partitioner,
             senders,
             parts: Vec::new(),
+            back_pressured: Arc::default(),
         }
+    }
+
+    /// Add the time spent waiting for full channels to `counter` (ns).
+    pub fn with_back_pressure_counter(mut self, counter: Arc<AtomicU64>) -> Self {
+        self.back_pressured = counter;
+        self
     }
 
     async fn emit(&mut self, batch: RecordBatch) -> Result<()> {
@@ -43,8 +51,15 @@ impl RecordWriter {
             parts.push((c, b));
             Ok(())
         })?;
+        let started = Instant::now();
         for (c, b) in self.parts.drain(..) {
             self.senders[c].send(StreamMessage::Data(b)).await?;
+        }
+        // A send that finds room takes well under a microsecond; what is
+        // left is the time a full channel held this task back.
+        let waited = started.elapsed().as_nanos() as u64;
+        if waited > 20_000 {
+            self.back_pressured.fetch_add(waited, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -94,6 +109,8 @@ pub struct Task {
     pub watermark_interval: Duration,
     /// The task's current watermark, readable while the job runs.
     pub watermark: Arc<AtomicI64>,
+    /// Nanoseconds the task spent waiting for room in full output channels.
+    pub back_pressured: Arc<AtomicU64>,
 }
 
 impl Task {

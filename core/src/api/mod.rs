@@ -28,7 +28,7 @@
 //! ```
 
 mod env;
-mod expr;
+pub mod expr;
 mod stream;
 
 pub use env::StreamExecutionEnvironment;

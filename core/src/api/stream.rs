@@ -163,7 +163,10 @@ impl DataStream {
         }
         Ok(self.derive(
             name.into(),
-            TransformationKind::Operator(OperatorSpec::Filter(predicate)),
+            TransformationKind::Operator(OperatorSpec::Filter {
+                predicate,
+                input_schema: Arc::clone(&self.schema),
+            }),
             Arc::clone(&self.schema),
             self.rowtime.clone(),
         ))
@@ -218,7 +221,10 @@ impl DataStream {
         let schema = Arc::new(Schema::new(fields));
         Ok(self.derive(
             name.into(),
-            TransformationKind::Operator(OperatorSpec::Project(exprs)),
+            TransformationKind::Operator(OperatorSpec::Project {
+                exprs,
+                input_schema: Arc::clone(&self.schema),
+            }),
             schema,
             rowtime,
         ))

@@ -7,7 +7,7 @@ use crate::config::{RuntimeMode, WeirConfig};
 use crate::error::{Result, WeirError};
 
 /// A chain of operators that runs as one task per subtask.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct JobVertex {
     /// Vertex id (index in [`JobGraph::vertices`]).
     pub id: usize,
@@ -20,7 +20,7 @@ pub struct JobVertex {
 }
 
 /// A network edge between two vertices.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct JobEdge {
     /// Producer vertex.
     pub source: usize,
@@ -37,7 +37,7 @@ pub struct JobEdge {
 }
 
 /// A job after chaining: what gets scheduled.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct JobGraph {
     /// Job name.
     pub job_name: String,

@@ -17,7 +17,7 @@ pub use transformation::{ChainingStrategy, Transformation, TransformationKind};
 use crate::error::Result;
 
 /// How records of an edge are distributed over the consumer subtasks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Partitioner {
     /// Subtask `i` sends to subtask `i` (equal parallelism).
     Forward,
@@ -53,7 +53,7 @@ impl fmt::Display for Partitioner {
 }
 
 /// Counters of one operator instance, reported when its task ends.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OperatorMetrics {
     /// Operator name.
     pub name: String,
@@ -66,7 +66,7 @@ pub struct OperatorMetrics {
 }
 
 /// Metrics of one subtask.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TaskMetrics {
     /// Subtask name, `vertex (i/p)`.
     pub task: String,

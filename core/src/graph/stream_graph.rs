@@ -13,7 +13,7 @@ use crate::spec::{OperatorSpec, SinkSpec, SourceSpec};
 use crate::time::WatermarkStrategy;
 
 /// What a stream node runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum StreamNodeKind {
     /// A source.
     Source {
@@ -29,7 +29,7 @@ pub enum StreamNodeKind {
 }
 
 /// A node of the stream graph.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct StreamNode {
     /// Node id (index in [`StreamGraph::nodes`]).
     pub id: usize,
@@ -50,7 +50,7 @@ pub struct StreamNode {
 }
 
 /// A data edge between two stream nodes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StreamEdge {
     /// Producer node.
     pub source: usize,
@@ -65,7 +65,7 @@ pub struct StreamEdge {
 }
 
 /// Nodes and edges of a job before chaining.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct StreamGraph {
     /// Job name.
     pub job_name: String,

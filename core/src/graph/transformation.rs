@@ -7,7 +7,7 @@ use crate::spec::{OperatorSpec, SinkSpec, SourceSpec};
 use crate::time::WatermarkStrategy;
 
 /// Whether an operator may be fused with its neighbours.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum ChainingStrategy {
     /// Chain with predecessor and successors where the edge allows it.
     #[default]

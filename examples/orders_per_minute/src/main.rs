@@ -21,7 +21,10 @@ const USAGE: &str = "orders_per_minute [--events N] [--parallelism P] [--batch] 
   --input PATH     read orders from a Parquet or .csv file or directory
                    (columns order_id, user_id, amount_cents, order_time)
   --output DIR     write the per-minute counts as Parquet into DIR
-  --explain        print the stream, job and execution graphs and exit";
+  --explain        print the stream, job and execution graphs and exit
+  --emit-job FILE  write the job graph as JSON for `weir submit` / `weir run`
+                   and exit (needs --output: rows collected in this process
+                   cannot be shipped)";
 
 struct Args {
     events: u64,
@@ -30,6 +33,7 @@ struct Args {
     input: Option<String>,
     output: Option<String>,
     explain: bool,
+    emit_job: Option<String>,
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
@@ -40,6 +44,7 @@ fn parse_args() -> std::result::Result<Args, String> {
         input: None,
         output: None,
         explain: false,
+        emit_job: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -59,6 +64,7 @@ fn parse_args() -> std::result::Result<Args, String> {
             "--input" => args.input = Some(value("--input")?),
             "--output" => args.output = Some(value("--output")?),
             "--explain" => args.explain = true,
+            "--emit-job" => args.emit_job = Some(value("--emit-job")?),
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown argument '{other}'\n\n{USAGE}")),
         }
@@ -84,6 +90,12 @@ fn run(args: &Args) -> Result<()> {
         }
     };
     build_job(&env, source, sink)?;
+    if let Some(path) = &args.emit_job {
+        let json = env.job_graph("orders-per-minute")?.to_json()?;
+        std::fs::write(path, json).map_err(|e| weir_core::WeirError::io(path.clone(), e))?;
+        println!("job graph written to {path}");
+        return Ok(());
+    }
     if args.explain {
         println!("{}", env.explain("orders-per-minute")?);
         return Ok(());

@@ -1,0 +1,404 @@
+//! `weir`: run a Weir cluster and its jobs.
+//!
+//! Session mode: `weir coordinator`, then `weir worker --coordinator ADDR
+//! --slots N` on each machine, then `weir submit JOB.json`, `weir list`,
+//! `weir cancel JOB`. Application mode: `weir run JOB.json` starts a
+//! coordinator and workers for that one job — in this process by default,
+//! or as separate processes with `--processes` — and exits with the job.
+
+mod http;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use weir_coordinator::{Coordinator, CoordinatorOptions, generate_token};
+use weir_core::Secret;
+use weir_core::graph::JobGraph;
+use weir_worker::{WorkerNode, WorkerOptions};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    name = "weir",
+    version,
+    about = "Weir: a columnar stream processor in the model of Apache Flink"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(clap::Args, Clone)]
+struct Remote {
+    /// The coordinator's REST API.
+    #[arg(
+        long,
+        env = "WEIR_COORDINATOR_URL",
+        default_value = "http://127.0.0.1:8081"
+    )]
+    url: String,
+    /// Bearer token of the cluster.
+    #[arg(long, env = "WEIR_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start a coordinator (JobManager): REST API for clients, control endpoint for workers.
+    Coordinator {
+        /// REST API address.
+        #[arg(long, default_value = "127.0.0.1:8081")]
+        rest: SocketAddr,
+        /// Address workers connect to.
+        #[arg(long, default_value = "127.0.0.1:6123")]
+        rpc: SocketAddr,
+        /// Token required on every call; generated and printed when a
+        /// listener is not on loopback and none is given.
+        #[arg(long, env = "WEIR_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// How often workers heartbeat (ms).
+        #[arg(long, default_value_t = 1000)]
+        heartbeat_interval_ms: u64,
+        /// Silence after which a worker is declared lost (ms).
+        #[arg(long, default_value_t = 10_000)]
+        heartbeat_timeout_ms: u64,
+    },
+    /// Start a worker (TaskManager) offering task slots to a coordinator.
+    Worker {
+        /// The coordinator's control address (its `--rpc`).
+        #[arg(long, default_value = "127.0.0.1:6123")]
+        coordinator: String,
+        /// Task slots offered.
+        #[arg(long, default_value_t = 1)]
+        slots: usize,
+        /// Address of this worker's Flight endpoint (exchange, sinks, control).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        bind: SocketAddr,
+        /// The cluster token.
+        #[arg(long, env = "WEIR_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
+    /// Submit a job graph (JSON) to a running coordinator; prints the job id.
+    Submit {
+        /// The job graph file.
+        job: PathBuf,
+        #[command(flatten)]
+        remote: Remote,
+        /// Wait for the job to end; exit non-zero unless it finished.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// List the jobs of a coordinator.
+    List {
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Show one job: vertices, subtasks, states, back-pressure, history.
+    Status {
+        /// Job id.
+        job: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Cancel a job.
+    Cancel {
+        /// Job id.
+        job: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Run one job on its own cluster (application mode) and exit with it.
+    Run {
+        /// The job graph file.
+        job: PathBuf,
+        /// Number of workers.
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
+        /// Slots per worker (default: enough for the job).
+        #[arg(long)]
+        slots: Option<usize>,
+        /// Run the workers as separate local processes.
+        #[arg(long)]
+        processes: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Cmd::Coordinator {
+            rest,
+            rpc,
+            token,
+            heartbeat_interval_ms,
+            heartbeat_timeout_ms,
+        } => coordinator(
+            rest,
+            rpc,
+            token,
+            heartbeat_interval_ms,
+            heartbeat_timeout_ms,
+        ),
+        Cmd::Worker {
+            coordinator,
+            slots,
+            bind,
+            token,
+        } => worker(coordinator, slots, bind, token),
+        Cmd::Submit { job, remote, wait } => submit(&job, &remote, wait),
+        Cmd::List { remote } => list(&remote),
+        Cmd::Status { job, remote } => status(&job, &remote),
+        Cmd::Cancel { job, remote } => cancel(&job, &remote),
+        Cmd::Run {
+            job,
+            workers,
+            slots,
+            processes,
+        } => run(&job, workers, slots, processes),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type Outcome = Result<ExitCode, String>;
+
+fn secret(token: Option<String>) -> Result<Option<Secret>, String> {
+    token
+        .map(Secret::new)
+        .transpose()
+        .map_err(|e| e.to_string())
+}
+
+fn coordinator(
+    rest: SocketAddr,
+    rpc: SocketAddr,
+    token: Option<String>,
+    interval: u64,
+    timeout: u64,
+) -> Outcome {
+    let mut token = secret(token)?;
+    if token.is_none() && (!rest.ip().is_loopback() || !rpc.ip().is_loopback()) {
+        let generated = generate_token().map_err(|e| e.to_string())?;
+        println!(
+            "generated token (pass it to workers and clients as WEIR_TOKEN): {}",
+            generated.expose()
+        );
+        token = Some(generated);
+    }
+    let c = Coordinator::start(CoordinatorOptions {
+        rest_bind: rest,
+        rpc_bind: rpc,
+        token,
+        heartbeat_interval: Duration::from_millis(interval),
+        heartbeat_timeout: Duration::from_millis(timeout),
+        tls: None,
+    })
+    .map_err(|e| e.to_string())?;
+    println!("coordinator REST API on http://{}", c.rest_addr);
+    println!("coordinator control endpoint on {}", c.rpc_addr);
+    c.wait_for_shutdown();
+    Ok(ExitCode::SUCCESS)
+}
+
+fn worker(coordinator: String, slots: usize, bind: SocketAddr, token: Option<String>) -> Outcome {
+    let mut options = WorkerOptions::new(coordinator, slots);
+    options.bind = bind;
+    options.token = secret(token)?;
+    let w = WorkerNode::start(options, Duration::from_secs(30)).map_err(|e| e.to_string())?;
+    println!(
+        "worker {} serving Flight on {} with {slots} slots",
+        w.worker_id(),
+        w.address()
+    );
+    // Runs until killed.
+    loop {
+        std::thread::park();
+    }
+}
+
+fn read_job(path: &PathBuf) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read job file {}: {e}", path.display()))?;
+    // Check locally first: a malformed file fails here with its position.
+    JobGraph::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(text)
+}
+
+fn api(
+    remote: &Remote,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Result<serde_json::Value, String> {
+    let reply = http::call(&remote.url, remote.token.as_deref(), method, path, body)?;
+    if reply.status >= 400 {
+        let message = reply.body["error"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| reply.body.to_string());
+        return Err(format!("coordinator answered {}: {message}", reply.status));
+    }
+    Ok(reply.body)
+}
+
+fn submit(job: &PathBuf, remote: &Remote, wait: bool) -> Outcome {
+    let text = read_job(job)?;
+    let reply = api(remote, "POST", "/v1/jobs", Some(&text))?;
+    let id = reply["job_id"].as_str().unwrap_or_default().to_string();
+    println!("{id}");
+    if wait {
+        return wait_for(remote, &id);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn wait_for(remote: &Remote, id: &str) -> Outcome {
+    loop {
+        let job = api(remote, "GET", &format!("/v1/jobs/{id}"), None)?;
+        match job["status"].as_str().unwrap_or_default() {
+            "FINISHED" => {
+                println!("job {id} finished");
+                return Ok(ExitCode::SUCCESS);
+            }
+            "FAILED" | "CANCELED" => {
+                return Err(format!(
+                    "job {id} {}: {}",
+                    job["status"].as_str().unwrap_or_default(),
+                    job["failure"].as_str().unwrap_or("cancelled")
+                ));
+            }
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+fn list(remote: &Remote) -> Outcome {
+    let jobs = api(remote, "GET", "/v1/jobs", None)?;
+    println!("{:<10} {:<10} {:<30} FAILURE", "JOB", "STATUS", "NAME");
+    for j in jobs.as_array().into_iter().flatten() {
+        println!(
+            "{:<10} {:<10} {:<30} {}",
+            j["id"].as_str().unwrap_or_default(),
+            j["status"].as_str().unwrap_or_default(),
+            j["name"].as_str().unwrap_or_default(),
+            j["failure"].as_str().unwrap_or("")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status(job: &str, remote: &Remote) -> Outcome {
+    let details = api(remote, "GET", &format!("/v1/jobs/{job}"), None)?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&details).map_err(|e| e.to_string())?
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cancel(job: &str, remote: &Remote) -> Outcome {
+    let reply = api(remote, "POST", &format!("/v1/jobs/{job}/cancel"), None)?;
+    println!("{job}: {}", reply["status"].as_str().unwrap_or_default());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Worker processes that are killed when this value is dropped.
+struct Children(Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn run(job: &PathBuf, workers: usize, slots: Option<usize>, processes: bool) -> Outcome {
+    let text = read_job(job)?;
+    let graph = JobGraph::from_json(&text).map_err(|e| e.to_string())?;
+    let workers = workers.max(1);
+    let needed = graph
+        .vertices
+        .iter()
+        .map(|v| v.parallelism)
+        .max()
+        .unwrap_or(1);
+    let slots = slots.unwrap_or(needed.div_ceil(workers)).max(1);
+    let c = Coordinator::start(CoordinatorOptions::ephemeral()).map_err(|e| e.to_string())?;
+    let rpc = c.rpc_addr.to_string();
+    let mut nodes = Vec::new();
+    let mut children = Children(Vec::new());
+    if processes {
+        let exe =
+            std::env::current_exe().map_err(|e| format!("cannot find the weir binary: {e}"))?;
+        for _ in 0..workers {
+            let child = Command::new(&exe)
+                .args([
+                    "worker",
+                    "--coordinator",
+                    &rpc,
+                    "--slots",
+                    &slots.to_string(),
+                ])
+                .stdout(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("cannot start a worker process: {e}"))?;
+            children.0.push(child);
+        }
+    } else {
+        for _ in 0..workers {
+            let node = WorkerNode::start(
+                WorkerOptions::new(rpc.clone(), slots),
+                Duration::from_secs(10),
+            )
+            .map_err(|e| e.to_string())?;
+            nodes.push(node);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while weir_coordinator::jobs::lock(&c.state)
+        .workers()
+        .iter()
+        .filter(|w| !w.lost)
+        .count()
+        < workers
+    {
+        if Instant::now() > deadline {
+            return Err("the workers did not register within 30 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let remote = Remote {
+        url: format!("http://{}", c.rest_addr),
+        token: None,
+    };
+    let started = Instant::now();
+    let reply = api(&remote, "POST", "/v1/jobs", Some(&text))?;
+    let id = reply["job_id"].as_str().unwrap_or_default().to_string();
+    eprintln!(
+        "job {id} '{}' running on {workers} worker{} ({})",
+        graph.job_name,
+        if workers == 1 { "" } else { "s" },
+        if processes {
+            "processes"
+        } else {
+            "in this process"
+        }
+    );
+    let code = wait_for(&remote, &id)?;
+    eprintln!("ran in {:.2} s", started.elapsed().as_secs_f64());
+    drop(nodes);
+    drop(children);
+    Ok(code)
+}

@@ -1,0 +1,694 @@
+//! Cluster state: the ResourceManager's workers and the JobMasters' jobs.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use weir_core::cluster::{
+    self, Cancel, Deploy, Heartbeat, RegisterWorker, Registered, TaskReport, TaskState,
+};
+use weir_core::graph::{JobGraph, TaskMetrics};
+use weir_core::{Secret, WeirError};
+use weir_flight::call_action;
+
+/// Status of a job, as Flink names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobStatus {
+    /// Accepted; tasks being deployed.
+    Created,
+    /// Every task deployed; some running.
+    Running,
+    /// Every task finished.
+    Finished,
+    /// A task failed, a worker was lost, or it could not be scheduled.
+    Failed,
+    /// Cancellation requested; tasks stopping.
+    Cancelling,
+    /// Cancelled.
+    Canceled,
+}
+
+impl JobStatus {
+    /// Whether the status is final.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobStatus::Finished | JobStatus::Failed | JobStatus::Canceled
+        )
+    }
+}
+
+/// A registered worker.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerInfo {
+    /// Worker id.
+    pub id: String,
+    /// Flight endpoint.
+    pub address: String,
+    /// Slots offered.
+    pub slots: usize,
+    /// Slots held by running jobs.
+    pub slots_used: usize,
+    /// Declared lost (missed heartbeats).
+    pub lost: bool,
+    /// Ms since its last heartbeat.
+    pub last_heartbeat_ms_ago: u64,
+    #[serde(skip)]
+    last_seen: Instant,
+}
+
+/// One subtask of a job.
+#[derive(Debug, Clone, Serialize)]
+pub struct SubtaskInfo {
+    /// Subtask index.
+    pub subtask: usize,
+    /// State.
+    pub state: TaskState,
+    /// Worker id.
+    pub worker: String,
+    /// Worker's Flight endpoint.
+    pub address: String,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Total ms spent waiting on full output channels.
+    pub back_pressured_ms: u64,
+    /// Ms per second of wall clock spent back-pressured over the last
+    /// heartbeat interval (0 – 1000), as Flink's
+    /// `backPressuredTimeMsPerSecond`.
+    pub back_pressured_time_ms_per_second: u64,
+    /// Metrics once finished.
+    pub metrics: Option<TaskMetrics>,
+    #[serde(skip)]
+    sample: Option<(Instant, u64)>,
+}
+
+/// One vertex (chain) of a job.
+#[derive(Debug, Clone, Serialize)]
+pub struct VertexInfo {
+    /// Vertex id.
+    pub id: usize,
+    /// Chain name.
+    pub name: String,
+    /// Parallelism.
+    pub parallelism: usize,
+    /// Subtasks.
+    pub subtasks: Vec<SubtaskInfo>,
+}
+
+/// A job known to the coordinator.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobInfo {
+    /// Job id.
+    pub id: String,
+    /// Job name.
+    pub name: String,
+    /// Status.
+    pub status: JobStatus,
+    /// Why it failed.
+    pub failure: Option<String>,
+    /// Slots the job holds (its largest parallelism).
+    pub slots: usize,
+    /// Submission time, ms since the epoch.
+    pub submitted_at_ms: u64,
+    /// Time it reached a final status.
+    pub ended_at_ms: Option<u64>,
+    /// Vertices with their subtasks.
+    pub vertices: Vec<VertexInfo>,
+    /// Status changes with their causes, oldest first.
+    pub history: Vec<String>,
+    #[serde(skip)]
+    graph: Option<JobGraph>,
+    #[serde(skip)]
+    failed_at: Option<Instant>,
+}
+
+impl JobInfo {
+    fn tasks(&self) -> impl Iterator<Item = &SubtaskInfo> {
+        self.vertices.iter().flat_map(|v| &v.subtasks)
+    }
+
+    fn worker_addresses(&self) -> Vec<String> {
+        let mut addrs: Vec<String> = self.tasks().map(|t| t.address.clone()).collect();
+        addrs.sort();
+        addrs.dedup();
+        addrs
+    }
+
+    fn set_status(&mut self, status: JobStatus, why: &str) {
+        self.status = status;
+        self.history.push(format!("{} {status:?}: {why}", now_ms()));
+        if status.is_terminal() {
+            self.ended_at_ms = Some(now_ms());
+            self.graph = None;
+        }
+    }
+
+    fn fail(&mut self, cause: String) {
+        if self.status.is_terminal() {
+            return;
+        }
+        self.failure = Some(cause.clone());
+        self.failed_at = Some(Instant::now());
+        self.set_status(JobStatus::Failed, &cause);
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Workers and jobs.
+pub struct ClusterState {
+    token: Option<Secret>,
+    heartbeat_interval: Duration,
+    heartbeat_timeout: Duration,
+    workers: BTreeMap<String, WorkerInfo>,
+    jobs: BTreeMap<String, JobInfo>,
+    next_worker: u64,
+    next_job: u64,
+}
+
+/// Lock the state, whatever a panicking holder left.
+pub fn lock(state: &Mutex<ClusterState>) -> MutexGuard<'_, ClusterState> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Why a submission was refused.
+#[derive(Debug)]
+pub enum SubmitError {
+    /// The job graph is malformed or cannot run.
+    Invalid(WeirError),
+    /// Not enough free slots; the job is recorded as FAILED.
+    InsufficientSlots {
+        /// The failed job's id.
+        job_id: String,
+        /// The reason, with the numbers.
+        message: String,
+    },
+}
+
+impl ClusterState {
+    /// Empty state.
+    pub fn new(
+        token: Option<Secret>,
+        heartbeat_interval: Duration,
+        heartbeat_timeout: Duration,
+    ) -> Self {
+        Self {
+            token,
+            heartbeat_interval,
+            heartbeat_timeout,
+            workers: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            next_worker: 1,
+            next_job: 1,
+        }
+    }
+
+    /// Add a worker; its id is returned.
+    pub fn register_worker(&mut self, r: RegisterWorker) -> Registered {
+        // A restarted worker on the same address replaces the old entry.
+        let stale: Vec<String> = self
+            .workers
+            .values()
+            .filter(|w| w.address == r.address)
+            .map(|w| w.id.clone())
+            .collect();
+        for id in stale {
+            self.workers.remove(&id);
+        }
+        let id = format!("worker-{}", self.next_worker);
+        self.next_worker += 1;
+        tracing::info!("{id} registered from {} with {} slots", r.address, r.slots);
+        self.workers.insert(
+            id.clone(),
+            WorkerInfo {
+                id: id.clone(),
+                address: r.address,
+                slots: r.slots,
+                slots_used: 0,
+                lost: false,
+                last_heartbeat_ms_ago: 0,
+                last_seen: Instant::now(),
+            },
+        );
+        Registered {
+            worker_id: id,
+            heartbeat_interval_ms: self.heartbeat_interval.as_millis() as u64,
+        }
+    }
+
+    /// Registered workers (lost ones included, marked).
+    pub fn workers(&self) -> Vec<WorkerInfo> {
+        self.workers
+            .values()
+            .map(|w| WorkerInfo {
+                last_heartbeat_ms_ago: w.last_seen.elapsed().as_millis() as u64,
+                ..w.clone()
+            })
+            .collect()
+    }
+
+    /// Every job, newest last.
+    pub fn jobs(&self) -> Vec<JobInfo> {
+        self.jobs.values().cloned().collect()
+    }
+
+    /// One job.
+    pub fn job(&self, id: &str) -> Option<JobInfo> {
+        self.jobs.get(id).cloned()
+    }
+
+    fn free_slots(&self) -> Vec<(String, usize)> {
+        self.workers
+            .values()
+            .filter(|w| !w.lost)
+            .map(|w| (w.id.clone(), w.slots - w.slots_used.min(w.slots)))
+            .collect()
+    }
+
+    /// Accept a job: claim its slots round-robin over the workers and
+    /// record its placement. Returns the deployments to send.
+    pub fn submit(
+        &mut self,
+        job: JobGraph,
+    ) -> std::result::Result<(String, Vec<(String, Deploy)>), SubmitError> {
+        job.validate().map_err(SubmitError::Invalid)?;
+        let id = format!("job-{:04}", self.next_job);
+        self.next_job += 1;
+        let needed = job
+            .vertices
+            .iter()
+            .map(|v| v.parallelism)
+            .max()
+            .unwrap_or(1);
+        let mut free = self.free_slots();
+        let available: usize = free.iter().map(|(_, n)| n).sum();
+        let mut info = JobInfo {
+            id: id.clone(),
+            name: job.job_name.clone(),
+            status: JobStatus::Created,
+            failure: None,
+            slots: needed,
+            submitted_at_ms: now_ms(),
+            ended_at_ms: None,
+            vertices: vec![],
+            history: vec![format!("{} CREATED: submitted", now_ms())],
+            graph: None,
+            failed_at: None,
+        };
+        if available < needed {
+            let message = format!(
+                "job '{}' needs {needed} slots (its largest parallelism) but the cluster has \
+                 {available} free ({} live workers)",
+                job.job_name,
+                free.len()
+            );
+            info.fail(message.clone());
+            self.jobs.insert(id.clone(), info);
+            return Err(SubmitError::InsufficientSlots {
+                job_id: id,
+                message,
+            });
+        }
+        // Slot i holds subtask i of every vertex; slots go round-robin.
+        let mut slot_worker = Vec::with_capacity(needed);
+        let mut i = 0;
+        let workers = free.len();
+        while slot_worker.len() < needed {
+            let (wid, n) = &mut free[i % workers];
+            if *n > 0 {
+                *n -= 1;
+                slot_worker.push(wid.clone());
+            }
+            i += 1;
+        }
+        for w in &slot_worker {
+            if let Some(worker) = self.workers.get_mut(w) {
+                worker.slots_used += 1;
+            }
+        }
+        let address = |wid: &String| self.workers[wid].address.clone();
+        let placement: Vec<Vec<String>> = job
+            .vertices
+            .iter()
+            .map(|v| {
+                (0..v.parallelism)
+                    .map(|s| address(&slot_worker[s]))
+                    .collect()
+            })
+            .collect();
+        info.vertices = job
+            .vertices
+            .iter()
+            .map(|v| VertexInfo {
+                id: v.id,
+                name: v.name.clone(),
+                parallelism: v.parallelism,
+                subtasks: (0..v.parallelism)
+                    .map(|s| SubtaskInfo {
+                        subtask: s,
+                        state: TaskState::Created,
+                        worker: slot_worker[s].clone(),
+                        address: address(&slot_worker[s]),
+                        error: None,
+                        back_pressured_ms: 0,
+                        back_pressured_time_ms_per_second: 0,
+                        metrics: None,
+                        sample: None,
+                    })
+                    .collect(),
+            })
+            .collect();
+        let deploys = info
+            .worker_addresses()
+            .into_iter()
+            .map(|addr| {
+                (
+                    addr.clone(),
+                    Deploy {
+                        job_id: id.clone(),
+                        job: job.clone(),
+                        placement: placement.clone(),
+                        address: addr,
+                    },
+                )
+            })
+            .collect();
+        info.graph = Some(job);
+        self.jobs.insert(id.clone(), info);
+        Ok((id, deploys))
+    }
+
+    fn release_slots(&mut self, job_id: &str) {
+        let Some(job) = self.jobs.get(job_id) else {
+            return;
+        };
+        let mut per_worker: BTreeMap<String, usize> = BTreeMap::new();
+        for v in &job.vertices {
+            for t in &v.subtasks {
+                // Slot sharing: count each (worker, subtask index) once.
+                per_worker
+                    .entry(format!("{}#{}", t.worker, t.subtask))
+                    .or_insert(1);
+            }
+        }
+        for key in per_worker.keys() {
+            let worker = key.split('#').next().unwrap_or_default();
+            if let Some(w) = self.workers.get_mut(worker) {
+                w.slots_used = w.slots_used.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Apply a task report; returns the workers to send a cancel to when
+    /// the job just failed.
+    fn apply_report(&mut self, worker_id: &str, r: &TaskReport) -> Vec<String> {
+        let Some(job) = self.jobs.get_mut(&r.job_id) else {
+            return vec![];
+        };
+        let Some(task) = job
+            .vertices
+            .get_mut(r.vertex)
+            .and_then(|v| v.subtasks.get_mut(r.subtask))
+        else {
+            return vec![];
+        };
+        if task.worker != worker_id {
+            return vec![];
+        }
+        let now = Instant::now();
+        if let Some((at, ms)) = task.sample {
+            let elapsed = now.duration_since(at).as_millis() as u64;
+            if elapsed >= 100 && r.back_pressured_ms >= ms {
+                task.back_pressured_time_ms_per_second =
+                    ((r.back_pressured_ms - ms) * 1000 / elapsed).min(1000);
+                task.sample = Some((now, r.back_pressured_ms));
+            }
+        } else {
+            task.sample = Some((now, r.back_pressured_ms));
+        }
+        task.back_pressured_ms = task.back_pressured_ms.max(r.back_pressured_ms);
+        // Terminal states are final; reports may arrive out of order.
+        if !task.state.is_terminal() {
+            task.state = r.state;
+            task.error = r.error.clone();
+            if r.metrics.is_some() {
+                task.metrics = r.metrics.clone();
+            }
+        }
+        let vertex_name = job.vertices[r.vertex].name.clone();
+        let was_terminal = job.status.is_terminal();
+        let mut cancel = vec![];
+        if r.state == TaskState::Failed && !was_terminal && job.status != JobStatus::Cancelling {
+            let cause = format!(
+                "task {vertex_name} ({}/{}) on {worker_id} failed: {}",
+                r.subtask + 1,
+                job.vertices[r.vertex].parallelism,
+                r.error.as_deref().unwrap_or("unknown error")
+            );
+            job.fail(cause);
+            cancel = job.worker_addresses();
+        } else if !was_terminal {
+            let states: Vec<TaskState> = job.tasks().map(|t| t.state).collect();
+            if states.iter().all(|s| *s == TaskState::Finished) {
+                job.set_status(JobStatus::Finished, "every task finished");
+            } else if job.status == JobStatus::Cancelling && states.iter().all(|s| s.is_terminal())
+            {
+                job.set_status(JobStatus::Canceled, "every task stopped");
+            } else if job.status == JobStatus::Created
+                && states
+                    .iter()
+                    .all(|s| matches!(s, TaskState::Running | TaskState::Finished))
+            {
+                job.set_status(JobStatus::Running, "every task deployed");
+            }
+        }
+        if !was_terminal && job.status.is_terminal() {
+            let id = r.job_id.clone();
+            self.release_slots(&id);
+        }
+        cancel
+    }
+
+    /// Request cancellation; returns the workers to tell.
+    pub fn cancel(&mut self, job_id: &str) -> Option<Vec<String>> {
+        let job = self.jobs.get_mut(job_id)?;
+        if job.status.is_terminal() {
+            return Some(vec![]);
+        }
+        job.set_status(JobStatus::Cancelling, "cancellation requested");
+        if job.tasks().all(|t| t.state.is_terminal()) {
+            job.set_status(JobStatus::Canceled, "no task was running");
+        }
+        let workers = job.worker_addresses();
+        if job.status.is_terminal() {
+            self.release_slots(job_id);
+        }
+        Some(workers)
+    }
+
+    /// Workers silent for too long: mark them lost and fail their jobs.
+    /// Returns the workers to tell about cancelled jobs.
+    fn check_heartbeats(&mut self) -> Vec<(String, String)> {
+        let timeout = self.heartbeat_timeout;
+        let lost: Vec<(String, String)> = self
+            .workers
+            .values_mut()
+            .filter(|w| !w.lost && w.last_seen.elapsed() > timeout)
+            .map(|w| {
+                w.lost = true;
+                (w.id.clone(), w.address.clone())
+            })
+            .collect();
+        let mut cancels = vec![];
+        for (wid, addr) in &lost {
+            let cause = format!(
+                "worker {wid} at {addr} was lost: no heartbeat for {} ms",
+                timeout.as_millis()
+            );
+            tracing::warn!("{cause}");
+            let mut ended = vec![];
+            for job in self.jobs.values_mut() {
+                if !job.tasks().any(|t| &t.worker == wid) {
+                    continue;
+                }
+                let recent_echo = job.status == JobStatus::Failed
+                    && job.failed_at.is_some_and(|t| t.elapsed() < timeout * 2)
+                    && !job
+                        .failure
+                        .as_deref()
+                        .is_some_and(|f| f.contains(wid.as_str()));
+                if recent_echo {
+                    // Its tasks elsewhere saw the broken channels first; the
+                    // lost worker is the cause.
+                    let echo = job.failure.take().unwrap_or_default();
+                    job.history
+                        .push(format!("{} earlier symptom: {echo}", now_ms()));
+                    job.failure = Some(cause.clone());
+                    job.history.push(format!("{} FAILED: {cause}", now_ms()));
+                } else if !job.status.is_terminal() {
+                    job.fail(cause.clone());
+                    ended.push(job.id.clone());
+                    for a in job.worker_addresses() {
+                        if &a != addr {
+                            cancels.push((job.id.clone(), a));
+                        }
+                    }
+                }
+                for t in job.vertices.iter_mut().flat_map(|v| &mut v.subtasks) {
+                    if &t.worker == wid && !t.state.is_terminal() {
+                        t.state = TaskState::Failed;
+                        t.error = Some(cause.clone());
+                    }
+                }
+            }
+            for id in ended {
+                self.release_slots(&id);
+            }
+        }
+        cancels
+    }
+}
+
+/// A heartbeat: refresh the worker and its task reports. False when the
+/// worker is unknown or already declared lost.
+pub fn heartbeat(state: &Arc<Mutex<ClusterState>>, h: Heartbeat) -> bool {
+    let mut s = lock(state);
+    match s.workers.get_mut(&h.worker_id) {
+        Some(w) if !w.lost => w.last_seen = Instant::now(),
+        _ => return false,
+    }
+    let mut cancels = vec![];
+    for r in &h.tasks {
+        for addr in s.apply_report(&h.worker_id, r) {
+            cancels.push((r.job_id.clone(), addr));
+        }
+    }
+    let token = s.token.clone();
+    drop(s);
+    send_cancels(token, cancels);
+    true
+}
+
+/// A pushed task update.
+pub fn task_update(state: &Arc<Mutex<ClusterState>>, u: cluster::TaskUpdate) {
+    let mut s = lock(state);
+    let cancels: Vec<(String, String)> = s
+        .apply_report(&u.worker_id, &u.report)
+        .into_iter()
+        .map(|a| (u.report.job_id.clone(), a))
+        .collect();
+    let token = s.token.clone();
+    drop(s);
+    send_cancels(token, cancels);
+}
+
+fn send_cancels(token: Option<Secret>, cancels: Vec<(String, String)>) {
+    for (job_id, addr) in cancels {
+        let token = token.clone();
+        tokio::spawn(async move {
+            let body = serde_json::to_vec(&Cancel {
+                job_id: job_id.clone(),
+            })
+            .unwrap_or_default();
+            if let Err(e) = call_action(&addr, token.as_ref(), cluster::CANCEL, body).await {
+                tracing::warn!("cannot cancel {job_id} on {addr}: {e}");
+            }
+        });
+    }
+}
+
+/// Submit a job and deploy it; returns its id. Deployment failures fail
+/// the job (and cancel what was deployed) with the worker named.
+pub async fn submit(
+    state: &Arc<Mutex<ClusterState>>,
+    job: JobGraph,
+) -> std::result::Result<String, SubmitError> {
+    let (id, deploys, token) = {
+        let mut s = lock(state);
+        let (id, deploys) = s.submit(job)?;
+        for job in s.jobs.get_mut(&id).into_iter() {
+            for t in job.vertices.iter_mut().flat_map(|v| &mut v.subtasks) {
+                t.state = TaskState::Deploying;
+            }
+        }
+        (id, deploys, s.token.clone())
+    };
+    let calls = deploys.into_iter().map(|(addr, d)| {
+        let token = token.clone();
+        async move {
+            let body = serde_json::to_vec(&d).map_err(|e| WeirError::plan(e.to_string()))?;
+            call_action(&addr, token.as_ref(), cluster::DEPLOY, body)
+                .await
+                .map(|_| ())
+        }
+    });
+    let results = futures::future::join_all(calls).await;
+    if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
+        let workers = {
+            let mut s = lock(state);
+            let workers = match s.jobs.get_mut(&id) {
+                Some(job) => {
+                    job.fail(format!("deployment failed: {e}"));
+                    job.worker_addresses()
+                }
+                None => vec![],
+            };
+            s.release_slots(&id);
+            workers
+        };
+        send_cancels(
+            token,
+            workers.into_iter().map(|a| (id.clone(), a)).collect(),
+        );
+    }
+    Ok(id)
+}
+
+/// Cancel a job; `None` when unknown.
+pub fn cancel(state: &Arc<Mutex<ClusterState>>, job_id: &str) -> Option<JobStatus> {
+    let mut s = lock(state);
+    let workers = s.cancel(job_id)?;
+    let status = s.jobs.get(job_id).map(|j| j.status)?;
+    let token = s.token.clone();
+    drop(s);
+    send_cancels(
+        token,
+        workers
+            .into_iter()
+            .map(|a| (job_id.to_string(), a))
+            .collect(),
+    );
+    Some(status)
+}
+
+/// Declare workers lost when they stop heartbeating.
+pub async fn monitor_heartbeats(state: Arc<Mutex<ClusterState>>) {
+    let period = lock(&state)
+        .heartbeat_interval
+        .max(Duration::from_millis(50))
+        / 2;
+    loop {
+        tokio::time::sleep(period).await;
+        let (cancels, token) = {
+            let mut s = lock(&state);
+            (s.check_heartbeats(), s.token.clone())
+        };
+        send_cancels(token, cancels);
+    }
+}
+
+/// Submit a job from its JSON text (REST body).
+pub async fn submit_json(
+    state: &Arc<Mutex<ClusterState>>,
+    text: &str,
+) -> std::result::Result<String, SubmitError> {
+    let job = JobGraph::from_json(text).map_err(SubmitError::Invalid)?;
+    submit(state, job).await
+}

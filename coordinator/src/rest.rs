@@ -1,0 +1,165 @@
+//! The Dispatcher's REST API: JSON under `/v1`.
+//!
+//! | method | path | what |
+//! |---|---|---|
+//! | GET | `/v1/overview` | workers, slots, jobs by status |
+//! | GET | `/v1/workers` | registered workers and their slots |
+//! | POST | `/v1/jobs` | submit a job graph (JSON body) → `201 {"job_id"}` |
+//! | GET | `/v1/jobs` | every job with status and failure |
+//! | GET | `/v1/jobs/{id}` | one job: vertices, subtasks (state, worker, back-pressure), history |
+//! | POST | `/v1/jobs/{id}/cancel` | cancel → `202 {"status"}` |
+//!
+//! Errors are JSON `{"error": "..."}` with a 4xx status: 400 for a malformed
+//! job graph, 401 without a valid token (when one is configured), 404 for an
+//! unknown job, 409 when the cluster lacks free slots.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+use weir_core::{Result, Secret, WeirError};
+
+use crate::jobs::{self, ClusterState, SubmitError, lock};
+
+type Shared = Arc<Mutex<ClusterState>>;
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, axum::Json(json!({ "error": message.into() }))).into_response()
+}
+
+/// Serve the API on `addr`; returns the bound address.
+pub async fn serve(addr: SocketAddr, state: Shared, token: Option<Secret>) -> Result<SocketAddr> {
+    let token = Arc::new(token);
+    let app = Router::new()
+        .route("/v1/overview", get(overview))
+        .route("/v1/workers", get(workers))
+        .route("/v1/jobs", get(list_jobs).post(submit))
+        .route("/v1/jobs/{id}", get(job_details))
+        .route("/v1/jobs/{id}/cancel", post(cancel))
+        .fallback(|| async {
+            error(
+                StatusCode::NOT_FOUND,
+                "no such endpoint (the API lives under /v1)",
+            )
+        })
+        .layer(axum::middleware::from_fn(
+            move |req: Request, next: Next| {
+                let token = Arc::clone(&token);
+                async move { authorize(req, next, token.as_ref().as_ref()).await }
+            },
+        ))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| WeirError::io(addr.to_string(), e))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| WeirError::io(addr.to_string(), e))?;
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!("REST API stopped: {e}");
+        }
+    });
+    Ok(bound)
+}
+
+async fn authorize(req: Request, next: Next, token: Option<&Secret>) -> Response {
+    if let Some(token) = token {
+        let presented = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let ok = presented.is_some_and(|p| {
+            p.len() == token.expose().len()
+                && p.bytes()
+                    .zip(token.expose().bytes())
+                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                    == 0
+        });
+        if !ok {
+            return error(
+                StatusCode::UNAUTHORIZED,
+                "a valid bearer token is required (Authorization: Bearer <token>)",
+            );
+        }
+    }
+    next.run(req).await
+}
+
+async fn overview(State(state): State<Shared>) -> Response {
+    let s = lock(&state);
+    let workers = s.workers();
+    let live: Vec<_> = workers.iter().filter(|w| !w.lost).collect();
+    let jobs = s.jobs();
+    let count = |st: jobs::JobStatus| jobs.iter().filter(|j| j.status == st).count();
+    axum::Json(json!({
+        "workers": live.len(),
+        "workers_lost": workers.len() - live.len(),
+        "slots_total": live.iter().map(|w| w.slots).sum::<usize>(),
+        "slots_free": live.iter().map(|w| w.slots - w.slots_used.min(w.slots)).sum::<usize>(),
+        "jobs_running": count(jobs::JobStatus::Running) + count(jobs::JobStatus::Created),
+        "jobs_finished": count(jobs::JobStatus::Finished),
+        "jobs_failed": count(jobs::JobStatus::Failed),
+        "jobs_canceled": count(jobs::JobStatus::Canceled),
+    }))
+    .into_response()
+}
+
+async fn workers(State(state): State<Shared>) -> Response {
+    axum::Json(lock(&state).workers()).into_response()
+}
+
+async fn list_jobs(State(state): State<Shared>) -> Response {
+    let jobs: Vec<_> = lock(&state)
+        .jobs()
+        .into_iter()
+        .map(|j| {
+            json!({
+                "id": j.id,
+                "name": j.name,
+                "status": j.status,
+                "failure": j.failure,
+                "submitted_at_ms": j.submitted_at_ms,
+                "ended_at_ms": j.ended_at_ms,
+            })
+        })
+        .collect();
+    axum::Json(jobs).into_response()
+}
+
+async fn job_details(State(state): State<Shared>, Path(id): Path<String>) -> Response {
+    match lock(&state).job(&id) {
+        Some(job) => axum::Json(job).into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("no job '{id}'")),
+    }
+}
+
+async fn submit(State(state): State<Shared>, body: String) -> Response {
+    match jobs::submit_json(&state, &body).await {
+        Ok(id) => (StatusCode::CREATED, axum::Json(json!({ "job_id": id }))).into_response(),
+        Err(SubmitError::Invalid(e)) => error(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(SubmitError::InsufficientSlots { job_id, message }) => (
+            StatusCode::CONFLICT,
+            axum::Json(json!({ "error": message, "job_id": job_id })),
+        )
+            .into_response(),
+    }
+}
+
+async fn cancel(State(state): State<Shared>, Path(id): Path<String>) -> Response {
+    match jobs::cancel(&state, &id) {
+        Some(status) => (
+            StatusCode::ACCEPTED,
+            axum::Json(json!({ "status": status })),
+        )
+            .into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("no job '{id}'")),
+    }
+}

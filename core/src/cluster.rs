@@ -1,0 +1,132 @@
+//! The control protocol between the coordinator and its workers.
+//!
+//! Every call is a Flight action (`do_action`) whose body is one of these
+//! messages as JSON; the reply body is JSON too. Workers call the
+//! coordinator with [`REGISTER`], [`HEARTBEAT`] and [`TASK_UPDATE`]; the
+//! coordinator calls workers with [`DEPLOY`] and [`CANCEL`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::graph::{JobGraph, TaskMetrics};
+
+/// Worker → coordinator: offer slots.
+pub const REGISTER: &str = "register";
+/// Worker → coordinator: still alive; the states of its tasks.
+pub const HEARTBEAT: &str = "heartbeat";
+/// Worker → coordinator: a task changed state.
+pub const TASK_UPDATE: &str = "task_update";
+/// Coordinator → worker: run these subtasks of a job.
+pub const DEPLOY: &str = "deploy";
+/// Coordinator → worker: stop a job's tasks.
+pub const CANCEL: &str = "cancel";
+
+/// States of a subtask, as Flink names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TaskState {
+    /// Known to the coordinator, not yet placed.
+    Created,
+    /// Sent to a worker.
+    Deploying,
+    /// Running on its worker.
+    Running,
+    /// Ended after its input ended.
+    Finished,
+    /// Ended with an error.
+    Failed,
+    /// Stopped by a cancellation.
+    Canceled,
+}
+
+impl TaskState {
+    /// Whether the state is final.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Finished | TaskState::Failed | TaskState::Canceled
+        )
+    }
+}
+
+/// A worker's registration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RegisterWorker {
+    /// Where the worker's Flight endpoint listens (`host:port`).
+    pub address: String,
+    /// Number of task slots it offers.
+    pub slots: usize,
+}
+
+/// The coordinator's answer to a registration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Registered {
+    /// The id the worker reports under.
+    pub worker_id: String,
+    /// How often to send heartbeats, in ms.
+    pub heartbeat_interval_ms: u64,
+}
+
+/// One subtask's state as a worker sees it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskReport {
+    /// Job id.
+    pub job_id: String,
+    /// Job vertex.
+    pub vertex: usize,
+    /// Subtask index.
+    pub subtask: usize,
+    /// Current state.
+    pub state: TaskState,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Total ms the task has waited for room in full output channels.
+    pub back_pressured_ms: u64,
+    /// Metrics, once it ended.
+    pub metrics: Option<TaskMetrics>,
+}
+
+/// A worker's heartbeat.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// The worker.
+    pub worker_id: String,
+    /// Every task it holds.
+    pub tasks: Vec<TaskReport>,
+}
+
+/// The coordinator's answer to a heartbeat.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    /// False when the coordinator does not know (or has given up on) this
+    /// worker: it must stop its tasks and register again.
+    pub known: bool,
+}
+
+/// A task update pushed as it happens (heartbeats repeat it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskUpdate {
+    /// The worker.
+    pub worker_id: String,
+    /// The task.
+    pub report: TaskReport,
+}
+
+/// Run the subtasks `placement` assigns to `address` of a job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Deploy {
+    /// Job id.
+    pub job_id: String,
+    /// The job.
+    pub job: JobGraph,
+    /// Worker address of every subtask: `placement[vertex][subtask]`.
+    pub placement: Vec<Vec<String>>,
+    /// The receiving worker's address as placed.
+    pub address: String,
+}
+
+/// Stop a job's tasks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Cancel {
+    /// Job id.
+    pub job_id: String,
+}

@@ -1,0 +1,848 @@
+//! Job graphs as data: the JSON form a client ships to a coordinator and a
+//! coordinator ships to its workers.
+//!
+//! Almost every spec derives serde directly. The pieces that are code rather
+//! than data get a hand-written form here:
+//!
+//! * physical expressions (filter predicates, projections) travel as a small
+//!   expression tree ([`ExprNode`]): columns, literals (as one-row Arrow IPC,
+//!   so every Arrow type round-trips exactly), operators, casts, CASE, IN,
+//!   LIKE and DataFusion's built-in scalar functions by name;
+//! * in-memory source batches travel as Arrow IPC streams;
+//! * Rust closures (`map_batches`, process functions, custom watermark
+//!   generators, user-defined aggregates, collect sinks) cannot travel:
+//!   [`JobGraph::check_shippable`] names the operator and says why, and they
+//!   run only in application mode, where every process is the user's binary.
+//!
+//! Expressions need the schema they were planned against (an `IN` list checks
+//! its types, a function computes its return field): filter and projection
+//! specs carry their input schema for that reason.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema};
+use arrow::ipc::reader::StreamReader;
+use arrow::ipc::writer::StreamWriter;
+use base64::Engine;
+use datafusion_common::ScalarValue;
+use datafusion_common::config::ConfigOptions;
+use datafusion_expr::{Operator, ScalarUDF};
+use datafusion_physical_expr::PhysicalExpr;
+use datafusion_physical_expr::ScalarFunctionExpr;
+use datafusion_physical_expr::expressions::{
+    BinaryExpr, CaseExpr, CastExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, LikeExpr,
+    Literal, NegativeExpr, NotExpr, TryCastExpr,
+};
+use serde::de::Error as _;
+use serde::ser::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::{Result, WeirError};
+use crate::graph::{JobGraph, StreamNodeKind};
+use crate::spec::{AggregateFunction, OperatorSpec, SinkSpec};
+use crate::time::WatermarkKind;
+
+/// A physical expression as data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ExprNode {
+    /// Column `name` at `index` of the input.
+    Column {
+        /// Column name.
+        name: String,
+        /// Column index in the input schema.
+        index: usize,
+    },
+    /// A constant, as a one-row Arrow IPC stream (base64).
+    Literal {
+        /// The encoded value.
+        ipc: String,
+    },
+    /// `left op right`.
+    Binary {
+        /// Left operand.
+        left: Box<ExprNode>,
+        /// Operator name (`Eq`, `Plus`, `And`, …).
+        op: String,
+        /// Right operand.
+        right: Box<ExprNode>,
+    },
+    /// `NOT arg`.
+    Not {
+        /// Operand.
+        arg: Box<ExprNode>,
+    },
+    /// `-arg`.
+    Negative {
+        /// Operand.
+        arg: Box<ExprNode>,
+    },
+    /// `arg IS NULL`.
+    IsNull {
+        /// Operand.
+        arg: Box<ExprNode>,
+    },
+    /// `arg IS NOT NULL`.
+    IsNotNull {
+        /// Operand.
+        arg: Box<ExprNode>,
+    },
+    /// `CAST(arg AS to)`; `safe` turns failures into NULL.
+    Cast {
+        /// Operand.
+        arg: Box<ExprNode>,
+        /// Target type.
+        to: DataType,
+        /// Failed casts give NULL instead of an error.
+        safe: bool,
+    },
+    /// `TRY_CAST(arg AS to)`.
+    TryCast {
+        /// Operand.
+        arg: Box<ExprNode>,
+        /// Target type.
+        to: DataType,
+    },
+    /// `CASE [operand] WHEN … THEN … [ELSE …] END`.
+    Case {
+        /// The operand of a simple CASE.
+        operand: Option<Box<ExprNode>>,
+        /// WHEN/THEN pairs.
+        when_then: Vec<(ExprNode, ExprNode)>,
+        /// ELSE branch.
+        otherwise: Option<Box<ExprNode>>,
+    },
+    /// `arg [NOT] IN (list)`.
+    InList {
+        /// Operand.
+        arg: Box<ExprNode>,
+        /// Candidates.
+        list: Vec<ExprNode>,
+        /// `NOT IN`.
+        negated: bool,
+    },
+    /// `arg [NOT] [I]LIKE pattern`.
+    Like {
+        /// Operand.
+        arg: Box<ExprNode>,
+        /// Pattern.
+        pattern: Box<ExprNode>,
+        /// `NOT LIKE`.
+        negated: bool,
+        /// `ILIKE`.
+        case_insensitive: bool,
+    },
+    /// A DataFusion built-in scalar function, by name.
+    Function {
+        /// Function name.
+        name: String,
+        /// Arguments.
+        args: Vec<ExprNode>,
+        /// The planned result field.
+        returns: Field,
+    },
+}
+
+const OPERATORS: &[Operator] = &[
+    Operator::Eq,
+    Operator::NotEq,
+    Operator::Lt,
+    Operator::LtEq,
+    Operator::Gt,
+    Operator::GtEq,
+    Operator::Plus,
+    Operator::Minus,
+    Operator::Multiply,
+    Operator::Divide,
+    Operator::Modulo,
+    Operator::IntegerDivide,
+    Operator::And,
+    Operator::Or,
+    Operator::IsDistinctFrom,
+    Operator::IsNotDistinctFrom,
+    Operator::RegexMatch,
+    Operator::RegexIMatch,
+    Operator::RegexNotMatch,
+    Operator::RegexNotIMatch,
+    Operator::LikeMatch,
+    Operator::ILikeMatch,
+    Operator::NotLikeMatch,
+    Operator::NotILikeMatch,
+    Operator::BitwiseAnd,
+    Operator::BitwiseOr,
+    Operator::BitwiseXor,
+    Operator::BitwiseShiftRight,
+    Operator::BitwiseShiftLeft,
+    Operator::StringConcat,
+];
+
+fn functions() -> &'static HashMap<String, Arc<ScalarUDF>> {
+    static REGISTRY: OnceLock<HashMap<String, Arc<ScalarUDF>>> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let mut map = HashMap::new();
+        for f in datafusion_functions::all_default_functions() {
+            for alias in f.aliases() {
+                map.insert(alias.clone(), Arc::clone(&f));
+            }
+            map.insert(f.name().to_string(), f);
+        }
+        map
+    })
+}
+
+fn unsupported(expr: &dyn PhysicalExpr) -> WeirError {
+    WeirError::plan(format!(
+        "expression `{expr}` cannot be shipped to a cluster (only columns, literals, \
+         operators, casts, CASE, IN, LIKE and built-in functions can); run the job in \
+         application mode instead"
+    ))
+}
+
+impl ExprNode {
+    /// The data form of a planned expression.
+    pub fn from_physical(expr: &Arc<dyn PhysicalExpr>) -> Result<Self> {
+        let boxed = |e: &Arc<dyn PhysicalExpr>| Self::from_physical(e).map(Box::new);
+        if let Some(c) = expr.downcast_ref::<Column>() {
+            return Ok(ExprNode::Column {
+                name: c.name().to_string(),
+                index: c.index(),
+            });
+        }
+        if let Some(l) = expr.downcast_ref::<Literal>() {
+            return Ok(ExprNode::Literal {
+                ipc: encode_scalar(l.value())?,
+            });
+        }
+        if let Some(b) = expr.downcast_ref::<BinaryExpr>() {
+            return Ok(ExprNode::Binary {
+                left: boxed(b.left())?,
+                op: format!("{:?}", b.op()),
+                right: boxed(b.right())?,
+            });
+        }
+        if let Some(n) = expr.downcast_ref::<NotExpr>() {
+            return Ok(ExprNode::Not {
+                arg: boxed(n.arg())?,
+            });
+        }
+        if let Some(n) = expr.downcast_ref::<NegativeExpr>() {
+            return Ok(ExprNode::Negative {
+                arg: boxed(n.arg())?,
+            });
+        }
+        if let Some(n) = expr.downcast_ref::<IsNullExpr>() {
+            return Ok(ExprNode::IsNull {
+                arg: boxed(n.arg())?,
+            });
+        }
+        if let Some(n) = expr.downcast_ref::<IsNotNullExpr>() {
+            return Ok(ExprNode::IsNotNull {
+                arg: boxed(n.arg())?,
+            });
+        }
+        if let Some(c) = expr.downcast_ref::<CastExpr>() {
+            return Ok(ExprNode::Cast {
+                arg: boxed(c.expr())?,
+                to: c.cast_type().clone(),
+                safe: c.cast_options().safe,
+            });
+        }
+        if let Some(c) = expr.downcast_ref::<TryCastExpr>() {
+            return Ok(ExprNode::TryCast {
+                arg: boxed(c.expr())?,
+                to: c.cast_type().clone(),
+            });
+        }
+        if let Some(c) = expr.downcast_ref::<CaseExpr>() {
+            return Ok(ExprNode::Case {
+                operand: c.expr().map(boxed).transpose()?,
+                when_then: c
+                    .when_then_expr()
+                    .iter()
+                    .map(|(w, t)| Ok((Self::from_physical(w)?, Self::from_physical(t)?)))
+                    .collect::<Result<_>>()?,
+                otherwise: c.else_expr().map(boxed).transpose()?,
+            });
+        }
+        if let Some(i) = expr.downcast_ref::<InListExpr>() {
+            return Ok(ExprNode::InList {
+                arg: boxed(i.expr())?,
+                list: i
+                    .list()
+                    .iter()
+                    .map(Self::from_physical)
+                    .collect::<Result<_>>()?,
+                negated: i.negated(),
+            });
+        }
+        if let Some(l) = expr.downcast_ref::<LikeExpr>() {
+            return Ok(ExprNode::Like {
+                arg: boxed(l.expr())?,
+                pattern: boxed(l.pattern())?,
+                negated: l.negated(),
+                case_insensitive: l.case_insensitive(),
+            });
+        }
+        if let Some(f) = expr.downcast_ref::<ScalarFunctionExpr>() {
+            let name = f.name().to_string();
+            if !functions().contains_key(&name) {
+                return Err(unsupported(expr.as_ref()));
+            }
+            return Ok(ExprNode::Function {
+                name,
+                args: f
+                    .args()
+                    .iter()
+                    .map(Self::from_physical)
+                    .collect::<Result<_>>()?,
+                returns: f.return_field(&Schema::empty())?.as_ref().clone(),
+            });
+        }
+        Err(unsupported(expr.as_ref()))
+    }
+
+    /// Rebuild the physical expression over `input`.
+    pub fn to_physical(&self, input: &Schema) -> Result<Arc<dyn PhysicalExpr>> {
+        let go = |e: &ExprNode| e.to_physical(input);
+        Ok(match self {
+            ExprNode::Column { name, index } => {
+                match input.fields().get(*index) {
+                    Some(f) if f.name() == name => {}
+                    _ => {
+                        return Err(WeirError::plan(format!(
+                            "expression column '{name}' is not at index {index} of its input"
+                        )));
+                    }
+                }
+                Arc::new(Column::new(name, *index))
+            }
+            ExprNode::Literal { ipc } => Arc::new(Literal::new(decode_scalar(ipc)?)),
+            ExprNode::Binary { left, op, right } => {
+                let op = OPERATORS
+                    .iter()
+                    .find(|o| format!("{o:?}") == *op)
+                    .ok_or_else(|| WeirError::plan(format!("unknown operator '{op}'")))?;
+                Arc::new(BinaryExpr::new(go(left)?, *op, go(right)?))
+            }
+            ExprNode::Not { arg } => Arc::new(NotExpr::new(go(arg)?)),
+            ExprNode::Negative { arg } => Arc::new(NegativeExpr::new(go(arg)?)),
+            ExprNode::IsNull { arg } => Arc::new(IsNullExpr::new(go(arg)?)),
+            ExprNode::IsNotNull { arg } => Arc::new(IsNotNullExpr::new(go(arg)?)),
+            ExprNode::Cast { arg, to, safe } => Arc::new(CastExpr::new(
+                go(arg)?,
+                to.clone(),
+                Some(arrow::compute::CastOptions {
+                    safe: *safe,
+                    ..Default::default()
+                }),
+            )),
+            ExprNode::TryCast { arg, to } => Arc::new(TryCastExpr::new(go(arg)?, to.clone())),
+            ExprNode::Case {
+                operand,
+                when_then,
+                otherwise,
+            } => Arc::new(CaseExpr::try_new(
+                operand.as_deref().map(go).transpose()?,
+                when_then
+                    .iter()
+                    .map(|(w, t)| Ok((go(w)?, go(t)?)))
+                    .collect::<Result<_>>()?,
+                otherwise.as_deref().map(go).transpose()?,
+            )?),
+            ExprNode::InList { arg, list, negated } => Arc::new(InListExpr::try_new(
+                go(arg)?,
+                list.iter().map(go).collect::<Result<_>>()?,
+                *negated,
+                input,
+            )?),
+            ExprNode::Like {
+                arg,
+                pattern,
+                negated,
+                case_insensitive,
+            } => Arc::new(LikeExpr::new(
+                *negated,
+                *case_insensitive,
+                go(arg)?,
+                go(pattern)?,
+            )),
+            ExprNode::Function {
+                name,
+                args,
+                returns,
+            } => {
+                let fun = functions()
+                    .get(name)
+                    .ok_or_else(|| WeirError::plan(format!("unknown scalar function '{name}'")))?;
+                Arc::new(ScalarFunctionExpr::new(
+                    name,
+                    Arc::clone(fun),
+                    args.iter().map(go).collect::<Result<_>>()?,
+                    Arc::new(returns.clone()) as FieldRef,
+                    Arc::new(ConfigOptions::default()),
+                ))
+            }
+        })
+    }
+}
+
+fn encode_batches(batches: &[RecordBatch], schema: &Schema) -> Result<String> {
+    let mut buf = Vec::new();
+    {
+        let mut writer = StreamWriter::try_new(&mut buf, schema)?;
+        for b in batches {
+            writer.write(b)?;
+        }
+        writer.finish()?;
+    }
+    Ok(base64::engine::general_purpose::STANDARD.encode(buf))
+}
+
+fn decode_batches(text: &str) -> Result<Vec<RecordBatch>> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| WeirError::plan(format!("bad base64 in an Arrow IPC payload: {e}")))?;
+    let reader = StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
+    Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
+}
+
+fn encode_scalar(value: &ScalarValue) -> Result<String> {
+    let array: ArrayRef = value.to_array()?;
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "v",
+        array.data_type().clone(),
+        true,
+    )]));
+    let batch = RecordBatch::try_new(Arc::clone(&schema), vec![array])?;
+    encode_batches(&[batch], &schema)
+}
+
+fn decode_scalar(text: &str) -> Result<ScalarValue> {
+    let batches = decode_batches(text)?;
+    match batches.first() {
+        Some(b) if b.num_columns() == 1 && b.num_rows() == 1 => {
+            Ok(ScalarValue::try_from_array(b.column(0), 0)?)
+        }
+        _ => Err(WeirError::plan("a literal must be one value")),
+    }
+}
+
+/// Serde form of `Vec<RecordBatch>` as a base64 Arrow IPC stream (with
+/// `#[serde(with = "crate::wire::batches")]`); an empty list is `null`.
+pub mod batches {
+    use super::*;
+
+    /// Serialize.
+    pub fn serialize<S: Serializer>(
+        batches: &[RecordBatch],
+        s: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        match batches.first() {
+            None => s.serialize_none(),
+            Some(first) => {
+                let text = encode_batches(batches, &first.schema()).map_err(S::Error::custom)?;
+                s.serialize_some(&text)
+            }
+        }
+    }
+
+    /// Deserialize.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> std::result::Result<Vec<RecordBatch>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            None => Ok(vec![]),
+            Some(text) => decode_batches(&text).map_err(D::Error::custom),
+        }
+    }
+}
+
+/// Serde form of a planned expression list with names.
+fn exprs_to_nodes(exprs: &[(Arc<dyn PhysicalExpr>, String)]) -> Result<Vec<(ExprNode, String)>> {
+    exprs
+        .iter()
+        .map(|(e, n)| Ok((ExprNode::from_physical(e)?, n.clone())))
+        .collect()
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum OperatorWire {
+    Filter {
+        predicate: ExprNode,
+        input_schema: Arc<Schema>,
+    },
+    Project {
+        exprs: Vec<(ExprNode, String)>,
+        input_schema: Arc<Schema>,
+    },
+    WindowAggregate(crate::spec::WindowAggregateSpec),
+    IntervalJoin(crate::spec::IntervalJoinSpec),
+    WindowJoin(crate::spec::WindowJoinSpec),
+}
+
+/// Why a spec cannot leave this process, if it cannot.
+fn closure_reason(spec: &OperatorSpec) -> Option<&'static str> {
+    match spec {
+        OperatorSpec::MapBatches(_) => Some("map_batches runs a Rust closure"),
+        OperatorSpec::KeyedProcess(_) => Some("a process function is Rust code"),
+        OperatorSpec::WindowProcess(_) => Some("a window process function is Rust code"),
+        OperatorSpec::WindowAggregate(w) => w
+            .aggregates
+            .iter()
+            .any(|a| matches!(a.function, AggregateFunction::Udf(_)))
+            .then_some("a user-defined aggregate is Rust code"),
+        _ => None,
+    }
+}
+
+impl Serialize for OperatorSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let wire = match self {
+            OperatorSpec::Filter {
+                predicate,
+                input_schema,
+            } => OperatorWire::Filter {
+                predicate: ExprNode::from_physical(predicate).map_err(S::Error::custom)?,
+                input_schema: Arc::clone(input_schema),
+            },
+            OperatorSpec::Project {
+                exprs,
+                input_schema,
+            } => OperatorWire::Project {
+                exprs: exprs_to_nodes(exprs).map_err(S::Error::custom)?,
+                input_schema: Arc::clone(input_schema),
+            },
+            OperatorSpec::WindowAggregate(w) if closure_reason(self).is_none() => {
+                OperatorWire::WindowAggregate(w.clone())
+            }
+            OperatorSpec::IntervalJoin(j) => OperatorWire::IntervalJoin(j.clone()),
+            OperatorSpec::WindowJoin(j) => OperatorWire::WindowJoin(j.clone()),
+            other => {
+                return Err(S::Error::custom(format!(
+                    "{other:?} cannot be shipped: {}",
+                    closure_reason(other).unwrap_or("it is Rust code")
+                )));
+            }
+        };
+        wire.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for OperatorSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Ok(match OperatorWire::deserialize(d)? {
+            OperatorWire::Filter {
+                predicate,
+                input_schema,
+            } => OperatorSpec::Filter {
+                predicate: predicate
+                    .to_physical(&input_schema)
+                    .map_err(D::Error::custom)?,
+                input_schema,
+            },
+            OperatorWire::Project {
+                exprs,
+                input_schema,
+            } => OperatorSpec::Project {
+                exprs: exprs
+                    .into_iter()
+                    .map(|(e, n)| Ok((e.to_physical(&input_schema)?, n)))
+                    .collect::<Result<_>>()
+                    .map_err(D::Error::custom)?,
+                input_schema,
+            },
+            OperatorWire::WindowAggregate(w) => OperatorSpec::WindowAggregate(w),
+            OperatorWire::IntervalJoin(j) => OperatorSpec::IntervalJoin(j),
+            OperatorWire::WindowJoin(j) => OperatorSpec::WindowJoin(j),
+        })
+    }
+}
+
+impl Serialize for AggregateFunction {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            AggregateFunction::Udf(u) => Err(S::Error::custom(format!(
+                "user-defined aggregate '{}' is Rust code and cannot be shipped",
+                u.name()
+            ))),
+            other => s.serialize_str(&other.name()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for AggregateFunction {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Ok(match name.as_str() {
+            "count" => AggregateFunction::Count,
+            "count_distinct" => AggregateFunction::CountDistinct,
+            "sum" => AggregateFunction::Sum,
+            "min" => AggregateFunction::Min,
+            "max" => AggregateFunction::Max,
+            "avg" => AggregateFunction::Avg,
+            "first_value" => AggregateFunction::FirstValue,
+            "last_value" => AggregateFunction::LastValue,
+            other => {
+                return Err(D::Error::custom(format!(
+                    "unknown aggregate function '{other}'"
+                )));
+            }
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum WatermarkWire {
+    BoundedOutOfOrderness(std::time::Duration),
+    Monotonous,
+}
+
+impl Serialize for WatermarkKind {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            WatermarkKind::BoundedOutOfOrderness(d) => {
+                WatermarkWire::BoundedOutOfOrderness(*d).serialize(s)
+            }
+            WatermarkKind::Monotonous => WatermarkWire::Monotonous.serialize(s),
+            WatermarkKind::Custom(_) => Err(S::Error::custom(
+                "a custom watermark generator is Rust code and cannot be shipped",
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for WatermarkKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Ok(match WatermarkWire::deserialize(d)? {
+            WatermarkWire::BoundedOutOfOrderness(b) => WatermarkKind::BoundedOutOfOrderness(b),
+            WatermarkWire::Monotonous => WatermarkKind::Monotonous,
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum SinkWire {
+    Parquet { dir: std::path::PathBuf },
+    Csv { dir: std::path::PathBuf },
+    Print,
+    Blackhole,
+    Flight { name: String },
+}
+
+impl Serialize for SinkSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            SinkSpec::Parquet { dir } => SinkWire::Parquet { dir: dir.clone() }.serialize(s),
+            SinkSpec::Csv { dir } => SinkWire::Csv { dir: dir.clone() }.serialize(s),
+            SinkSpec::Print => SinkWire::Print.serialize(s),
+            SinkSpec::Blackhole => SinkWire::Blackhole.serialize(s),
+            SinkSpec::Flight { name } => SinkWire::Flight { name: name.clone() }.serialize(s),
+            SinkSpec::Collect(_) => Err(S::Error::custom(
+                "a collect sink keeps rows in the submitting process and cannot be shipped",
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SinkSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Ok(match SinkWire::deserialize(d)? {
+            SinkWire::Parquet { dir } => SinkSpec::Parquet { dir },
+            SinkWire::Csv { dir } => SinkSpec::Csv { dir },
+            SinkWire::Print => SinkSpec::Print,
+            SinkWire::Blackhole => SinkSpec::Blackhole,
+            SinkWire::Flight { name } => SinkSpec::Flight { name },
+        })
+    }
+}
+
+impl JobGraph {
+    /// Refuse, with the operator named, a job holding Rust code that cannot
+    /// run outside this process (closures, process functions, custom
+    /// watermark generators, user-defined aggregates, collect sinks).
+    pub fn check_shippable(&self) -> Result<()> {
+        for node in &self.nodes {
+            let why = match &node.kind {
+                StreamNodeKind::Operator(spec) => closure_reason(spec),
+                StreamNodeKind::Source { watermarks, .. } => {
+                    matches!(watermarks.generator, Some(WatermarkKind::Custom(_)))
+                        .then_some("its custom watermark generator is Rust code")
+                }
+                StreamNodeKind::Sink(SinkSpec::Collect(_)) => {
+                    Some("a collect sink keeps rows in the submitting process")
+                }
+                StreamNodeKind::Sink(_) => None,
+            };
+            if let Some(why) = why {
+                return Err(WeirError::plan(format!(
+                    "operator '{}' cannot be submitted to a cluster: {why}. Rust code runs only \
+                     in application mode (`weir run`, or execute() in your own binary)",
+                    node.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The job as JSON, ready to submit.
+    pub fn to_json(&self) -> Result<String> {
+        self.check_shippable()?;
+        serde_json::to_string(self)
+            .map_err(|e| WeirError::plan(format!("cannot serialize job '{}': {e}", self.job_name)))
+    }
+
+    /// A job from its JSON form; errors name the line and column.
+    pub fn from_json(text: &str) -> Result<Self> {
+        let job: JobGraph = serde_json::from_str(text)
+            .map_err(|e| WeirError::plan(format!("malformed job graph: {e}")))?;
+        job.validate()?;
+        Ok(job)
+    }
+
+    /// Structural checks of a job received as data: ids in range, edges
+    /// between existing vertices, every node in exactly one vertex.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(WeirError::plan(format!("malformed job graph: {m}")));
+        if self.vertices.is_empty() {
+            return bad("it has no vertices".into());
+        }
+        let mut owner = vec![None; self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.id != i {
+                return bad(format!("node {i} has id {}", n.id));
+            }
+        }
+        for (i, v) in self.vertices.iter().enumerate() {
+            if v.id != i {
+                return bad(format!("vertex {i} has id {}", v.id));
+            }
+            if v.parallelism == 0 {
+                return bad(format!("vertex {i} ('{}') has parallelism 0", v.name));
+            }
+            if v.nodes.is_empty() {
+                return bad(format!("vertex {i} has no nodes"));
+            }
+            for &n in &v.nodes {
+                match owner.get_mut(n) {
+                    None => return bad(format!("vertex {i} refers to missing node {n}")),
+                    Some(Some(o)) => {
+                        return bad(format!("node {n} is in vertices {o} and {i}"));
+                    }
+                    Some(slot) => *slot = Some(i),
+                }
+                if self.nodes[n].parallelism != v.parallelism {
+                    return bad(format!(
+                        "node {n} has parallelism {} inside vertex {i} of parallelism {}",
+                        self.nodes[n].parallelism, v.parallelism
+                    ));
+                }
+            }
+        }
+        if let Some(n) = owner.iter().position(Option::is_none) {
+            return bad(format!("node {n} belongs to no vertex"));
+        }
+        for (i, e) in self.edges.iter().enumerate() {
+            if e.source >= self.vertices.len() || e.target >= self.vertices.len() {
+                return bad(format!(
+                    "edge {i} connects vertex {} to vertex {}, but there are {} vertices",
+                    e.source,
+                    e.target,
+                    self.vertices.len()
+                ));
+            }
+            if e.partitioner == crate::graph::Partitioner::Forward
+                && self.vertices[e.source].parallelism != self.vertices[e.target].parallelism
+            {
+                return bad(format!("forward edge {i} joins different parallelisms"));
+            }
+        }
+        for node in &self.nodes {
+            if let StreamNodeKind::Source { spec, .. } = &node.kind {
+                spec.validate()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::expr::plan_expr;
+    use arrow::array::{Int64Array, StringArray};
+    use datafusion_expr::{col, lit};
+
+    fn schema() -> Schema {
+        Schema::new(vec![
+            Field::new("a", DataType::Int64, false),
+            Field::new("s", DataType::Utf8, true),
+        ])
+    }
+
+    fn batch() -> RecordBatch {
+        RecordBatch::try_new(
+            Arc::new(schema()),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 5, 12])),
+                Arc::new(StringArray::from(vec![Some("x"), None, Some("yz")])),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn expressions_round_trip_and_evaluate_the_same() {
+        let s = schema();
+        let exprs = vec![
+            col("a").gt(lit(3)).and(col("s").is_not_null()),
+            (col("a") + lit(2)) * lit(10),
+            col("a").in_list(vec![lit(1i64), lit(12i64)], false),
+            col("s").like(lit("y%")),
+            datafusion_expr::cast(col("a"), DataType::Float64),
+            datafusion_functions::expr_fn::upper(col("s")),
+            datafusion_expr::when(col("a").lt(lit(5)), lit("small"))
+                .otherwise(lit("big"))
+                .unwrap(),
+        ];
+        for e in exprs {
+            let physical = plan_expr(&e, &s).unwrap();
+            let node = ExprNode::from_physical(&physical).unwrap();
+            let json = serde_json::to_string(&node).unwrap();
+            let back: ExprNode = serde_json::from_str(&json).unwrap();
+            let rebuilt = back.to_physical(&s).unwrap();
+            let want = physical.evaluate(&batch()).unwrap().into_array(3).unwrap();
+            let got = rebuilt.evaluate(&batch()).unwrap().into_array(3).unwrap();
+            assert_eq!(want.as_ref(), got.as_ref(), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_column_at_the_wrong_index_is_refused() {
+        let node = ExprNode::Column {
+            name: "s".into(),
+            index: 0,
+        };
+        let err = node.to_physical(&schema()).unwrap_err().to_string();
+        assert!(err.contains("'s' is not at index 0"), "{err}");
+    }
+
+    #[test]
+    fn batches_round_trip() {
+        #[derive(Serialize, Deserialize)]
+        struct Holder {
+            #[serde(with = "batches")]
+            b: Vec<RecordBatch>,
+        }
+        let json = serde_json::to_string(&Holder {
+            b: vec![batch(), batch()],
+        })
+        .unwrap();
+        let back: Holder = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.b, vec![batch(), batch()]);
+    }
+}

@@ -1,0 +1,257 @@
+//! One Flight endpoint per process: what a worker or coordinator serves.
+//!
+//! A worker's endpoint receives exchange streams (`do_put`), serves its
+//! sinks to clients (`list_flights`, `get_flight_info`, `get_schema`,
+//! `do_get`, `handshake`) and takes control calls from the coordinator
+//! (`do_action`: deploy, cancel). The coordinator's endpoint takes the
+//! workers' registration, heartbeats and task updates as actions. Control
+//! calls are Flight actions whose bodies are JSON: the protocol lives in
+//! one place, Flight's own protobuf service, and the same token check and
+//! TLS guard every call.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use arrow_flight::flight_service_client::FlightServiceClient;
+use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
+    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+};
+use bytes::Bytes;
+use futures::stream::{BoxStream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+use weir_core::{Result, Secret, WeirError};
+
+use crate::exchange::ExchangeServer;
+use crate::sinks::{SinkServer, TlsPem, authorize};
+
+/// Handles the control calls (`do_action`) of a node.
+#[tonic::async_trait]
+pub trait ActionHandler: Send + Sync + 'static {
+    /// Answer action `kind` with `body`; errors become the call's `Status`.
+    async fn handle(&self, kind: &str, body: Bytes) -> std::result::Result<Bytes, Status>;
+    /// The actions understood, for `list_actions`.
+    fn actions(&self) -> Vec<(&'static str, &'static str)>;
+}
+
+/// A process's Flight endpoint.
+#[derive(Clone)]
+pub struct FlightNode {
+    exchange: Option<ExchangeServer>,
+    sinks: Option<SinkServer>,
+    actions: Option<Arc<dyn ActionHandler>>,
+}
+
+impl FlightNode {
+    /// An endpoint serving the given parts; calls to absent parts are
+    /// `unimplemented`.
+    pub fn new(
+        exchange: Option<ExchangeServer>,
+        sinks: bool,
+        token: Option<Secret>,
+        actions: Option<Arc<dyn ActionHandler>>,
+    ) -> Self {
+        Self {
+            exchange,
+            sinks: sinks.then(|| SinkServer::with_token(token)),
+            actions,
+        }
+    }
+
+    /// Serve on `addr` (port 0 picks one), requiring `token` on every call
+    /// when given, over TLS when `tls` is given. Returns the bound address.
+    pub async fn serve(
+        self,
+        addr: SocketAddr,
+        token: Option<Secret>,
+        tls: Option<TlsPem>,
+    ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+        let mut builder = tonic::transport::Server::builder()
+            .initial_stream_window_size(Some(crate::exchange::STREAM_WINDOW))
+            .initial_connection_window_size(Some(crate::exchange::CONNECTION_WINDOW))
+            .tcp_nodelay(true);
+        if let Some(tls) = tls {
+            let identity = tonic::transport::Identity::from_pem(tls.cert, tls.key);
+            builder = builder
+                .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+                .map_err(|e| WeirError::Config(format!("Flight TLS configuration: {e}")))?;
+        }
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| WeirError::io(addr.to_string(), e))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| WeirError::io(addr.to_string(), e))?;
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        let service = tonic::service::interceptor::InterceptedService::new(
+            FlightServiceServer::new(self).max_decoding_message_size(256 * 1024 * 1024),
+            move |request: Request<()>| authorize(&request, token.as_ref()).map(|_| request),
+        );
+        let handle = tokio::spawn(async move {
+            if let Err(e) = builder
+                .add_service(service)
+                .serve_with_incoming(incoming)
+                .await
+            {
+                tracing::error!("Flight endpoint stopped: {e}");
+            }
+        });
+        Ok((bound, handle))
+    }
+}
+
+fn absent(what: &str) -> Status {
+    Status::unimplemented(format!("this endpoint does not serve {what}"))
+}
+
+#[tonic::async_trait]
+impl FlightService for FlightNode {
+    type HandshakeStream = BoxStream<'static, std::result::Result<HandshakeResponse, Status>>;
+    type ListFlightsStream = BoxStream<'static, std::result::Result<FlightInfo, Status>>;
+    type DoGetStream = BoxStream<'static, std::result::Result<FlightData, Status>>;
+    type DoPutStream = BoxStream<'static, std::result::Result<PutResult, Status>>;
+    type DoActionStream = BoxStream<'static, std::result::Result<arrow_flight::Result, Status>>;
+    type ListActionsStream = BoxStream<'static, std::result::Result<ActionType, Status>>;
+    type DoExchangeStream = BoxStream<'static, std::result::Result<FlightData, Status>>;
+
+    async fn handshake(
+        &self,
+        request: Request<Streaming<HandshakeRequest>>,
+    ) -> std::result::Result<Response<Self::HandshakeStream>, Status> {
+        match &self.sinks {
+            Some(s) => s.handshake(request).await,
+            None => Ok(Response::new(
+                futures::stream::iter([Ok(HandshakeResponse::default())]).boxed(),
+            )),
+        }
+    }
+    async fn list_flights(
+        &self,
+        request: Request<Criteria>,
+    ) -> std::result::Result<Response<Self::ListFlightsStream>, Status> {
+        match &self.sinks {
+            Some(s) => s.list_flights(request).await,
+            None => Ok(Response::new(futures::stream::empty().boxed())),
+        }
+    }
+    async fn get_flight_info(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<FlightInfo>, Status> {
+        match &self.sinks {
+            Some(s) => s.get_flight_info(request).await,
+            None => Err(absent("sinks")),
+        }
+    }
+    async fn poll_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<PollInfo>, Status> {
+        Err(Status::unimplemented("poll_flight_info"))
+    }
+    async fn get_schema(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<SchemaResult>, Status> {
+        match &self.sinks {
+            Some(s) => s.get_schema(request).await,
+            None => Err(absent("sinks")),
+        }
+    }
+    async fn do_get(
+        &self,
+        request: Request<Ticket>,
+    ) -> std::result::Result<Response<Self::DoGetStream>, Status> {
+        match &self.sinks {
+            Some(s) => s.do_get(request).await,
+            None => Err(absent("sinks")),
+        }
+    }
+    async fn do_put(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> std::result::Result<Response<Self::DoPutStream>, Status> {
+        match &self.exchange {
+            Some(e) => e.do_put(request).await,
+            None => Err(absent("exchange streams")),
+        }
+    }
+    async fn do_action(
+        &self,
+        request: Request<Action>,
+    ) -> std::result::Result<Response<Self::DoActionStream>, Status> {
+        let Some(handler) = &self.actions else {
+            return Err(absent("actions"));
+        };
+        let action = request.into_inner();
+        let body = handler.handle(&action.r#type, action.body).await?;
+        let result = arrow_flight::Result { body };
+        Ok(Response::new(futures::stream::iter([Ok(result)]).boxed()))
+    }
+    async fn list_actions(
+        &self,
+        _: Request<Empty>,
+    ) -> std::result::Result<Response<Self::ListActionsStream>, Status> {
+        let actions = self
+            .actions
+            .as_ref()
+            .map(|h| h.actions())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(kind, description)| {
+                Ok(ActionType {
+                    r#type: kind.into(),
+                    description: description.into(),
+                })
+            })
+            .collect::<Vec<_>>();
+        Ok(Response::new(futures::stream::iter(actions).boxed()))
+    }
+    async fn do_exchange(
+        &self,
+        _: Request<Streaming<FlightData>>,
+    ) -> std::result::Result<Response<Self::DoExchangeStream>, Status> {
+        Err(Status::unimplemented("do_exchange"))
+    }
+}
+
+/// Call action `kind` on the node at `addr` with a JSON `body`; returns the
+/// reply body. Errors name the address and the action.
+pub async fn call_action(
+    addr: &str,
+    token: Option<&Secret>,
+    kind: &str,
+    body: Vec<u8>,
+) -> Result<Bytes> {
+    let fail = |m: String| WeirError::Execution(format!("{kind} on {addr}: {m}"));
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| fail(format!("bad address: {e}")))?
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .timeout(std::time::Duration::from_secs(30));
+    let channel = endpoint
+        .connect()
+        .await
+        .map_err(|e| fail(format!("unreachable: {e}")))?;
+    let mut client = FlightServiceClient::new(channel).max_decoding_message_size(256 * 1024 * 1024);
+    let mut request = Request::new(Action {
+        r#type: kind.to_string(),
+        body: body.into(),
+    });
+    if let Some(t) = token {
+        let header = format!("Bearer {}", t.expose())
+            .parse()
+            .map_err(|_| fail("the token is not a valid header value".into()))?;
+        request.metadata_mut().insert("authorization", header);
+    }
+    let mut replies = client
+        .do_action(request)
+        .await
+        .map_err(|s| fail(s.message().to_string()))?
+        .into_inner();
+    match replies.next().await {
+        Some(Ok(r)) => Ok(r.body),
+        Some(Err(s)) => Err(fail(s.message().to_string())),
+        None => Ok(Bytes::new()),
+    }
+}

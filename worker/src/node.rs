@@ -1,0 +1,447 @@
+//! The worker process (Flink's TaskManager): offers slots to a coordinator,
+//! runs the subtasks deployed to it and exchanges records with other
+//! workers over its Flight endpoint.
+//!
+//! One Flight endpoint per worker serves three things: exchange streams
+//! from other workers (`do_put`), the worker's sinks to clients (`do_get`,
+//! `list_flights`) and the coordinator's control calls (`deploy`,
+//! `cancel`). Channels between two subtasks on this worker are local
+//! queues; a channel whose consumer runs on another worker is a Flight
+//! stream to that worker, whose own endpoint receives it — the same channel
+//! trait either way.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::watch;
+use weir_core::cluster::{
+    self, Cancel, Deploy, Heartbeat, HeartbeatReply, RegisterWorker, Registered, TaskReport,
+    TaskState, TaskUpdate,
+};
+use weir_core::{Result, Secret, WeirError};
+use weir_flight::{
+    ActionHandler, ExchangeServer, FlightNode, LazyFlightSender, TlsPem, call_action,
+};
+
+use crate::channel::local_channel;
+use crate::executor::{TaskEvent, build_placed_tasks, run_observed_tasks};
+
+/// How a worker is started.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// The coordinator's control address (`host:port`).
+    pub coordinator: String,
+    /// Task slots offered.
+    pub slots: usize,
+    /// Where the worker's Flight endpoint listens; default `127.0.0.1:0`.
+    pub bind: SocketAddr,
+    /// The cluster token: required from callers, presented to the
+    /// coordinator and to other workers.
+    pub token: Option<Secret>,
+    /// Serve the endpoint over TLS with this PEM certificate and key.
+    pub tls: Option<TlsPem>,
+}
+
+impl WorkerOptions {
+    /// A worker of `slots` slots for the coordinator at `coordinator`.
+    pub fn new(coordinator: impl Into<String>, slots: usize) -> Self {
+        Self {
+            coordinator: coordinator.into(),
+            slots,
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: None,
+            tls: None,
+        }
+    }
+}
+
+type TaskKey = (String, usize, usize);
+
+struct JobOnWorker {
+    cancel: Arc<watch::Sender<bool>>,
+    counters: Vec<((usize, usize), Arc<AtomicU64>)>,
+}
+
+struct WorkerState {
+    options: WorkerOptions,
+    address: String,
+    worker_id: Mutex<String>,
+    exchange: ExchangeServer,
+    jobs: Mutex<HashMap<String, JobOnWorker>>,
+    reports: Mutex<HashMap<TaskKey, TaskReport>>,
+    runtime: tokio::runtime::Handle,
+}
+
+/// A running worker; dropping it stops the endpoint and cancels its tasks.
+pub struct WorkerNode {
+    state: Arc<WorkerState>,
+    address: SocketAddr,
+    _serving: tokio::task::JoinHandle<()>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl WorkerNode {
+    /// Start the endpoint, register with the coordinator (retrying for up to
+    /// `register_timeout`) and keep heartbeating.
+    pub fn start(options: WorkerOptions, register_timeout: Duration) -> Result<Self> {
+        if options.slots == 0 {
+            return Err(WeirError::Config("a worker needs at least one slot".into()));
+        }
+        if !options.bind.ip().is_loopback() && options.token.is_none() {
+            return Err(WeirError::Config(format!(
+                "binding {} (not loopback) requires a token",
+                options.bind
+            )));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("weir-worker")
+            .enable_all()
+            .build()
+            .map_err(|e| WeirError::Execution(format!("cannot start the worker runtime: {e}")))?;
+        let exchange = ExchangeServer::new();
+        let (state, address, serving) = runtime.block_on(async {
+            let state_cell: Arc<Mutex<Option<Arc<WorkerState>>>> = Arc::default();
+            let handler = Arc::new(WorkerActions {
+                state: Arc::clone(&state_cell),
+            });
+            let node = FlightNode::new(
+                Some(exchange.clone()),
+                true,
+                options.token.clone(),
+                Some(handler),
+            );
+            let (address, serving) = node
+                .serve(options.bind, options.token.clone(), options.tls.clone())
+                .await?;
+            let state = Arc::new(WorkerState {
+                address: address.to_string(),
+                options: options.clone(),
+                worker_id: Mutex::new(String::new()),
+                exchange,
+                jobs: Mutex::default(),
+                reports: Mutex::default(),
+                runtime: tokio::runtime::Handle::current(),
+            });
+            *state_cell.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&state));
+            Ok::<_, WeirError>((state, address, serving))
+        })?;
+        let interval = runtime.block_on(register(&state, register_timeout))?;
+        runtime.spawn(heartbeats(Arc::clone(&state), interval));
+        Ok(Self {
+            state,
+            address,
+            _serving: serving,
+            runtime: Some(runtime),
+        })
+    }
+
+    /// The worker's Flight endpoint.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// The id the coordinator gave this worker.
+    pub fn worker_id(&self) -> String {
+        lock(&self.state.worker_id).clone()
+    }
+}
+
+impl Drop for WorkerNode {
+    fn drop(&mut self) {
+        for job in lock(&self.state.jobs).values() {
+            job.cancel.send_replace(true);
+        }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+async fn register(state: &Arc<WorkerState>, timeout: Duration) -> Result<Duration> {
+    let body = serde_json::to_vec(&RegisterWorker {
+        address: state.address.clone(),
+        slots: state.options.slots,
+    })
+    .map_err(|e| WeirError::Execution(e.to_string()))?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        match call_action(
+            &state.options.coordinator,
+            state.options.token.as_ref(),
+            cluster::REGISTER,
+            body.clone(),
+        )
+        .await
+        {
+            Ok(reply) => {
+                let r: Registered = serde_json::from_slice(&reply).map_err(|e| {
+                    WeirError::Execution(format!("malformed registration reply: {e}"))
+                })?;
+                tracing::info!(
+                    "registered as {} with {}",
+                    r.worker_id,
+                    state.options.coordinator
+                );
+                *lock(&state.worker_id) = r.worker_id;
+                return Ok(Duration::from_millis(r.heartbeat_interval_ms.max(10)));
+            }
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                return Err(WeirError::Execution(format!(
+                    "cannot register with the coordinator at {}: {e}",
+                    state.options.coordinator
+                )));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+fn current_reports(state: &WorkerState) -> Vec<TaskReport> {
+    let jobs = lock(&state.jobs);
+    let mut reports = lock(&state.reports);
+    for (job_id, job) in jobs.iter() {
+        for ((v, s), counter) in &job.counters {
+            if let Some(r) = reports.get_mut(&(job_id.clone(), *v, *s)) {
+                r.back_pressured_ms = counter.load(Ordering::Relaxed) / 1_000_000;
+            }
+        }
+    }
+    reports.values().cloned().collect()
+}
+
+async fn heartbeats(state: Arc<WorkerState>, interval: Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    loop {
+        ticker.tick().await;
+        let beat = Heartbeat {
+            worker_id: lock(&state.worker_id).clone(),
+            tasks: current_reports(&state),
+        };
+        let Ok(body) = serde_json::to_vec(&beat) else {
+            continue;
+        };
+        match call_action(
+            &state.options.coordinator,
+            state.options.token.as_ref(),
+            cluster::HEARTBEAT,
+            body,
+        )
+        .await
+        {
+            Ok(reply) => {
+                let known = serde_json::from_slice::<HeartbeatReply>(&reply)
+                    .map(|r| r.known)
+                    .unwrap_or(true);
+                if !known {
+                    tracing::warn!("the coordinator no longer knows this worker; re-registering");
+                    for job in lock(&state.jobs).values() {
+                        job.cancel.send_replace(true);
+                    }
+                    let _ = register(&state, Duration::from_secs(5)).await;
+                }
+            }
+            Err(e) => tracing::warn!("heartbeat failed: {e}"),
+        }
+    }
+}
+
+fn push_update(state: &Arc<WorkerState>, report: TaskReport) {
+    lock(&state.reports).insert(
+        (report.job_id.clone(), report.vertex, report.subtask),
+        report.clone(),
+    );
+    let update = TaskUpdate {
+        worker_id: lock(&state.worker_id).clone(),
+        report,
+    };
+    let state2 = Arc::clone(state);
+    state.runtime.spawn(async move {
+        if let Ok(body) = serde_json::to_vec(&update)
+            && let Err(e) = call_action(
+                &state2.options.coordinator,
+                state2.options.token.as_ref(),
+                cluster::TASK_UPDATE,
+                body,
+            )
+            .await
+        {
+            tracing::warn!("task update not delivered (the next heartbeat repeats it): {e}");
+        }
+    });
+}
+
+fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
+    d.job.validate()?;
+    let placement = d.placement;
+    if placement.len() != d.job.vertices.len()
+        || placement
+            .iter()
+            .zip(&d.job.vertices)
+            .any(|(p, v)| p.len() != v.parallelism)
+    {
+        return Err(WeirError::plan(
+            "placement does not match the job's vertices",
+        ));
+    }
+    if lock(&state.jobs).contains_key(&d.job_id) {
+        return Err(WeirError::plan(format!(
+            "job {} is already deployed here",
+            d.job_id
+        )));
+    }
+    let me = d.address.clone();
+    let is_local = |v: usize, s: usize| placement[v][s] == me;
+    let capacity = d.job.config.channel_capacity;
+    let job_id = d.job_id.clone();
+    let exchange = state.exchange.clone();
+    let token = state.options.token.clone();
+    let tasks = build_placed_tasks(&d.job, &is_local, &mut |c| {
+        let id = format!("{job_id}/{}", c.name);
+        Ok(match (c.producer_here, c.consumer_here) {
+            (true, true) => {
+                let (tx, rx) = local_channel(capacity, c.name.clone());
+                (Some(tx), Some(rx))
+            }
+            (true, false) => {
+                let target: SocketAddr = placement[c.consumer.0][c.consumer.1]
+                    .parse()
+                    .map_err(|_| WeirError::plan("bad worker address in placement"))?;
+                let tx = LazyFlightSender::new(target, id, capacity).with_token(token.clone());
+                (Some(Box::new(tx) as _), None)
+            }
+            (false, true) => (None, Some(exchange.register(&id, capacity))),
+            (false, false) => (None, None),
+        })
+    })?;
+    let (cancel, _) = watch::channel(false);
+    let cancel = Arc::new(cancel);
+    let counters = tasks
+        .iter()
+        .map(|(t, _)| ((t.vertex, t.subtask), Arc::clone(&t.back_pressured)))
+        .collect();
+    for (t, _) in &tasks {
+        push_update(
+            state,
+            TaskReport {
+                job_id: job_id.clone(),
+                vertex: t.vertex,
+                subtask: t.subtask,
+                state: TaskState::Deploying,
+                error: None,
+                back_pressured_ms: 0,
+                metrics: None,
+            },
+        );
+    }
+    lock(&state.jobs).insert(
+        job_id.clone(),
+        JobOnWorker {
+            cancel: Arc::clone(&cancel),
+            counters,
+        },
+    );
+    let observer_state = Arc::clone(state);
+    let observer_job = job_id.clone();
+    let cancelled = cancel.subscribe();
+    let observer = Arc::new(move |event: TaskEvent<'_>| {
+        let (vertex, subtask, task_state, error, metrics) = match event {
+            TaskEvent::Running { vertex, subtask } => {
+                (vertex, subtask, TaskState::Running, None, None)
+            }
+            TaskEvent::Ended {
+                vertex,
+                subtask,
+                outcome,
+            } => match outcome {
+                Ok(m) => (vertex, subtask, TaskState::Finished, None, Some(m.clone())),
+                Err(_) if *cancelled.borrow() => (vertex, subtask, TaskState::Canceled, None, None),
+                Err(e) => (
+                    vertex,
+                    subtask,
+                    TaskState::Failed,
+                    Some(e.to_string()),
+                    None,
+                ),
+            },
+        };
+        push_update(
+            &observer_state,
+            TaskReport {
+                job_id: observer_job.clone(),
+                vertex,
+                subtask,
+                state: task_state,
+                error,
+                back_pressured_ms: 0,
+                metrics,
+            },
+        );
+    });
+    let done_state = Arc::clone(state);
+    std::thread::Builder::new()
+        .name(format!("weir job {job_id}"))
+        .spawn(move || {
+            if let Err(e) = run_observed_tasks(tasks, cancel, observer) {
+                tracing::info!("job {job_id} ended on this worker: {e}");
+            }
+            lock(&done_state.jobs).remove(&job_id);
+        })
+        .map_err(|e| WeirError::Execution(format!("cannot start the job thread: {e}")))?;
+    Ok(())
+}
+
+struct WorkerActions {
+    state: Arc<Mutex<Option<Arc<WorkerState>>>>,
+}
+
+fn bad_request(e: impl std::fmt::Display) -> tonic::Status {
+    tonic::Status::invalid_argument(e.to_string())
+}
+
+#[tonic::async_trait]
+impl ActionHandler for WorkerActions {
+    async fn handle(&self, kind: &str, body: Bytes) -> std::result::Result<Bytes, tonic::Status> {
+        let state = lock(&self.state)
+            .clone()
+            .ok_or_else(|| tonic::Status::unavailable("the worker is starting"))?;
+        match kind {
+            cluster::DEPLOY => {
+                let d: Deploy = serde_json::from_slice(&body)
+                    .map_err(|e| bad_request(format!("malformed deployment: {e}")))?;
+                let state2 = Arc::clone(&state);
+                tokio::task::spawn_blocking(move || deploy(&state2, d))
+                    .await
+                    .map_err(|e| tonic::Status::internal(e.to_string()))?
+                    .map_err(bad_request)?;
+                Ok(Bytes::from_static(b"{}"))
+            }
+            cluster::CANCEL => {
+                let c: Cancel = serde_json::from_slice(&body)
+                    .map_err(|e| bad_request(format!("malformed cancel: {e}")))?;
+                if let Some(job) = lock(&state.jobs).get(&c.job_id) {
+                    job.cancel.send_replace(true);
+                }
+                Ok(Bytes::from_static(b"{}"))
+            }
+            other => Err(tonic::Status::invalid_argument(format!(
+                "unknown action '{other}'"
+            ))),
+        }
+    }
+
+    fn actions(&self) -> Vec<(&'static str, &'static str)> {
+        vec![
+            (cluster::DEPLOY, "run subtasks of a job"),
+            (cluster::CANCEL, "stop a job's tasks"),
+        ]
+    }
+}
