@@ -497,62 +497,101 @@ impl ClusterState {
     /// Returns the workers to tell about cancelled jobs.
     fn check_heartbeats(&mut self) -> Vec<(String, String)> {
         let timeout = self.heartbeat_timeout;
-        let lost: Vec<(String, String)> = self
+        let silent: Vec<String> = self
             .workers
-            .values_mut()
+            .values()
             .filter(|w| !w.lost && w.last_seen.elapsed() > timeout)
-            .map(|w| {
-                w.lost = true;
-                (w.id.clone(), w.address.clone())
-            })
+            .map(|w| w.id.clone())
             .collect();
+        let why = format!("no heartbeat for {} ms", timeout.as_millis());
+        silent
+            .iter()
+            .flat_map(|wid| self.declare_lost(wid, &why))
+            .collect()
+    }
+
+    /// Mark worker `wid` lost and fail every live job with a task on it;
+    /// a job that failed moments ago from a broken channel gets the lost
+    /// worker as its cause. Returns the workers to tell about cancelled jobs.
+    fn declare_lost(&mut self, wid: &str, why: &str) -> Vec<(String, String)> {
+        let Some(worker) = self.workers.get_mut(wid).filter(|w| !w.lost) else {
+            return vec![];
+        };
+        worker.lost = true;
+        let addr = worker.address.clone();
+        let cause = format!("worker {wid} at {addr} was lost: {why}");
+        tracing::warn!("{cause}");
+        let window = self.heartbeat_timeout * 2;
         let mut cancels = vec![];
-        for (wid, addr) in &lost {
-            let cause = format!(
-                "worker {wid} at {addr} was lost: no heartbeat for {} ms",
-                timeout.as_millis()
-            );
-            tracing::warn!("{cause}");
-            let mut ended = vec![];
-            for job in self.jobs.values_mut() {
-                if !job.tasks().any(|t| &t.worker == wid) {
-                    continue;
-                }
-                let recent_echo = job.status == JobStatus::Failed
-                    && job.failed_at.is_some_and(|t| t.elapsed() < timeout * 2)
-                    && !job
-                        .failure
-                        .as_deref()
-                        .is_some_and(|f| f.contains(wid.as_str()));
-                if recent_echo {
-                    // Its tasks elsewhere saw the broken channels first; the
-                    // lost worker is the cause.
-                    let echo = job.failure.take().unwrap_or_default();
-                    job.history
-                        .push(format!("{} earlier symptom: {echo}", now_ms()));
-                    job.failure = Some(cause.clone());
-                    job.history.push(format!("{} FAILED: {cause}", now_ms()));
-                } else if !job.status.is_terminal() {
-                    job.fail(cause.clone());
-                    ended.push(job.id.clone());
-                    for a in job.worker_addresses() {
-                        if &a != addr {
-                            cancels.push((job.id.clone(), a));
-                        }
-                    }
-                }
-                for t in job.vertices.iter_mut().flat_map(|v| &mut v.subtasks) {
-                    if &t.worker == wid && !t.state.is_terminal() {
-                        t.state = TaskState::Failed;
-                        t.error = Some(cause.clone());
+        let mut ended = vec![];
+        for job in self.jobs.values_mut() {
+            if !job.tasks().any(|t| t.worker == wid) {
+                continue;
+            }
+            let recent_echo = job.status == JobStatus::Failed
+                && job.failed_at.is_some_and(|t| t.elapsed() < window)
+                && !job
+                    .failure
+                    .as_deref()
+                    .is_some_and(|f| f.contains(" was lost: "));
+            if recent_echo {
+                // Its tasks elsewhere saw the broken channels first; the
+                // lost worker is the cause.
+                let echo = job.failure.take().unwrap_or_default();
+                job.history
+                    .push(format!("{} earlier symptom: {echo}", now_ms()));
+                job.failure = Some(cause.clone());
+                job.history.push(format!("{} FAILED: {cause}", now_ms()));
+            } else if !job.status.is_terminal() {
+                job.fail(cause.clone());
+                ended.push(job.id.clone());
+                for a in job.worker_addresses() {
+                    if a != addr {
+                        cancels.push((job.id.clone(), a));
                     }
                 }
             }
-            for id in ended {
-                self.release_slots(&id);
+            for t in job.vertices.iter_mut().flat_map(|v| &mut v.subtasks) {
+                if t.worker == wid && !t.state.is_terminal() {
+                    t.state = TaskState::Failed;
+                    t.error = Some(cause.clone());
+                }
             }
         }
+        for id in ended {
+            self.release_slots(&id);
+        }
         cancels
+    }
+
+    fn worker_at(&self, addr: &str) -> Option<String> {
+        self.workers
+            .values()
+            .find(|w| w.address == addr && !w.lost)
+            .map(|w| w.id.clone())
+    }
+}
+
+/// After a task failed, ask every worker of the job
+/// whether it is alive: one that cannot be reached is declared lost at
+/// once (rather than after the heartbeat timeout), and becomes the cause.
+fn probe_workers(state: &Arc<Mutex<ClusterState>>, addresses: Vec<String>) {
+    let token = lock(state).token.clone();
+    for addr in addresses {
+        let state = Arc::clone(state);
+        let token = token.clone();
+        tokio::spawn(async move {
+            if let Err(e) = call_action(&addr, token.as_ref(), cluster::PING, vec![]).await {
+                let cancels = {
+                    let mut s = lock(&state);
+                    match s.worker_at(&addr) {
+                        Some(wid) => s.declare_lost(&wid, &format!("unreachable ({e})")),
+                        None => vec![],
+                    }
+                };
+                send_cancels(token, cancels);
+            }
+        });
     }
 }
 
@@ -579,13 +618,18 @@ pub fn heartbeat(state: &Arc<Mutex<ClusterState>>, h: Heartbeat) -> bool {
 /// A pushed task update.
 pub fn task_update(state: &Arc<Mutex<ClusterState>>, u: cluster::TaskUpdate) {
     let mut s = lock(state);
-    let cancels: Vec<(String, String)> = s
-        .apply_report(&u.worker_id, &u.report)
+    let workers = s.apply_report(&u.worker_id, &u.report);
+    let token = s.token.clone();
+    drop(s);
+    // A failure next to a dead worker shows up as broken channels first:
+    // check the job's workers so the dead one becomes the cause.
+    if u.report.state == TaskState::Failed && !workers.is_empty() {
+        probe_workers(state, workers.clone());
+    }
+    let cancels = workers
         .into_iter()
         .map(|a| (u.report.job_id.clone(), a))
         .collect();
-    let token = s.token.clone();
-    drop(s);
     send_cancels(token, cancels);
 }
 

@@ -19,6 +19,8 @@ pub const TASK_UPDATE: &str = "task_update";
 pub const DEPLOY: &str = "deploy";
 /// Coordinator → worker: stop a job's tasks.
 pub const CANCEL: &str = "cancel";
+/// Coordinator → worker: are you alive?
+pub const PING: &str = "ping";
 
 /// States of a subtask, as Flink names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

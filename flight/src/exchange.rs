@@ -37,15 +37,38 @@ pub(crate) const CONNECTION_WINDOW: u32 = 8 * 1024 * 1024;
 type Registry = Arc<Mutex<HashMap<String, mpsc::Sender<Result<StreamMessage>>>>>;
 
 /// The consumer side: a Flight server receiving the channels registered on it.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ExchangeServer {
     registry: Registry,
+    registered: Arc<tokio::sync::Notify>,
+    wait: std::time::Duration,
 }
+
+impl Default for ExchangeServer {
+    fn default() -> Self {
+        Self {
+            registry: Registry::default(),
+            registered: Arc::default(),
+            wait: REGISTRATION_WAIT,
+        }
+    }
+}
+
+/// How long a producer's stream waits for its consumer to be deployed:
+/// the workers of a job are deployed concurrently, so a fast producer may
+/// call before the consumer's worker has registered the channel.
+const REGISTRATION_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl ExchangeServer {
     /// A server with no channels yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Refuse streams for channels not registered within `wait` (default 30 s).
+    pub fn with_registration_wait(mut self, wait: std::time::Duration) -> Self {
+        self.wait = wait;
+        self
     }
 
     /// Expect channel `id`; its messages queue up to `capacity` deep.
@@ -55,6 +78,7 @@ impl ExchangeServer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id.to_string(), tx);
+        self.registered.notify_waiters();
         Box::new(FlightChannelReceiver { rx })
     }
 
@@ -130,12 +154,25 @@ impl FlightService for ExchangeServer {
             .as_ref()
             .map_err(|e| e.clone())?;
         let id = channel_id(first.flight_descriptor.as_ref())?;
-        let tx = self
-            .registry
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id)
-            .ok_or_else(|| Status::not_found(format!("no channel '{id}' is expected here")))?;
+        let deadline = tokio::time::Instant::now() + self.wait;
+        let tx = loop {
+            let registered = self.registered.notified();
+            tokio::pin!(registered);
+            registered.as_mut().enable();
+            let found = self
+                .registry
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+            if let Some(tx) = found {
+                break tx;
+            }
+            if tokio::time::timeout_at(deadline, registered).await.is_err() {
+                return Err(Status::not_found(format!(
+                    "no channel '{id}' is expected here"
+                )));
+            }
+        };
         let flights =
             stream.map(|r| r.map_err(|s| arrow_flight::error::FlightError::Tonic(Box::new(s))));
         let mut decoder = FlightDataDecoder::new(flights);

@@ -96,7 +96,7 @@ async fn messages_arrive_in_order_with_their_content() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_channel_is_refused() {
-    let server = ExchangeServer::new();
+    let server = ExchangeServer::new().with_registration_wait(Duration::from_millis(200));
     let (addr, handle) = server.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let mut tx = FlightChannelSender::connect(addr, "nobody/expects/this", 2)
         .await

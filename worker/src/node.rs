@@ -432,6 +432,7 @@ impl ActionHandler for WorkerActions {
                 }
                 Ok(Bytes::from_static(b"{}"))
             }
+            cluster::PING => Ok(Bytes::from_static(b"{}")),
             other => Err(tonic::Status::invalid_argument(format!(
                 "unknown action '{other}'"
             ))),
@@ -442,6 +443,7 @@ impl ActionHandler for WorkerActions {
         vec![
             (cluster::DEPLOY, "run subtasks of a job"),
             (cluster::CANCEL, "stop a job's tasks"),
+            (cluster::PING, "liveness probe"),
         ]
     }
 }

@@ -1,0 +1,447 @@
+//! End-to-end: a real coordinator and two real worker processes on
+//! loopback, driven through the `weir` binary and the REST API.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use arrow::record_batch::RecordBatch;
+use datafusion_expr::{col, lit};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use weir_core::spec::{AggregateSpec, ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::time::{TumblingEventTimeWindows, WatermarkStrategy};
+use weir_tests::sorted_rows;
+
+const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+
+/// Child processes, killed when the test ends — also when it panics.
+#[derive(Default)]
+struct Processes(Vec<Child>);
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+struct Cluster {
+    url: String,
+    rpc: String,
+    token: Option<String>,
+    procs: Processes,
+}
+
+impl Cluster {
+    /// A coordinator (fast heartbeats) and `workers` workers of `slots` slots.
+    fn start(workers: usize, slots: usize, token: Option<&str>) -> Self {
+        let mut procs = Processes::default();
+        let mut cmd = Command::new(WEIR);
+        cmd.args([
+            "coordinator",
+            "--rest",
+            "127.0.0.1:0",
+            "--rpc",
+            "127.0.0.1:0",
+            "--heartbeat-interval-ms",
+            "200",
+            "--heartbeat-timeout-ms",
+            "2000",
+        ])
+        .env_remove("WEIR_TOKEN")
+        .stdout(Stdio::piped());
+        if let Some(t) = token {
+            cmd.args(["--token", t]);
+        }
+        let mut child = cmd.spawn().expect("start the coordinator");
+        let stdout = child.stdout.take().unwrap();
+        procs.0.push(child);
+        let mut lines = BufReader::new(stdout).lines();
+        let mut url = None;
+        let mut rpc = None;
+        while url.is_none() || rpc.is_none() {
+            let line = lines
+                .next()
+                .expect("the coordinator printed its addresses")
+                .unwrap();
+            if let Some(u) = line.strip_prefix("coordinator REST API on ") {
+                url = Some(u.to_string());
+            }
+            if let Some(r) = line.strip_prefix("coordinator control endpoint on ") {
+                rpc = Some(r.to_string());
+            }
+        }
+        let mut cluster = Cluster {
+            url: url.unwrap(),
+            rpc: rpc.unwrap(),
+            token: token.map(str::to_string),
+            procs,
+        };
+        for _ in 0..workers {
+            cluster.add_worker(slots);
+        }
+        cluster.wait_for_workers(workers);
+        cluster
+    }
+
+    fn add_worker(&mut self, slots: usize) {
+        let mut cmd = Command::new(WEIR);
+        cmd.args([
+            "worker",
+            "--coordinator",
+            &self.rpc,
+            "--slots",
+            &slots.to_string(),
+        ])
+        .env_remove("WEIR_TOKEN")
+        .stdout(Stdio::null());
+        if let Some(t) = &self.token {
+            cmd.args(["--token", t]);
+        }
+        self.procs.0.push(cmd.spawn().expect("start a worker"));
+    }
+
+    fn wait_for_workers(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, workers) = self.rest("GET", "/v1/workers", "");
+            if workers.as_array().map(|w| w.len()) == Some(n) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "workers did not register: {workers}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// A raw REST call: status and JSON body.
+    fn rest(&self, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+        rest_call(&self.url, self.token.as_deref(), method, path, body)
+    }
+
+    /// Run the `weir` CLI against this cluster.
+    fn cli(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new(WEIR);
+        cmd.args(args).env("WEIR_COORDINATOR_URL", &self.url);
+        match &self.token {
+            Some(t) => cmd.env("WEIR_TOKEN", t),
+            None => cmd.env_remove("WEIR_TOKEN"),
+        };
+        cmd.output().expect("run weir")
+    }
+
+    fn wait_for_status(&self, job: &str, wanted: &[&str], within: Duration) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let (_, details) = self.rest("GET", &format!("/v1/jobs/{job}"), "");
+            let status = details["status"].as_str().unwrap_or_default();
+            if wanted.contains(&status) {
+                return details;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "job {job} did not reach {wanted:?}: {details:#}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn rest_call(
+    url: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, serde_json::Value) {
+    let host = url.strip_prefix("http://").unwrap();
+    let mut s = TcpStream::connect(host).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, rest) = raw.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let json = serde_json::from_str(rest.trim()).unwrap_or(serde_json::Value::Null);
+    (status, json)
+}
+
+/// generator (4 subtasks) -> key_by(key) -> 1 s tumbling count + sum ->
+/// Parquet (4 subtasks), as a job graph JSON file.
+fn window_job(dir: &Path, events: Option<u64>, rate: Option<u64>) -> weir_core::graph::JobGraph {
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(4);
+    env.configure(|c| c.batch_size = 2048);
+    let mut generator = GeneratorSpec::new(events)
+        .column("key", ColumnGen::Key { cardinality: 300 })
+        .column("amount", ColumnGen::UniformInt { min: 1, max: 1000 })
+        .column(
+            "ts",
+            ColumnGen::EventTime {
+                start_ms: 1_700_000_000_000,
+                events_per_second: 20_000,
+                max_out_of_orderness_ms: 300,
+            },
+        )
+        .seed(7);
+    if let Some(r) = rate {
+        generator = generator.rate(r);
+    }
+    env.from_source(
+        SourceSpec::Generator(generator),
+        WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(300)),
+        "events",
+    )
+    .unwrap()
+    .filter(col("amount").gt(lit(100i64)))
+    .unwrap()
+    .key_by(&["key"])
+    .unwrap()
+    .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
+    .aggregate(vec![
+        AggregateSpec::count_star(),
+        AggregateSpec::sum("amount"),
+    ])
+    .unwrap()
+    .sink_to(SinkSpec::Parquet { dir: dir.into() }, "out")
+    .unwrap();
+    env.job_graph("windows across workers").unwrap()
+}
+
+fn read_dir(dir: &Path) -> Vec<RecordBatch> {
+    let mut batches = vec![];
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "parquet") {
+            let reader =
+                ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap())
+                    .unwrap()
+                    .build()
+                    .unwrap();
+            batches.extend(reader.map(Result::unwrap));
+        }
+    }
+    batches
+}
+
+#[test]
+fn keyed_windows_across_two_worker_processes_equal_the_in_process_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(2, 2, None);
+
+    let remote_out = tmp.path().join("remote");
+    let job = window_job(&remote_out, Some(300_000), None);
+    let job_file = tmp.path().join("job.json");
+    std::fs::write(&job_file, job.to_json().unwrap()).unwrap();
+    let out = cluster.cli(&["submit", job_file.to_str().unwrap(), "--wait"]);
+    assert!(
+        out.status.success(),
+        "submit failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job_id = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+
+    // The subtasks of each vertex sit on both workers: the hash exchange
+    // crossed processes.
+    let (_, details) = cluster.rest("GET", &format!("/v1/jobs/{job_id}"), "");
+    assert_eq!(details["status"], "FINISHED", "{details:#}");
+    for v in details["vertices"].as_array().unwrap() {
+        let mut workers: Vec<_> = v["subtasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["worker"].as_str().unwrap().to_string())
+            .collect();
+        workers.sort();
+        workers.dedup();
+        assert_eq!(workers.len(), 2, "vertex {} on {workers:?}", v["name"]);
+        for t in v["subtasks"].as_array().unwrap() {
+            assert_eq!(t["state"], "FINISHED");
+        }
+    }
+
+    let local_out = tmp.path().join("local");
+    let env_job = window_job(&local_out, Some(300_000), None);
+    weir_worker::executor::run_job(env_job).unwrap();
+
+    let remote = sorted_rows(&read_dir(&remote_out));
+    let local = sorted_rows(&read_dir(&local_out));
+    assert!(local.len() > 1000, "the job produced {} rows", local.len());
+    assert_eq!(remote, local);
+
+    let list = cluster.cli(&["list"]);
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        listed.contains(&job_id) && listed.contains("FINISHED"),
+        "{listed}"
+    );
+}
+
+#[test]
+fn killing_a_worker_fails_the_job_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(2, 2, None);
+    // Unbounded and rate-limited: runs until something stops it.
+    let job = window_job(&tmp.path().join("out"), None, Some(20_000));
+    let (status, reply) = cluster.rest("POST", "/v1/jobs", &job.to_json().unwrap());
+    assert_eq!(status, 201, "{reply}");
+    let id = reply["job_id"].as_str().unwrap().to_string();
+    cluster.wait_for_status(&id, &["RUNNING"], Duration::from_secs(20));
+
+    // Kill the second worker process (index 0 is the coordinator).
+    let worker = &mut cluster.procs.0[2];
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+
+    cluster.wait_for_status(&id, &["FAILED"], Duration::from_secs(20));
+    // Tasks next to the dead worker may report broken channels first; the
+    // coordinator then probes the job's workers (or misses heartbeats) and
+    // names the lost worker as the cause.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, details) = cluster.rest("GET", &format!("/v1/jobs/{id}"), "");
+        let failure = details["failure"].as_str().unwrap().to_string();
+        if failure.contains("was lost: ") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "failure names the lost worker: {failure}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let list = cluster.cli(&["list"]);
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        listed.contains("FAILED") && listed.contains("was lost"),
+        "{listed}"
+    );
+
+    // The coordinator keeps serving; the surviving worker's slots are free
+    // again.
+    let (status, overview) = cluster.rest("GET", "/v1/overview", "");
+    assert_eq!(status, 200);
+    assert_eq!(overview["workers"], 1, "{overview}");
+    assert_eq!(overview["slots_free"], 2, "{overview}");
+}
+
+#[test]
+fn bad_requests_get_clear_errors_and_the_coordinator_keeps_serving() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(1, 2, Some("s3cret-token"));
+
+    // No token, wrong token.
+    let (status, body) = rest_call(&cluster.url, None, "GET", "/v1/jobs", "");
+    assert_eq!(status, 401, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("bearer token"));
+    let (status, _) = rest_call(&cluster.url, Some("wrong"), "GET", "/v1/jobs", "");
+    assert_eq!(status, 401);
+
+    // A malformed job graph names the position.
+    let (status, body) = cluster.rest("POST", "/v1/jobs", "{\"job_name\": 42}");
+    assert_eq!(status, 400, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(
+        error.contains("malformed job graph") && error.contains("line 1"),
+        "{error}"
+    );
+
+    // Structurally wrong: an edge to a missing vertex.
+    let job = window_job(&tmp.path().join("out"), Some(1000), None);
+    let mut value: serde_json::Value = serde_json::from_str(&job.to_json().unwrap()).unwrap();
+    value["edges"][0]["target"] = serde_json::json!(9);
+    let (status, body) = cluster.rest("POST", "/v1/jobs", &value.to_string());
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("vertex 9"),
+        "{body}"
+    );
+
+    // More slots than the cluster has: 4 needed, 2 offered.
+    let (status, body) = cluster.rest("POST", "/v1/jobs", &job.to_json().unwrap());
+    assert_eq!(status, 409, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(
+        error.contains("needs 4 slots") && error.contains("2 free"),
+        "{error}"
+    );
+    let failed = body["job_id"].as_str().unwrap();
+    let (_, details) = cluster.rest("GET", &format!("/v1/jobs/{failed}"), "");
+    assert_eq!(details["status"], "FAILED");
+
+    // Unknown job and endpoint.
+    let (status, _) = cluster.rest("GET", "/v1/jobs/job-9999", "");
+    assert_eq!(status, 404);
+    let (status, _) = cluster.rest("POST", "/v1/jobs/job-9999/cancel", "");
+    assert_eq!(status, 404);
+
+    // The CLI says the same and exits non-zero.
+    let out = cluster.cli(&["cancel", "job-9999"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no job 'job-9999'"));
+
+    // Still serving.
+    let (status, overview) = cluster.rest("GET", "/v1/overview", "");
+    assert_eq!(status, 200);
+    assert_eq!(overview["workers"], 1);
+}
+
+#[test]
+fn an_unreachable_coordinator_is_a_clear_error() {
+    let out = Command::new(WEIR)
+        .args(["list", "--url", "http://127.0.0.1:9"])
+        .env_remove("WEIR_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot reach the coordinator at http://127.0.0.1:9"),
+        "{err}"
+    );
+}
+
+#[test]
+fn closures_are_refused_on_submit() {
+    let env = weir_worker::local_environment().unwrap();
+    let stream = env
+        .from_source(
+            SourceSpec::Generator(GeneratorSpec::new(Some(10)).column("n", ColumnGen::Sequence)),
+            WatermarkStrategy::no_watermarks(),
+            "gen",
+        )
+        .unwrap();
+    let schema = std::sync::Arc::clone(stream.schema());
+    stream
+        .map_batches("MyClosure", schema, Ok)
+        .unwrap()
+        .sink_to(SinkSpec::Blackhole, "out")
+        .unwrap();
+    let err = env
+        .job_graph("j")
+        .unwrap()
+        .to_json()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("'MyClosure' cannot be submitted") && err.contains("application mode"),
+        "{err}"
+    );
+}
