@@ -445,3 +445,95 @@ fn closures_are_refused_on_submit() {
         "{err}"
     );
 }
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_slow_sink_on_one_worker_slows_the_source_on_the_other() {
+    const SINK_RATE: u64 = 20_000;
+    // One slot each: source 0 and sink 0 on one worker, source 1 and sink 1
+    // on the other; the hash exchange crosses in both directions.
+    let cluster = Cluster::start(2, 1, None);
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(2);
+    env.configure(|c| c.batch_size = 1024);
+    env.from_source(
+        SourceSpec::Generator(
+            GeneratorSpec::new(None)
+                .column("key", ColumnGen::Key { cardinality: 1000 })
+                .column("v", ColumnGen::Sequence),
+        ),
+        WatermarkStrategy::no_watermarks(),
+        "unthrottled",
+    )
+    .unwrap()
+    .key_by(&["key"])
+    .unwrap()
+    .as_stream()
+    .sink_to(
+        SinkSpec::Throttled {
+            rows_per_second: SINK_RATE,
+        },
+        "slow sink",
+    )
+    .unwrap();
+    let job = env.job_graph("back-pressure").unwrap();
+    let (status, reply) = cluster.rest("POST", "/v1/jobs", &job.to_json().unwrap());
+    assert_eq!(status, 201, "{reply}");
+    let id = reply["job_id"].as_str().unwrap().to_string();
+    cluster.wait_for_status(&id, &["RUNNING"], Duration::from_secs(20));
+
+    let workers: Vec<u32> = cluster.procs.0[1..].iter().map(Child::id).collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let early: Vec<u64> = workers.iter().map(|&p| rss_kib(p)).collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let late: Vec<u64> = workers.iter().map(|&p| rss_kib(p)).collect();
+    let (_, details) = cluster.rest("GET", &format!("/v1/jobs/{id}"), "");
+    let sources = &details["vertices"][0]["subtasks"];
+    let rate: u64 = sources
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["source_rows_per_second"].as_u64().unwrap())
+        .sum();
+    let pressure: Vec<u64> = sources
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["back_pressured_time_ms_per_second"].as_u64().unwrap())
+        .collect();
+    eprintln!(
+        "sources read {rate} rows/s against sinks taking {} rows/s; back-pressured {pressure:?} ms/s; \
+         worker RSS {early:?} KiB after 3 s, {late:?} KiB after 6 s",
+        2 * SINK_RATE
+    );
+    // The unthrottled generator runs at millions of rows/s on its own.
+    assert!(rate <= 3 * SINK_RATE, "source rate {rate} rows/s");
+    assert!(rate > 0, "the source still runs");
+    for p in &pressure {
+        assert!(*p >= 300, "the sources are held back: {pressure:?}");
+    }
+    for (e, l) in early.iter().zip(&late) {
+        assert!(*l < 256 * 1024, "worker RSS {l} KiB");
+        assert!(
+            l.saturating_sub(*e) < 32 * 1024,
+            "RSS grew from {e} to {l} KiB"
+        );
+    }
+
+    let out = cluster.cli(&["cancel", &id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cluster.wait_for_status(&id, &["CANCELED"], Duration::from_secs(20));
+}

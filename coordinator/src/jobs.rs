@@ -78,10 +78,14 @@ pub struct SubtaskInfo {
     /// heartbeat interval (0 – 1000), as Flink's
     /// `backPressuredTimeMsPerSecond`.
     pub back_pressured_time_ms_per_second: u64,
+    /// Rows its source has read (source tasks).
+    pub source_rows: u64,
+    /// Source rows per second over the last heartbeat interval.
+    pub source_rows_per_second: u64,
     /// Metrics once finished.
     pub metrics: Option<TaskMetrics>,
     #[serde(skip)]
-    sample: Option<(Instant, u64)>,
+    sample: Option<(Instant, u64, u64)>,
 }
 
 /// One vertex (chain) of a job.
@@ -359,6 +363,8 @@ impl ClusterState {
                         error: None,
                         back_pressured_ms: 0,
                         back_pressured_time_ms_per_second: 0,
+                        source_rows: 0,
+                        source_rows_per_second: 0,
                         metrics: None,
                         sample: None,
                     })
@@ -423,17 +429,24 @@ impl ClusterState {
             return vec![];
         }
         let now = Instant::now();
-        if let Some((at, ms)) = task.sample {
-            let elapsed = now.duration_since(at).as_millis() as u64;
-            if elapsed >= 100 && r.back_pressured_ms >= ms {
-                task.back_pressured_time_ms_per_second =
-                    ((r.back_pressured_ms - ms) * 1000 / elapsed).min(1000);
-                task.sample = Some((now, r.back_pressured_ms));
+        // Live reports (heartbeats) carry the counters; state-change
+        // pushes carry zeros and are not samples.
+        let live = r.back_pressured_ms > 0 || r.source_rows > 0;
+        match task.sample {
+            Some((at, ms, rows)) if live => {
+                let elapsed = now.duration_since(at).as_millis() as u64;
+                if elapsed >= 100 && r.back_pressured_ms >= ms && r.source_rows >= rows {
+                    task.back_pressured_time_ms_per_second =
+                        ((r.back_pressured_ms - ms) * 1000 / elapsed).min(1000);
+                    task.source_rows_per_second = (r.source_rows - rows) * 1000 / elapsed;
+                    task.sample = Some((now, r.back_pressured_ms, r.source_rows));
+                }
             }
-        } else {
-            task.sample = Some((now, r.back_pressured_ms));
+            None if live => task.sample = Some((now, r.back_pressured_ms, r.source_rows)),
+            _ => {}
         }
         task.back_pressured_ms = task.back_pressured_ms.max(r.back_pressured_ms);
+        task.source_rows = task.source_rows.max(r.source_rows);
         // Terminal states are final; reports may arrive out of order.
         if !task.state.is_terminal() {
             task.state = r.state;

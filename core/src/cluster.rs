@@ -83,6 +83,9 @@ pub struct TaskReport {
     pub error: Option<String>,
     /// Total ms the task has waited for room in full output channels.
     pub back_pressured_ms: u64,
+    /// Rows its source has read so far (source tasks).
+    #[serde(default)]
+    pub source_rows: u64,
     /// Metrics, once it ended.
     pub metrics: Option<TaskMetrics>,
 }

@@ -363,6 +363,13 @@ pub enum SinkSpec {
     Print,
     /// Discard everything (counts rows).
     Blackhole,
+    /// Discard rows, taking at most `rows_per_second` per subtask: a
+    /// stand-in for a slow external system in load tests and back-pressure
+    /// drills.
+    Throttled {
+        /// Rows per second each sink subtask accepts.
+        rows_per_second: u64,
+    },
     /// Keep batches in memory, readable through the handle (tests, notebooks).
     Collect(CollectHandle),
     /// Serve the output to Arrow Flight clients (pyarrow, the Rust
@@ -383,6 +390,9 @@ impl SinkSpec {
             SinkSpec::Csv { dir } => format!("csv({})", dir.display()),
             SinkSpec::Print => "print".into(),
             SinkSpec::Blackhole => "blackhole".into(),
+            SinkSpec::Throttled { rows_per_second } => {
+                format!("throttled({rows_per_second} rows/s)")
+            }
             SinkSpec::Collect(_) => "collect".into(),
             SinkSpec::Flight { name } => format!("flight({name})"),
         }

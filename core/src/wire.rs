@@ -631,6 +631,7 @@ enum SinkWire {
     Csv { dir: std::path::PathBuf },
     Print,
     Blackhole,
+    Throttled { rows_per_second: u64 },
     Flight { name: String },
 }
 
@@ -641,6 +642,10 @@ impl Serialize for SinkSpec {
             SinkSpec::Csv { dir } => SinkWire::Csv { dir: dir.clone() }.serialize(s),
             SinkSpec::Print => SinkWire::Print.serialize(s),
             SinkSpec::Blackhole => SinkWire::Blackhole.serialize(s),
+            SinkSpec::Throttled { rows_per_second } => SinkWire::Throttled {
+                rows_per_second: *rows_per_second,
+            }
+            .serialize(s),
             SinkSpec::Flight { name } => SinkWire::Flight { name: name.clone() }.serialize(s),
             SinkSpec::Collect(_) => Err(S::Error::custom(
                 "a collect sink keeps rows in the submitting process and cannot be shipped",
@@ -656,6 +661,7 @@ impl<'de> Deserialize<'de> for SinkSpec {
             SinkWire::Csv { dir } => SinkSpec::Csv { dir },
             SinkWire::Print => SinkSpec::Print,
             SinkWire::Blackhole => SinkSpec::Blackhole,
+            SinkWire::Throttled { rows_per_second } => SinkSpec::Throttled { rows_per_second },
             SinkWire::Flight { name } => SinkSpec::Flight { name },
         })
     }

@@ -54,6 +54,17 @@ pub(crate) fn create(
             },
         }),
         SinkSpec::Blackhole => Box::new(BlackholeSink { name }),
+        SinkSpec::Throttled { rows_per_second } => {
+            if *rows_per_second == 0 {
+                return Err(WeirError::plan("a throttled sink needs a positive rate"));
+            }
+            Box::new(ThrottledSink {
+                name,
+                rate: *rows_per_second,
+                rows: 0,
+                started: None,
+            })
+        }
         SinkSpec::Collect(handle) => Box::new(CollectSink {
             name,
             handle: handle.clone(),
@@ -219,6 +230,32 @@ impl Operator for BlackholeSink {
     }
 
     fn process_batch(&mut self, _batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Discards rows no faster than `rate` per second.
+struct ThrottledSink {
+    name: String,
+    rate: u64,
+    rows: u64,
+    started: Option<std::time::Instant>,
+}
+
+impl Operator for ThrottledSink {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
+        let started = *self.started.get_or_insert_with(std::time::Instant::now);
+        self.rows += batch.num_rows() as u64;
+        let due = std::time::Duration::from_secs_f64(self.rows as f64 / self.rate as f64);
+        if let Some(wait) = due.checked_sub(started.elapsed()) {
+            // Each task has its own thread: sleeping holds back only this
+            // task, and through full channels its producers.
+            std::thread::sleep(wait);
+        }
         Ok(())
     }
 }

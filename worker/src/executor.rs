@@ -514,6 +514,7 @@ pub fn build_placed_tasks(
                 watermark_interval: job.config.watermark_interval,
                 watermark: Arc::new(AtomicI64::new(i64::MIN)),
                 back_pressured,
+                source_rows: Arc::default(),
             },
             input,
         ));

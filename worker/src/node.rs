@@ -63,7 +63,8 @@ type TaskKey = (String, usize, usize);
 
 struct JobOnWorker {
     cancel: Arc<watch::Sender<bool>>,
-    counters: Vec<((usize, usize), Arc<AtomicU64>)>,
+    /// Back-pressure (ns) and source-row counters of each task.
+    counters: Vec<((usize, usize), Arc<AtomicU64>, Arc<AtomicU64>)>,
 }
 
 struct WorkerState {
@@ -209,9 +210,10 @@ fn current_reports(state: &WorkerState) -> Vec<TaskReport> {
     let jobs = lock(&state.jobs);
     let mut reports = lock(&state.reports);
     for (job_id, job) in jobs.iter() {
-        for ((v, s), counter) in &job.counters {
+        for ((v, s), back_pressured, rows) in &job.counters {
             if let Some(r) = reports.get_mut(&(job_id.clone(), *v, *s)) {
-                r.back_pressured_ms = counter.load(Ordering::Relaxed) / 1_000_000;
+                r.back_pressured_ms = back_pressured.load(Ordering::Relaxed) / 1_000_000;
+                r.source_rows = rows.load(Ordering::Relaxed);
             }
         }
     }
@@ -326,7 +328,13 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
     let cancel = Arc::new(cancel);
     let counters = tasks
         .iter()
-        .map(|(t, _)| ((t.vertex, t.subtask), Arc::clone(&t.back_pressured)))
+        .map(|(t, _)| {
+            (
+                (t.vertex, t.subtask),
+                Arc::clone(&t.back_pressured),
+                Arc::clone(&t.source_rows),
+            )
+        })
         .collect();
     for (t, _) in &tasks {
         push_update(
@@ -338,6 +346,7 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
                 state: TaskState::Deploying,
                 error: None,
                 back_pressured_ms: 0,
+                source_rows: 0,
                 metrics: None,
             },
         );
@@ -382,6 +391,7 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
                 state: task_state,
                 error,
                 back_pressured_ms: 0,
+                source_rows: 0,
                 metrics,
             },
         );

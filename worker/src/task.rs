@@ -111,6 +111,8 @@ pub struct Task {
     pub watermark: Arc<AtomicI64>,
     /// Nanoseconds the task spent waiting for room in full output channels.
     pub back_pressured: Arc<AtomicU64>,
+    /// Rows read from the source so far (source tasks), readable live.
+    pub source_rows: Arc<AtomicU64>,
 }
 
 impl Task {
@@ -203,6 +205,7 @@ impl Task {
             match source.poll_next()? {
                 SourcePoll::Batch(batch) => {
                     rows += batch.num_rows() as u64;
+                    self.source_rows.store(rows, Ordering::Relaxed);
                     last_data = Instant::now();
                     if idle {
                         idle = false;
