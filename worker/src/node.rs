@@ -61,10 +61,12 @@ impl WorkerOptions {
 
 type TaskKey = (String, usize, usize);
 
+/// A task's (vertex, subtask), back-pressure (ns) and source-row counters.
+type TaskCounters = ((usize, usize), Arc<AtomicU64>, Arc<AtomicU64>);
+
 struct JobOnWorker {
     cancel: Arc<watch::Sender<bool>>,
-    /// Back-pressure (ns) and source-row counters of each task.
-    counters: Vec<((usize, usize), Arc<AtomicU64>, Arc<AtomicU64>)>,
+    counters: Vec<TaskCounters>,
 }
 
 struct WorkerState {
