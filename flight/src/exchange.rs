@@ -33,6 +33,8 @@ use crate::codec::{MessageEncoder, decode_control};
 /// bytes in flight per channel, on top of the bounded queues at both ends.
 pub(crate) const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
 pub(crate) const CONNECTION_WINDOW: u32 = 8 * 1024 * 1024;
+/// HTTP/2 frame size: a batch goes out in a few frames, not hundreds of 16 KiB ones.
+pub(crate) const MAX_FRAME: u32 = 1024 * 1024;
 
 type Registry = Arc<Mutex<HashMap<String, mpsc::Sender<Result<StreamMessage>>>>>;
 
@@ -102,6 +104,7 @@ impl ExchangeServer {
                 // exchange wait on round trips instead of bandwidth.
                 .initial_stream_window_size(Some(STREAM_WINDOW))
                 .initial_connection_window_size(Some(CONNECTION_WINDOW))
+            .max_frame_size(Some(crate::exchange::MAX_FRAME))
                 .tcp_nodelay(true)
                 .add_service(service)
                 .serve_with_incoming(incoming)
@@ -294,6 +297,7 @@ impl FlightChannelSender {
             .map_err(|e| WeirError::Execution(format!("bad exchange address {endpoint}: {e}")))?
             .initial_stream_window_size(Some(STREAM_WINDOW))
             .initial_connection_window_size(Some(CONNECTION_WINDOW))
+            .max_frame_size(Some(crate::exchange::MAX_FRAME))
             .tcp_nodelay(true)
             .connect()
             .await

@@ -70,6 +70,7 @@ impl FlightNode {
         let mut builder = tonic::transport::Server::builder()
             .initial_stream_window_size(Some(crate::exchange::STREAM_WINDOW))
             .initial_connection_window_size(Some(crate::exchange::CONNECTION_WINDOW))
+            .max_frame_size(Some(crate::exchange::MAX_FRAME))
             .tcp_nodelay(true);
         if let Some(tls) = tls {
             let identity = tonic::transport::Identity::from_pem(tls.cert, tls.key);
