@@ -17,6 +17,7 @@ use clap::{Parser, Subcommand};
 use weir_coordinator::{Coordinator, CoordinatorOptions, generate_token};
 use weir_core::Secret;
 use weir_core::graph::JobGraph;
+use weir_flight::TlsPem;
 use weir_worker::{WorkerNode, WorkerOptions};
 
 #[global_allocator]
@@ -47,6 +48,37 @@ struct Remote {
     token: Option<String>,
 }
 
+/// TLS for the cluster's Flight endpoints (control calls and exchange).
+#[derive(clap::Args, Clone)]
+struct Tls {
+    /// PEM certificate chain this process serves with; with it every
+    /// connection between coordinator and workers is TLS.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// PEM CA that signed the cluster's certificates (default: --tls-cert
+    /// itself, for one self-signed certificate shared by the cluster).
+    #[arg(long, requires = "tls_cert")]
+    tls_ca: Option<PathBuf>,
+}
+
+impl Tls {
+    fn load(&self) -> Result<(Option<TlsPem>, Option<Vec<u8>>), String> {
+        let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else {
+            return Ok((None, None));
+        };
+        let pem = TlsPem::read(cert, key).map_err(|e| e.to_string())?;
+        let ca = self
+            .tls_ca
+            .as_ref()
+            .map(|p| std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display())))
+            .transpose()?;
+        Ok((Some(pem), ca))
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Start a coordinator (JobManager): REST API for clients, control endpoint for workers.
@@ -67,6 +99,8 @@ enum Cmd {
         /// Silence after which a worker is declared lost (ms).
         #[arg(long, default_value_t = 10_000)]
         heartbeat_timeout_ms: u64,
+        #[command(flatten)]
+        tls: Tls,
     },
     /// Start a worker (TaskManager) offering task slots to a coordinator.
     Worker {
@@ -82,6 +116,8 @@ enum Cmd {
         /// The cluster token.
         #[arg(long, env = "WEIR_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        #[command(flatten)]
+        tls: Tls,
     },
     /// Submit a job graph (JSON) to a running coordinator; prints the job id.
     Submit {
@@ -137,19 +173,22 @@ fn main() -> ExitCode {
             token,
             heartbeat_interval_ms,
             heartbeat_timeout_ms,
+            tls,
         } => coordinator(
             rest,
             rpc,
             token,
             heartbeat_interval_ms,
             heartbeat_timeout_ms,
+            &tls,
         ),
         Cmd::Worker {
             coordinator,
             slots,
             bind,
             token,
-        } => worker(coordinator, slots, bind, token),
+            tls,
+        } => worker(coordinator, slots, bind, token, &tls),
         Cmd::Submit { job, remote, wait } => submit(&job, &remote, wait),
         Cmd::List { remote } => list(&remote),
         Cmd::Status { job, remote } => status(&job, &remote),
@@ -185,7 +224,9 @@ fn coordinator(
     token: Option<String>,
     interval: u64,
     timeout: u64,
+    tls: &Tls,
 ) -> Outcome {
+    let (tls, tls_ca) = tls.load()?;
     let mut token = secret(token)?;
     if token.is_none() && (!rest.ip().is_loopback() || !rpc.ip().is_loopback()) {
         let generated = generate_token().map_err(|e| e.to_string())?;
@@ -201,7 +242,8 @@ fn coordinator(
         token,
         heartbeat_interval: Duration::from_millis(interval),
         heartbeat_timeout: Duration::from_millis(timeout),
-        tls: None,
+        tls,
+        tls_ca,
     })
     .map_err(|e| e.to_string())?;
     println!("coordinator REST API on http://{}", c.rest_addr);
@@ -210,10 +252,17 @@ fn coordinator(
     Ok(ExitCode::SUCCESS)
 }
 
-fn worker(coordinator: String, slots: usize, bind: SocketAddr, token: Option<String>) -> Outcome {
+fn worker(
+    coordinator: String,
+    slots: usize,
+    bind: SocketAddr,
+    token: Option<String>,
+    tls: &Tls,
+) -> Outcome {
     let mut options = WorkerOptions::new(coordinator, slots);
     options.bind = bind;
     options.token = secret(token)?;
+    (options.tls, options.tls_ca) = tls.load()?;
     let w = WorkerNode::start(options, Duration::from_secs(30)).map_err(|e| e.to_string())?;
     println!(
         "worker {} serving Flight on {} with {slots} slots",

@@ -33,12 +33,19 @@ struct Cluster {
     url: String,
     rpc: String,
     token: Option<String>,
+    /// Arguments given to the coordinator and every worker.
+    extra: Vec<String>,
     procs: Processes,
 }
 
 impl Cluster {
     /// A coordinator (fast heartbeats) and `workers` workers of `slots` slots.
     fn start(workers: usize, slots: usize, token: Option<&str>) -> Self {
+        Self::start_with(workers, slots, token, &[])
+    }
+
+    /// As [`Self::start`], passing `extra` to every process.
+    fn start_with(workers: usize, slots: usize, token: Option<&str>, extra: &[String]) -> Self {
         let mut procs = Processes::default();
         let mut cmd = Command::new(WEIR);
         cmd.args([
@@ -52,6 +59,7 @@ impl Cluster {
             "--heartbeat-timeout-ms",
             "2000",
         ])
+        .args(extra)
         .env_remove("WEIR_TOKEN")
         .stdout(Stdio::piped());
         if let Some(t) = token {
@@ -79,6 +87,7 @@ impl Cluster {
             url: url.unwrap(),
             rpc: rpc.unwrap(),
             token: token.map(str::to_string),
+            extra: extra.to_vec(),
             procs,
         };
         for _ in 0..workers {
@@ -97,6 +106,7 @@ impl Cluster {
             "--slots",
             &slots.to_string(),
         ])
+        .args(&self.extra)
         .env_remove("WEIR_TOKEN")
         .stdout(Stdio::null());
         if let Some(t) = &self.token {
@@ -536,4 +546,52 @@ fn a_slow_sink_on_one_worker_slows_the_source_on_the_other() {
         String::from_utf8_lossy(&out.stderr)
     );
     cluster.wait_for_status(&id, &["CANCELED"], Duration::from_secs(20));
+}
+
+#[test]
+fn a_cluster_with_tls_and_a_token_runs_jobs_across_workers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .unwrap();
+    let (cert, key) = (
+        tmp.path().join("cluster.crt"),
+        tmp.path().join("cluster.key"),
+    );
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let tls = [
+        "--tls-cert".to_string(),
+        cert.display().to_string(),
+        "--tls-key".to_string(),
+        key.display().to_string(),
+    ];
+    let cluster = Cluster::start_with(2, 2, Some("cluster-token"), &tls);
+    let out_dir = tmp.path().join("out");
+    let job = window_job(&out_dir, Some(50_000), None);
+    let (status, reply) = cluster.rest("POST", "/v1/jobs", &job.to_json().unwrap());
+    assert_eq!(status, 201, "{reply}");
+    let id = reply["job_id"].as_str().unwrap();
+    let details = cluster.wait_for_status(id, &["FINISHED", "FAILED"], Duration::from_secs(30));
+    assert_eq!(details["status"], "FINISHED", "{details:#}");
+    assert!(!read_dir(&out_dir).is_empty());
+
+    // A worker speaking plain HTTP/2 cannot join.
+    let out = Command::new(WEIR)
+        .args([
+            "worker",
+            "--coordinator",
+            &cluster.rpc,
+            "--token",
+            "cluster-token",
+        ])
+        .env_remove("WEIR_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _plain = Processes(vec![out]);
+    std::thread::sleep(Duration::from_secs(2));
+    let (_, workers) = cluster.rest("GET", "/v1/workers", "");
+    assert_eq!(workers.as_array().unwrap().len(), 2, "{workers}");
 }

@@ -5,12 +5,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+use weir_core::WeirError;
 use weir_core::cluster::{
     self, Cancel, Deploy, Heartbeat, RegisterWorker, Registered, TaskReport, TaskState,
 };
 use weir_core::graph::{JobGraph, TaskMetrics};
-use weir_core::{Secret, WeirError};
-use weir_flight::call_action;
+use weir_flight::{Credentials, call_action};
 
 /// Status of a job, as Flink names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -168,7 +168,7 @@ fn now_ms() -> u64 {
 
 /// Workers and jobs.
 pub struct ClusterState {
-    token: Option<Secret>,
+    credentials: Credentials,
     heartbeat_interval: Duration,
     heartbeat_timeout: Duration,
     workers: BTreeMap<String, WorkerInfo>,
@@ -199,12 +199,12 @@ pub enum SubmitError {
 impl ClusterState {
     /// Empty state.
     pub fn new(
-        token: Option<Secret>,
+        credentials: Credentials,
         heartbeat_interval: Duration,
         heartbeat_timeout: Duration,
     ) -> Self {
         Self {
-            token,
+            credentials,
             heartbeat_interval,
             heartbeat_timeout,
             workers: BTreeMap::new(),
@@ -589,12 +589,12 @@ impl ClusterState {
 /// whether it is alive: one that cannot be reached is declared lost at
 /// once (rather than after the heartbeat timeout), and becomes the cause.
 fn probe_workers(state: &Arc<Mutex<ClusterState>>, addresses: Vec<String>) {
-    let token = lock(state).token.clone();
+    let token = lock(state).credentials.clone();
     for addr in addresses {
         let state = Arc::clone(state);
         let token = token.clone();
         tokio::spawn(async move {
-            if let Err(e) = call_action(&addr, token.as_ref(), cluster::PING, vec![]).await {
+            if let Err(e) = call_action(&addr, &token, cluster::PING, vec![]).await {
                 let cancels = {
                     let mut s = lock(&state);
                     match s.worker_at(&addr) {
@@ -622,7 +622,7 @@ pub fn heartbeat(state: &Arc<Mutex<ClusterState>>, h: Heartbeat) -> bool {
             cancels.push((r.job_id.clone(), addr));
         }
     }
-    let token = s.token.clone();
+    let token = s.credentials.clone();
     drop(s);
     send_cancels(token, cancels);
     true
@@ -632,7 +632,7 @@ pub fn heartbeat(state: &Arc<Mutex<ClusterState>>, h: Heartbeat) -> bool {
 pub fn task_update(state: &Arc<Mutex<ClusterState>>, u: cluster::TaskUpdate) {
     let mut s = lock(state);
     let workers = s.apply_report(&u.worker_id, &u.report);
-    let token = s.token.clone();
+    let token = s.credentials.clone();
     drop(s);
     // A failure next to a dead worker shows up as broken channels first:
     // check the job's workers so the dead one becomes the cause.
@@ -646,7 +646,7 @@ pub fn task_update(state: &Arc<Mutex<ClusterState>>, u: cluster::TaskUpdate) {
     send_cancels(token, cancels);
 }
 
-fn send_cancels(token: Option<Secret>, cancels: Vec<(String, String)>) {
+fn send_cancels(token: Credentials, cancels: Vec<(String, String)>) {
     for (job_id, addr) in cancels {
         let token = token.clone();
         tokio::spawn(async move {
@@ -654,7 +654,7 @@ fn send_cancels(token: Option<Secret>, cancels: Vec<(String, String)>) {
                 job_id: job_id.clone(),
             })
             .unwrap_or_default();
-            if let Err(e) = call_action(&addr, token.as_ref(), cluster::CANCEL, body).await {
+            if let Err(e) = call_action(&addr, &token, cluster::CANCEL, body).await {
                 tracing::warn!("cannot cancel {job_id} on {addr}: {e}");
             }
         });
@@ -675,13 +675,13 @@ pub async fn submit(
                 t.state = TaskState::Deploying;
             }
         }
-        (id, deploys, s.token.clone())
+        (id, deploys, s.credentials.clone())
     };
     let calls = deploys.into_iter().map(|(addr, d)| {
         let token = token.clone();
         async move {
             let body = serde_json::to_vec(&d).map_err(|e| WeirError::plan(e.to_string()))?;
-            call_action(&addr, token.as_ref(), cluster::DEPLOY, body)
+            call_action(&addr, &token, cluster::DEPLOY, body)
                 .await
                 .map(|_| ())
         }
@@ -713,7 +713,7 @@ pub fn cancel(state: &Arc<Mutex<ClusterState>>, job_id: &str) -> Option<JobStatu
     let mut s = lock(state);
     let workers = s.cancel(job_id)?;
     let status = s.jobs.get(job_id).map(|j| j.status)?;
-    let token = s.token.clone();
+    let token = s.credentials.clone();
     drop(s);
     send_cancels(
         token,
@@ -735,7 +735,7 @@ pub async fn monitor_heartbeats(state: Arc<Mutex<ClusterState>>) {
         tokio::time::sleep(period).await;
         let (cancels, token) = {
             let mut s = lock(&state);
-            (s.check_heartbeats(), s.token.clone())
+            (s.check_heartbeats(), s.credentials.clone())
         };
         send_cancels(token, cancels);
     }

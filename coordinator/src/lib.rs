@@ -35,7 +35,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use weir_core::cluster::{self, Heartbeat, HeartbeatReply, RegisterWorker, TaskUpdate};
 use weir_core::{Result, Secret, WeirError};
-use weir_flight::{ActionHandler, FlightNode, TlsPem};
+use weir_flight::{ActionHandler, Credentials, FlightNode, TlsPem};
 
 pub use jobs::{ClusterState, JobStatus};
 pub use weir_core::graph::{ExecutionGraph, JobGraph};
@@ -54,8 +54,12 @@ pub struct CoordinatorOptions {
     pub heartbeat_interval: Duration,
     /// Silence after which a worker is lost.
     pub heartbeat_timeout: Duration,
-    /// TLS for the control endpoint.
+    /// TLS for the control endpoint; workers are then called over TLS too.
     pub tls: Option<TlsPem>,
+    /// The CA (PEM) that signed the workers' certificates; default: the
+    /// coordinator's own certificate (one self-signed certificate for the
+    /// cluster).
+    pub tls_ca: Option<Vec<u8>>,
 }
 
 impl Default for CoordinatorOptions {
@@ -67,6 +71,7 @@ impl Default for CoordinatorOptions {
             heartbeat_interval: Duration::from_millis(1000),
             heartbeat_timeout: Duration::from_millis(10_000),
             tls: None,
+            tls_ca: None,
         }
     }
 }
@@ -120,8 +125,15 @@ impl Coordinator {
             .enable_all()
             .build()
             .map_err(|e| WeirError::Execution(format!("cannot start the coordinator: {e}")))?;
+        let credentials = Credentials {
+            token: options.token.clone(),
+            tls_ca: options
+                .tls
+                .as_ref()
+                .map(|t| Arc::new(options.tls_ca.clone().unwrap_or_else(|| t.cert.clone()))),
+        };
         let state = Arc::new(Mutex::new(ClusterState::new(
-            options.token.clone(),
+            credentials,
             options.heartbeat_interval,
             options.heartbeat_timeout,
         )));

@@ -25,7 +25,9 @@ use tokio::sync::mpsc;
 use tonic::{Request, Response, Status, Streaming};
 use weir_core::channel::{ChannelReceiver, ChannelSender, SendFuture};
 use weir_core::message::StreamMessage;
-use weir_core::{Result, Secret, WeirError};
+use weir_core::{Result, WeirError};
+
+use crate::node::Credentials;
 
 use crate::codec::{MessageEncoder, decode_control};
 
@@ -104,7 +106,7 @@ impl ExchangeServer {
                 // exchange wait on round trips instead of bandwidth.
                 .initial_stream_window_size(Some(STREAM_WINDOW))
                 .initial_connection_window_size(Some(CONNECTION_WINDOW))
-            .max_frame_size(Some(crate::exchange::MAX_FRAME))
+                .max_frame_size(Some(crate::exchange::MAX_FRAME))
                 .tcp_nodelay(true)
                 .add_service(service)
                 .serve_with_incoming(incoming)
@@ -282,19 +284,20 @@ impl FlightChannelSender {
     /// Open channel `id` to the exchange server at `addr`; at most
     /// `capacity` encoded messages wait on this side.
     pub async fn connect(addr: SocketAddr, id: &str, capacity: usize) -> Result<Self> {
-        Self::connect_with_token(addr, id, capacity, None).await
+        Self::connect_with(addr, id, capacity, &Credentials::default()).await
     }
 
-    /// As [`Self::connect`], presenting `token` to a guarded endpoint.
-    pub async fn connect_with_token(
+    /// As [`Self::connect`], presenting the cluster's token and speaking TLS
+    /// when `credentials` say so.
+    pub async fn connect_with(
         addr: SocketAddr,
         id: &str,
         capacity: usize,
-        token: Option<Secret>,
+        credentials: &Credentials,
     ) -> Result<Self> {
-        let endpoint = format!("http://{addr}");
-        let channel = tonic::transport::Endpoint::from_shared(endpoint.clone())
-            .map_err(|e| WeirError::Execution(format!("bad exchange address {endpoint}: {e}")))?
+        let endpoint = addr.to_string();
+        let channel = credentials
+            .endpoint(&endpoint)?
             .initial_stream_window_size(Some(STREAM_WINDOW))
             .initial_connection_window_size(Some(CONNECTION_WINDOW))
             .max_frame_size(Some(crate::exchange::MAX_FRAME))
@@ -304,10 +307,7 @@ impl FlightChannelSender {
             .map_err(|e| {
                 WeirError::Execution(format!("cannot reach the exchange at {endpoint}: {e}"))
             })?;
-        let bearer: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>> = token
-            .map(|t| format!("Bearer {}", t.expose()).parse())
-            .transpose()
-            .map_err(|_| WeirError::Config("the token is not a valid header value".into()))?;
+        let bearer = credentials.bearer()?;
         let mut client =
             FlightServiceClient::with_interceptor(channel, move |mut request: Request<()>| {
                 if let Some(b) = &bearer {
@@ -394,7 +394,7 @@ impl ChannelSender for FlightChannelSender {
 /// A [`FlightChannelSender`] that connects on its first message, from
 /// inside the task that owns it.
 pub struct LazyFlightSender {
-    token: Option<Secret>,
+    credentials: Credentials,
     addr: SocketAddr,
     id: String,
     capacity: usize,
@@ -405,7 +405,7 @@ impl LazyFlightSender {
     /// A sender for channel `id` at `addr`.
     pub fn new(addr: SocketAddr, id: String, capacity: usize) -> Self {
         Self {
-            token: None,
+            credentials: Credentials::default(),
             addr,
             id,
             capacity,
@@ -413,9 +413,9 @@ impl LazyFlightSender {
         }
     }
 
-    /// Present `token` when connecting.
-    pub fn with_token(mut self, token: Option<Secret>) -> Self {
-        self.token = token;
+    /// Connect with the cluster's token and TLS.
+    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = credentials;
         self
     }
 }
@@ -425,11 +425,11 @@ impl ChannelSender for LazyFlightSender {
         Box::pin(async move {
             if self.inner.is_none() {
                 self.inner = Some(
-                    FlightChannelSender::connect_with_token(
+                    FlightChannelSender::connect_with(
                         self.addr,
                         &self.id,
                         self.capacity,
-                        self.token.clone(),
+                        &self.credentials,
                     )
                     .await?,
                 );

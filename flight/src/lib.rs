@@ -18,5 +18,5 @@ pub mod node;
 pub mod sinks;
 
 pub use exchange::{ExchangeServer, FlightChannelSender, LazyFlightSender};
-pub use node::{ActionHandler, FlightNode, call_action};
+pub use node::{ActionHandler, Credentials, FlightNode, call_action};
 pub use sinks::{SinkServer, TlsPem};

@@ -217,17 +217,79 @@ impl FlightService for FlightNode {
     }
 }
 
+/// What a process presents to and expects from the cluster's other Flight
+/// endpoints: the cluster token, and the CA certificate (PEM) that signed
+/// their TLS certificates — with one, every connection is TLS.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    /// Bearer token sent on every call.
+    pub token: Option<Secret>,
+    /// Trusted CA (PEM); `None` speaks plain HTTP/2.
+    pub tls_ca: Option<Arc<Vec<u8>>>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Credentials(token: {}, tls: {})",
+            if self.token.is_some() { "set" } else { "none" },
+            self.tls_ca.is_some()
+        )
+    }
+}
+
+impl Credentials {
+    /// Credentials with `token` and no TLS.
+    pub fn token(token: Option<Secret>) -> Self {
+        Self {
+            token,
+            tls_ca: None,
+        }
+    }
+
+    /// An endpoint for `addr` (`host:port`): `https` with the CA when TLS is
+    /// configured, else `http`.
+    pub fn endpoint(&self, addr: &str) -> Result<tonic::transport::Endpoint> {
+        let scheme = if self.tls_ca.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let mut endpoint = tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}"))
+            .map_err(|e| WeirError::Config(format!("bad address {addr}: {e}")))?;
+        if let Some(ca) = &self.tls_ca {
+            let tls = tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(ca.as_slice()));
+            endpoint = endpoint
+                .tls_config(tls)
+                .map_err(|e| WeirError::Config(format!("TLS towards {addr}: {e}")))?;
+        }
+        Ok(endpoint)
+    }
+
+    /// The `authorization` header value, if a token is set.
+    pub fn bearer(&self) -> Result<Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>> {
+        self.token
+            .as_ref()
+            .map(|t| format!("Bearer {}", t.expose()).parse())
+            .transpose()
+            .map_err(|_| WeirError::Config("the token is not a valid header value".into()))
+    }
+}
+
 /// Call action `kind` on the node at `addr` with a JSON `body`; returns the
 /// reply body. Errors name the address and the action.
 pub async fn call_action(
     addr: &str,
-    token: Option<&Secret>,
+    credentials: &Credentials,
     kind: &str,
     body: Vec<u8>,
 ) -> Result<Bytes> {
     let fail = |m: String| WeirError::Execution(format!("{kind} on {addr}: {m}"));
-    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|e| fail(format!("bad address: {e}")))?
+    let endpoint = credentials
+        .endpoint(addr)
+        .map_err(|e| fail(e.to_string()))?
         .connect_timeout(std::time::Duration::from_secs(5))
         .timeout(std::time::Duration::from_secs(30));
     let channel = endpoint
@@ -239,10 +301,7 @@ pub async fn call_action(
         r#type: kind.to_string(),
         body: body.into(),
     });
-    if let Some(t) = token {
-        let header = format!("Bearer {}", t.expose())
-            .parse()
-            .map_err(|_| fail("the token is not a valid header value".into()))?;
+    if let Some(header) = credentials.bearer()? {
         request.metadata_mut().insert("authorization", header);
     }
     let mut replies = client

@@ -24,7 +24,7 @@ use weir_core::cluster::{
 };
 use weir_core::{Result, Secret, WeirError};
 use weir_flight::{
-    ActionHandler, ExchangeServer, FlightNode, LazyFlightSender, TlsPem, call_action,
+    ActionHandler, Credentials, ExchangeServer, FlightNode, LazyFlightSender, TlsPem, call_action,
 };
 
 use crate::channel::local_channel;
@@ -42,8 +42,12 @@ pub struct WorkerOptions {
     /// The cluster token: required from callers, presented to the
     /// coordinator and to other workers.
     pub token: Option<Secret>,
-    /// Serve the endpoint over TLS with this PEM certificate and key.
+    /// Serve the endpoint over TLS with this PEM certificate and key; the
+    /// coordinator and the other workers are then reached over TLS too.
     pub tls: Option<TlsPem>,
+    /// The CA (PEM) that signed the cluster's certificates; default: the
+    /// worker's own certificate (one self-signed certificate for the cluster).
+    pub tls_ca: Option<Vec<u8>>,
 }
 
 impl WorkerOptions {
@@ -55,6 +59,18 @@ impl WorkerOptions {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             token: None,
             tls: None,
+            tls_ca: None,
+        }
+    }
+
+    /// What this worker presents to the coordinator and other workers.
+    pub fn credentials(&self) -> Credentials {
+        Credentials {
+            token: self.token.clone(),
+            tls_ca: self
+                .tls
+                .as_ref()
+                .map(|t| Arc::new(self.tls_ca.clone().unwrap_or_else(|| t.cert.clone()))),
         }
     }
 }
@@ -71,6 +87,7 @@ struct JobOnWorker {
 
 struct WorkerState {
     options: WorkerOptions,
+    credentials: Credentials,
     address: String,
     worker_id: Mutex<String>,
     exchange: ExchangeServer,
@@ -123,6 +140,7 @@ impl WorkerNode {
                 .await?;
             let state = Arc::new(WorkerState {
                 address: address.to_string(),
+                credentials: options.credentials(),
                 options: options.clone(),
                 worker_id: Mutex::new(String::new()),
                 exchange,
@@ -179,7 +197,7 @@ async fn register(state: &Arc<WorkerState>, timeout: Duration) -> Result<Duratio
     loop {
         match call_action(
             &state.options.coordinator,
-            state.options.token.as_ref(),
+            &state.credentials,
             cluster::REGISTER,
             body.clone(),
         )
@@ -235,7 +253,7 @@ async fn heartbeats(state: Arc<WorkerState>, interval: Duration) {
         };
         match call_action(
             &state.options.coordinator,
-            state.options.token.as_ref(),
+            &state.credentials,
             cluster::HEARTBEAT,
             body,
         )
@@ -272,7 +290,7 @@ fn push_update(state: &Arc<WorkerState>, report: TaskReport) {
         if let Ok(body) = serde_json::to_vec(&update)
             && let Err(e) = call_action(
                 &state2.options.coordinator,
-                state2.options.token.as_ref(),
+                &state2.credentials,
                 cluster::TASK_UPDATE,
                 body,
             )
@@ -307,7 +325,7 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
     let capacity = d.job.config.channel_capacity;
     let job_id = d.job_id.clone();
     let exchange = state.exchange.clone();
-    let token = state.options.token.clone();
+    let credentials = state.credentials.clone();
     let tasks = build_placed_tasks(&d.job, &is_local, &mut |c| {
         let id = format!("{job_id}/{}", c.name);
         Ok(match (c.producer_here, c.consumer_here) {
@@ -319,7 +337,8 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
                 let target: SocketAddr = placement[c.consumer.0][c.consumer.1]
                     .parse()
                     .map_err(|_| WeirError::plan("bad worker address in placement"))?;
-                let tx = LazyFlightSender::new(target, id, capacity).with_token(token.clone());
+                let tx = LazyFlightSender::new(target, id, capacity)
+                    .with_credentials(credentials.clone());
                 (Some(Box::new(tx) as _), None)
             }
             (false, true) => (None, Some(exchange.register(&id, capacity))),
