@@ -595,3 +595,96 @@ fn a_cluster_with_tls_and_a_token_runs_jobs_across_workers() {
     let (_, workers) = cluster.rest("GET", "/v1/workers", "");
     assert_eq!(workers.as_array().unwrap().len(), 2, "{workers}");
 }
+
+/// Every row of the Flight sink `name` served at `endpoint`, followed until
+/// the sink's subtasks there finish.
+async fn read_sink(endpoint: &str, name: &str) -> Vec<RecordBatch> {
+    use futures::TryStreamExt;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{endpoint}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = arrow_flight::FlightClient::new(channel);
+    let infos: Vec<arrow_flight::FlightInfo> = client
+        .list_flights("")
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let info = infos
+        .into_iter()
+        .find(|i| {
+            i.flight_descriptor
+                .as_ref()
+                .is_some_and(|d| d.path == [name])
+        })
+        .unwrap_or_else(|| panic!("{endpoint} lists the sink {name}"));
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    client
+        .do_get(ticket)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
+}
+
+#[test]
+fn a_flight_client_reads_a_running_cluster_jobs_sink_from_its_workers() {
+    use arrow::array::AsArray;
+    use arrow::datatypes::Int64Type;
+    const ROWS: u64 = 40_000;
+    let cluster = Cluster::start(2, 1, None);
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(2);
+    env.configure(|c| c.batch_size = 1000);
+    env.from_source(
+        SourceSpec::Generator(
+            GeneratorSpec::new(Some(ROWS))
+                .column("n", ColumnGen::Sequence)
+                .rate(20_000),
+        ),
+        WatermarkStrategy::no_watermarks(),
+        "numbers",
+    )
+    .unwrap()
+    .sink_to(
+        SinkSpec::Flight {
+            name: "cluster-numbers".into(),
+        },
+        "results",
+    )
+    .unwrap();
+    let job = env.job_graph("flight sink on a cluster").unwrap();
+    let (status, reply) = cluster.rest("POST", "/v1/jobs", &job.to_json().unwrap());
+    assert_eq!(status, 201, "{reply}");
+    let id = reply["job_id"].as_str().unwrap().to_string();
+    let details = cluster.wait_for_status(&id, &["RUNNING"], Duration::from_secs(20));
+    let sinks = details["flight_sinks"].as_array().unwrap();
+    assert_eq!(sinks.len(), 1, "{details:#}");
+    assert_eq!(sinks[0]["name"], "cluster-numbers");
+    let endpoints: Vec<String> = sinks[0]["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(endpoints.len(), 2, "one endpoint per worker: {endpoints:?}");
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut numbers: Vec<i64> = runtime.block_on(async {
+        let reads = endpoints.iter().map(|e| read_sink(e, "cluster-numbers"));
+        futures::future::join_all(reads)
+            .await
+            .into_iter()
+            .flatten()
+            .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+            .collect()
+    });
+    // The reads began while the job ran and followed it to its end.
+    numbers.sort_unstable();
+    assert_eq!(numbers, (0..ROWS as i64).collect::<Vec<_>>());
+    cluster.wait_for_status(&id, &["FINISHED"], Duration::from_secs(20));
+}

@@ -9,7 +9,8 @@ use weir_core::WeirError;
 use weir_core::cluster::{
     self, Cancel, Deploy, Heartbeat, RegisterWorker, Registered, TaskReport, TaskState,
 };
-use weir_core::graph::{JobGraph, TaskMetrics};
+use weir_core::graph::{JobGraph, StreamNodeKind, TaskMetrics};
+use weir_core::spec::SinkSpec;
 use weir_flight::{Credentials, call_action};
 
 /// Status of a job, as Flink names them.
@@ -101,6 +102,15 @@ pub struct VertexInfo {
     pub subtasks: Vec<SubtaskInfo>,
 }
 
+/// Where a job's Flight sink is served.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlightSinkInfo {
+    /// The sink's name (its Flight descriptor path).
+    pub name: String,
+    /// Flight endpoints of the workers holding its subtasks.
+    pub endpoints: Vec<String>,
+}
+
 /// A job known to the coordinator.
 #[derive(Debug, Clone, Serialize)]
 pub struct JobInfo {
@@ -122,6 +132,9 @@ pub struct JobInfo {
     pub vertices: Vec<VertexInfo>,
     /// Status changes with their causes, oldest first.
     pub history: Vec<String>,
+    /// Flight sinks clients can read: name and the worker endpoints serving
+    /// its subtasks (read each with `list_flights` / `do_get`).
+    pub flight_sinks: Vec<FlightSinkInfo>,
     #[serde(skip)]
     graph: Option<JobGraph>,
     #[serde(skip)]
@@ -303,6 +316,7 @@ impl ClusterState {
             ended_at_ms: None,
             vertices: vec![],
             history: vec![format!("{} CREATED: submitted", now_ms())],
+            flight_sinks: vec![],
             graph: None,
             failed_at: None,
         };
@@ -345,6 +359,23 @@ impl ClusterState {
                 (0..v.parallelism)
                     .map(|s| address(&slot_worker[s]))
                     .collect()
+            })
+            .collect();
+        info.flight_sinks = job
+            .vertices
+            .iter()
+            .flat_map(|v| v.nodes.iter().map(move |&n| (v.id, n)))
+            .filter_map(|(v, n)| match &job.nodes[n].kind {
+                StreamNodeKind::Sink(SinkSpec::Flight { name }) => {
+                    let mut endpoints = placement[v].clone();
+                    endpoints.sort();
+                    endpoints.dedup();
+                    Some(FlightSinkInfo {
+                        name: name.clone(),
+                        endpoints,
+                    })
+                }
+                _ => None,
             })
             .collect();
         info.vertices = job
