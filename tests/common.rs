@@ -6,6 +6,7 @@ use arrow::array::{ArrayRef, Int64Array, TimestampMillisecondArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
+use futures::TryStreamExt;
 
 /// Every row of `batches` rendered as text, sorted: a canonical form for
 /// comparing results regardless of batch boundaries and subtask order.
@@ -50,4 +51,40 @@ pub fn event_batch(rows: &[(i64, i64, i64)]) -> RecordBatch {
         )),
     ];
     RecordBatch::try_new(event_schema(), cols).unwrap()
+}
+
+/// The `FlightInfo` that `list_flights` gives for the sink `name`.
+pub async fn listed(
+    client: &mut arrow_flight::FlightClient,
+    name: &str,
+) -> arrow_flight::FlightInfo {
+    let infos: Vec<arrow_flight::FlightInfo> = client
+        .list_flights("")
+        .await
+        .unwrap()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    infos
+        .into_iter()
+        .find(|i| {
+            i.flight_descriptor
+                .as_ref()
+                .is_some_and(|d| d.path == [name])
+        })
+        .unwrap_or_else(|| panic!("the sink {name} is listed"))
+}
+
+/// Every batch `do_get` streams for `ticket`.
+pub async fn read(
+    client: &mut arrow_flight::FlightClient,
+    ticket: arrow_flight::Ticket,
+) -> Vec<RecordBatch> {
+    client
+        .do_get(ticket)
+        .await
+        .unwrap()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap()
 }

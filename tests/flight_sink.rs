@@ -2,10 +2,10 @@
 
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
-use arrow_flight::{FlightClient, FlightInfo, Ticket};
-use futures::TryStreamExt;
+use arrow_flight::{FlightClient, Ticket};
 use weir_core::spec::{ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
 use weir_core::time::WatermarkStrategy;
+use weir_tests::{listed, read};
 
 /// A job writing `n = 0..rows` into the Flight sink `sink`.
 fn numbers_into_sink(env: &weir_core::StreamExecutionEnvironment, rows: u64, sink: &str) {
@@ -20,25 +20,6 @@ fn numbers_into_sink(env: &weir_core::StreamExecutionEnvironment, rows: u64, sin
     .unwrap();
 }
 
-/// The `FlightInfo` that `list_flights` gives for the sink `name`.
-async fn listed(client: &mut FlightClient, name: &str) -> FlightInfo {
-    let infos: Vec<FlightInfo> = client
-        .list_flights("")
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    infos
-        .into_iter()
-        .find(|i| {
-            i.flight_descriptor
-                .as_ref()
-                .is_some_and(|d| d.path == [name])
-        })
-        .unwrap_or_else(|| panic!("the sink {name} is listed"))
-}
-
 /// The error starting a small Flight-sink job configured by `configure`.
 fn start_error(sink: &str, configure: impl FnOnce(&mut weir_core::WeirConfig)) -> String {
     let env = weir_worker::local_environment().unwrap();
@@ -48,17 +29,6 @@ fn start_error(sink: &str, configure: impl FnOnce(&mut weir_core::WeirConfig)) -
         .err()
         .expect("the job must not start")
         .to_string()
-}
-
-/// Every batch `do_get` streams for `ticket`.
-async fn read(client: &mut FlightClient, ticket: Ticket) -> Vec<RecordBatch> {
-    client
-        .do_get(ticket)
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap()
 }
 
 /// A plaintext Flight client of `addr`.
@@ -319,5 +289,5 @@ fn a_malformed_tls_certificate_is_refused_at_start() {
     let err = start_error("flight-sink-tls-malformed", |c| {
         c.sink_tls = Some(weir_core::TlsFiles { cert, key })
     });
-    assert!(err.contains("sink TLS configuration"), "{err}");
+    assert!(err.contains("TLS configuration"), "{err}");
 }

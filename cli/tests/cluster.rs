@@ -599,36 +599,15 @@ fn a_cluster_with_tls_and_a_token_runs_jobs_across_workers() {
 /// Every row of the Flight sink `name` served at `endpoint`, followed until
 /// the sink's subtasks there finish.
 async fn read_sink(endpoint: &str, name: &str) -> Vec<RecordBatch> {
-    use futures::TryStreamExt;
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{endpoint}"))
         .unwrap()
         .connect()
         .await
         .unwrap();
     let mut client = arrow_flight::FlightClient::new(channel);
-    let infos: Vec<arrow_flight::FlightInfo> = client
-        .list_flights("")
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    let info = infos
-        .into_iter()
-        .find(|i| {
-            i.flight_descriptor
-                .as_ref()
-                .is_some_and(|d| d.path == [name])
-        })
-        .unwrap_or_else(|| panic!("{endpoint} lists the sink {name}"));
+    let info = weir_tests::listed(&mut client, name).await;
     let ticket = info.endpoint[0].ticket.clone().unwrap();
-    client
-        .do_get(ticket)
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap()
+    weir_tests::read(&mut client, ticket).await
 }
 
 #[test]

@@ -23,7 +23,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
-use weir_core::{Result, Secret, WeirError};
+use weir_core::{Result, Secret};
 
 use crate::jobs::{self, ClusterState, SubmitError, lock};
 
@@ -55,12 +55,7 @@ pub async fn serve(addr: SocketAddr, state: Shared, token: Option<Secret>) -> Re
             },
         ))
         .with_state(state);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| WeirError::io(addr.to_string(), e))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| WeirError::io(addr.to_string(), e))?;
+    let (listener, bound) = weir_flight::node::bind(addr).await?;
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!("REST API stopped: {e}");

@@ -15,11 +15,7 @@ use std::task::{Context, Poll};
 
 use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
 use arrow_flight::flight_service_client::FlightServiceClient;
-use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
-use arrow_flight::{
-    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
-    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
-};
+use arrow_flight::{FlightData, FlightDescriptor, PutResult};
 use futures::stream::{BoxStream, StreamExt};
 use tokio::sync::mpsc;
 use tonic::{Request, Response, Status, Streaming};
@@ -92,30 +88,9 @@ impl ExchangeServer {
         &self,
         addr: SocketAddr,
     ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-        let listener = tokio::net::TcpListener::bind(addr)
+        crate::node::FlightNode::new(Some(self.clone()), false, None, None)
+            .serve(addr, None, None)
             .await
-            .map_err(|e| WeirError::io(addr.to_string(), e))?;
-        let bound = listener
-            .local_addr()
-            .map_err(|e| WeirError::io(addr.to_string(), e))?;
-        let service = FlightServiceServer::new(self.clone());
-        let incoming = tonic::transport::server::TcpIncoming::from(listener);
-        let handle = tokio::spawn(async move {
-            if let Err(e) = tonic::transport::Server::builder()
-                // Batches are large: small HTTP/2 windows would make the
-                // exchange wait on round trips instead of bandwidth.
-                .initial_stream_window_size(Some(STREAM_WINDOW))
-                .initial_connection_window_size(Some(CONNECTION_WINDOW))
-                .max_frame_size(Some(crate::exchange::MAX_FRAME))
-                .tcp_nodelay(true)
-                .add_service(service)
-                .serve_with_incoming(incoming)
-                .await
-            {
-                tracing::error!("Flight exchange server stopped: {e}");
-            }
-        });
-        Ok((bound, handle))
     }
 }
 
@@ -137,20 +112,15 @@ fn channel_id(descriptor: Option<&FlightDescriptor>) -> std::result::Result<Stri
         .map_err(|_| Status::invalid_argument("channel id is not UTF-8"))
 }
 
-#[tonic::async_trait]
-impl FlightService for ExchangeServer {
-    type HandshakeStream = BoxStream<'static, std::result::Result<HandshakeResponse, Status>>;
-    type ListFlightsStream = BoxStream<'static, std::result::Result<FlightInfo, Status>>;
-    type DoGetStream = BoxStream<'static, std::result::Result<FlightData, Status>>;
-    type DoPutStream = BoxStream<'static, std::result::Result<PutResult, Status>>;
-    type DoActionStream = BoxStream<'static, std::result::Result<arrow_flight::Result, Status>>;
-    type ListActionsStream = BoxStream<'static, std::result::Result<ActionType, Status>>;
-    type DoExchangeStream = BoxStream<'static, std::result::Result<FlightData, Status>>;
-
-    async fn do_put(
+impl ExchangeServer {
+    /// Receive one channel's stream (the node's `do_put`).
+    pub(crate) async fn do_put(
         &self,
         request: Request<Streaming<FlightData>>,
-    ) -> std::result::Result<Response<Self::DoPutStream>, Status> {
+    ) -> std::result::Result<
+        Response<BoxStream<'static, std::result::Result<PutResult, Status>>>,
+        Status,
+    > {
         let mut stream = request.into_inner().peekable();
         let first = std::pin::Pin::new(&mut stream)
             .peek()
@@ -213,61 +183,6 @@ impl FlightService for ExchangeServer {
             }
         }
         Ok(Response::new(futures::stream::empty().boxed()))
-    }
-
-    async fn handshake(
-        &self,
-        _: Request<Streaming<HandshakeRequest>>,
-    ) -> std::result::Result<Response<Self::HandshakeStream>, Status> {
-        Err(Status::unimplemented("handshake"))
-    }
-    async fn list_flights(
-        &self,
-        _: Request<Criteria>,
-    ) -> std::result::Result<Response<Self::ListFlightsStream>, Status> {
-        Err(Status::unimplemented("list_flights"))
-    }
-    async fn get_flight_info(
-        &self,
-        _: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<FlightInfo>, Status> {
-        Err(Status::unimplemented("get_flight_info"))
-    }
-    async fn poll_flight_info(
-        &self,
-        _: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<PollInfo>, Status> {
-        Err(Status::unimplemented("poll_flight_info"))
-    }
-    async fn get_schema(
-        &self,
-        _: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<SchemaResult>, Status> {
-        Err(Status::unimplemented("get_schema"))
-    }
-    async fn do_get(
-        &self,
-        _: Request<Ticket>,
-    ) -> std::result::Result<Response<Self::DoGetStream>, Status> {
-        Err(Status::unimplemented("do_get"))
-    }
-    async fn do_action(
-        &self,
-        _: Request<Action>,
-    ) -> std::result::Result<Response<Self::DoActionStream>, Status> {
-        Err(Status::unimplemented("do_action"))
-    }
-    async fn list_actions(
-        &self,
-        _: Request<Empty>,
-    ) -> std::result::Result<Response<Self::ListActionsStream>, Status> {
-        Err(Status::unimplemented("list_actions"))
-    }
-    async fn do_exchange(
-        &self,
-        _: Request<Streaming<FlightData>>,
-    ) -> std::result::Result<Response<Self::DoExchangeStream>, Status> {
-        Err(Status::unimplemented("do_exchange"))
     }
 }
 

@@ -76,14 +76,13 @@ impl FlightNode {
             let identity = tonic::transport::Identity::from_pem(tls.cert, tls.key);
             builder = builder
                 .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
-                .map_err(|e| WeirError::Config(format!("Flight TLS configuration: {e}")))?;
+                .map_err(|e| {
+                    WeirError::Config(format!(
+                        "Flight TLS configuration (certificate or key unusable): {e}"
+                    ))
+                })?;
         }
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| WeirError::io(addr.to_string(), e))?;
-        let bound = listener
-            .local_addr()
-            .map_err(|e| WeirError::io(addr.to_string(), e))?;
+        let (listener, bound) = bind(addr).await?;
         let incoming = tonic::transport::server::TcpIncoming::from(listener);
         let service = tonic::service::interceptor::InterceptedService::new(
             FlightServiceServer::new(self).max_decoding_message_size(256 * 1024 * 1024),
@@ -100,6 +99,17 @@ impl FlightNode {
         });
         Ok((bound, handle))
     }
+}
+
+/// Listen on `addr` (port 0 picks one); errors name the address.
+pub async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| WeirError::io(addr.to_string(), e))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| WeirError::io(addr.to_string(), e))?;
+    Ok((listener, bound))
 }
 
 fn absent(what: &str) -> Status {

@@ -21,10 +21,9 @@ use std::sync::Arc;
 use arrow::record_batch::RecordBatch;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
-use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
 use arrow_flight::{
-    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightEndpoint, FlightInfo,
-    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+    Criteria, FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest,
+    HandshakeResponse, SchemaResult, Ticket,
 };
 use futures::stream::{BoxStream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
@@ -80,37 +79,9 @@ impl SinkServer {
         token: Option<Secret>,
         tls: Option<TlsPem>,
     ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-        let mut builder = tonic::transport::Server::builder();
-        if let Some(tls) = tls {
-            let identity = tonic::transport::Identity::from_pem(tls.cert, tls.key);
-            builder = builder
-                .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
-                .map_err(|e| WeirError::Config(format!("sink TLS configuration: {e}")))?;
-        }
-        let listener = tokio::net::TcpListener::bind(addr)
+        crate::node::FlightNode::new(None, true, token.clone(), None)
+            .serve(addr, token, tls)
             .await
-            .map_err(|e| WeirError::io(addr.to_string(), e))?;
-        let bound = listener
-            .local_addr()
-            .map_err(|e| WeirError::io(addr.to_string(), e))?;
-        let incoming = tonic::transport::server::TcpIncoming::from(listener);
-        let handle = tokio::spawn(async move {
-            if let Err(e) = builder
-                .add_service(FlightServiceServer::with_interceptor(
-                    SinkServer {
-                        token: token.clone(),
-                    },
-                    move |request: Request<()>| {
-                        authorize(&request, token.as_ref()).map(|_| request)
-                    },
-                ))
-                .serve_with_incoming(incoming)
-                .await
-            {
-                tracing::error!("Flight sink server stopped: {e}");
-            }
-        });
-        Ok((bound, handle))
     }
 }
 
@@ -236,25 +207,20 @@ fn follow(
     .boxed()
 }
 
-#[tonic::async_trait]
-impl FlightService for SinkServer {
-    type HandshakeStream = BoxStream<'static, std::result::Result<HandshakeResponse, Status>>;
-    type ListFlightsStream = BoxStream<'static, std::result::Result<FlightInfo, Status>>;
-    type DoGetStream = BoxStream<'static, std::result::Result<FlightData, Status>>;
-    type DoPutStream = BoxStream<'static, std::result::Result<PutResult, Status>>;
-    type DoActionStream = BoxStream<'static, std::result::Result<arrow_flight::Result, Status>>;
-    type ListActionsStream = BoxStream<'static, std::result::Result<ActionType, Status>>;
-    type DoExchangeStream = BoxStream<'static, std::result::Result<FlightData, Status>>;
-
-    async fn list_flights(
+/// The sink half of a node's Flight service.
+impl SinkServer {
+    pub(crate) async fn list_flights(
         &self,
         _: Request<Criteria>,
-    ) -> std::result::Result<Response<Self::ListFlightsStream>, Status> {
+    ) -> std::result::Result<
+        Response<BoxStream<'static, std::result::Result<FlightInfo, Status>>>,
+        Status,
+    > {
         let infos: Vec<_> = SinkHub::global().list().iter().map(|s| info(s)).collect();
         Ok(Response::new(futures::stream::iter(infos).boxed()))
     }
 
-    async fn get_flight_info(
+    pub(crate) async fn get_flight_info(
         &self,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
@@ -262,10 +228,13 @@ impl FlightService for SinkServer {
         Ok(Response::new(info(&sink)?))
     }
 
-    async fn do_get(
+    pub(crate) async fn do_get(
         &self,
         request: Request<Ticket>,
-    ) -> std::result::Result<Response<Self::DoGetStream>, Status> {
+    ) -> std::result::Result<
+        Response<BoxStream<'static, std::result::Result<FlightData, Status>>>,
+        Status,
+    > {
         let ticket = request.into_inner().ticket;
         let (id, from) = parse_ticket(&ticket)?;
         let sink = SinkHub::global()
@@ -288,10 +257,13 @@ impl FlightService for SinkServer {
         Ok(Response::new(frames.boxed()))
     }
 
-    async fn handshake(
+    pub(crate) async fn handshake(
         &self,
         _: Request<Streaming<HandshakeRequest>>,
-    ) -> std::result::Result<Response<Self::HandshakeStream>, Status> {
+    ) -> std::result::Result<
+        Response<BoxStream<'static, std::result::Result<HandshakeResponse, Status>>>,
+        Status,
+    > {
         // The interceptor has checked the credentials already.
         let reply = futures::stream::iter([Ok(HandshakeResponse::default())]).boxed();
         let mut response = Response::new(reply);
@@ -303,13 +275,7 @@ impl FlightService for SinkServer {
         }
         Ok(response)
     }
-    async fn poll_flight_info(
-        &self,
-        _: Request<FlightDescriptor>,
-    ) -> std::result::Result<Response<PollInfo>, Status> {
-        Err(Status::unimplemented("poll_flight_info"))
-    }
-    async fn get_schema(
+    pub(crate) async fn get_schema(
         &self,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<SchemaResult>, Status> {
@@ -318,30 +284,6 @@ impl FlightService for SinkServer {
         let schema = SchemaResult::try_from(arrow_flight::SchemaAsIpc::new(&sink.schema, &options))
             .map_err(|e| Status::internal(e.to_string()))?;
         Ok(Response::new(schema))
-    }
-    async fn do_put(
-        &self,
-        _: Request<Streaming<FlightData>>,
-    ) -> std::result::Result<Response<Self::DoPutStream>, Status> {
-        Err(Status::unimplemented("sinks are read-only"))
-    }
-    async fn do_action(
-        &self,
-        _: Request<Action>,
-    ) -> std::result::Result<Response<Self::DoActionStream>, Status> {
-        Err(Status::unimplemented("do_action"))
-    }
-    async fn list_actions(
-        &self,
-        _: Request<Empty>,
-    ) -> std::result::Result<Response<Self::ListActionsStream>, Status> {
-        Err(Status::unimplemented("list_actions"))
-    }
-    async fn do_exchange(
-        &self,
-        _: Request<Streaming<FlightData>>,
-    ) -> std::result::Result<Response<Self::DoExchangeStream>, Status> {
-        Err(Status::unimplemented("do_exchange"))
     }
 }
 
