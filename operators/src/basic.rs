@@ -106,6 +106,8 @@ pub struct FilterOperator {
 }
 
 impl Operator for FilterOperator {
+    stateless!();
+
     fn name(&self) -> &str {
         &self.name
     }
@@ -137,6 +139,8 @@ pub struct ProjectOperator {
 }
 
 impl Operator for ProjectOperator {
+    stateless!();
+
     fn name(&self) -> &str {
         &self.name
     }
@@ -159,6 +163,8 @@ pub struct MapBatchesOperator {
 }
 
 impl Operator for MapBatchesOperator {
+    stateless!();
+
     fn name(&self) -> &str {
         &self.name
     }

@@ -10,6 +10,18 @@
 //! operator only reacts to batches and to the watermark it is handed.
 #![warn(missing_docs)]
 
+/// The checkpoint hook of an operator without state: nothing to snapshot.
+macro_rules! stateless {
+    () => {
+        fn snapshot_state(
+            &mut self,
+            _checkpoint: u64,
+        ) -> weir_core::Result<Vec<$crate::StateTable>> {
+            Ok(vec![])
+        }
+    };
+}
+
 pub mod basic;
 pub mod count_window;
 pub mod join;
@@ -142,6 +154,56 @@ pub trait Operator: Send {
     /// Operator-specific counters, reported when the task ends.
     fn metrics(&self) -> Vec<(String, u64)> {
         vec![]
+    }
+
+    /// Snapshot the operator's state at a checkpoint barrier (between two
+    /// batches): named tables whose schemas the operator documents. Stateless
+    /// operators return none. The default refuses, so an operator whose
+    /// state cannot be snapshotted yet declines the checkpoint instead of
+    /// losing state on restore.
+    fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<StateTable>> {
+        Err(WeirError::Execution(format!(
+            "{} does not support checkpoints yet",
+            self.name()
+        )))
+    }
+
+    /// Restore from tables this operator's snapshots wrote — of one subtask,
+    /// or, after a rescale, of every subtask whose key groups overlap this
+    /// one's (rows of other key groups must be ignored).
+    fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
+        if tables.is_empty() {
+            return Ok(());
+        }
+        Err(WeirError::Execution(format!(
+            "{} cannot restore checkpointed state",
+            self.name()
+        )))
+    }
+
+    /// Every task has acknowledged checkpoint `checkpoint`: publish what it
+    /// covers (two-phase-commit sinks).
+    fn notify_checkpoint_complete(&mut self, _checkpoint: u64) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// One named state table of an operator snapshot.
+#[derive(Debug, Clone)]
+pub struct StateTable {
+    /// Table name, unique within the operator (`panes`, `meta`, `pending` …).
+    pub name: String,
+    /// The rows.
+    pub batch: RecordBatch,
+}
+
+impl StateTable {
+    /// A table named `name`.
+    pub fn new(name: impl Into<String>, batch: RecordBatch) -> Self {
+        Self {
+            name: name.into(),
+            batch,
+        }
     }
 }
 

@@ -22,6 +22,7 @@ use weir_core::sinkhub::{SinkBuffer, SinkHub};
 use weir_core::spec::{CollectHandle, SinkSpec};
 use weir_core::{Result, WeirError};
 
+use crate::StateTable;
 use crate::{Operator, OperatorContext, Output};
 
 pub(crate) fn create(
@@ -89,12 +90,32 @@ enum FileWriter {
     Csv(CsvWriter<BufWriter<File>>),
 }
 
-/// Writes one file per subtask, made visible atomically on finish.
+/// Writes the rows of one subtask into files made visible atomically, with
+/// two-phase commit when the job checkpoints:
+///
+/// * rows go to a hidden in-progress file (`.part-SSSS[-N].ext.inprogress`);
+/// * at a checkpoint barrier the file is closed and becomes *pending* — its
+///   name is part of the snapshot (table `pending`);
+/// * when the checkpoint completes, pending files are renamed to
+///   `part-SSSS[-N].ext` (the first file of a subtask has no `-N`);
+/// * on restore, the pending files of the restored checkpoint are committed
+///   and every other in-progress file of the subtask (written after it) is
+///   deleted, so output is exactly once;
+/// * at the end of input the last file is committed directly.
 struct FileSink {
     name: String,
-    tmp_path: PathBuf,
-    final_path: PathBuf,
-    writer: Option<FileWriter>,
+    dir: PathBuf,
+    subtask: usize,
+    format: FileFormat,
+    schema: SchemaRef,
+    /// Sequence number of the next file.
+    seq: u64,
+    /// The open file: (in-progress path, final path, writer).
+    current: Option<(PathBuf, PathBuf, FileWriter)>,
+    /// Closed files awaiting their checkpoint: (checkpoint, in-progress, final).
+    pending: Vec<(u64, PathBuf, PathBuf)>,
+    /// Whether any file was ever committed or is pending.
+    wrote_any: bool,
 }
 
 impl FileSink {
@@ -106,71 +127,73 @@ impl FileSink {
         schema: SchemaRef,
     ) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| WeirError::io(dir.display().to_string(), e))?;
-        let ext = match format {
-            FileFormat::Parquet => "parquet",
-            FileFormat::Csv => "csv",
-        };
-        let final_path = dir.join(format!("part-{subtask:04}.{ext}"));
-        let tmp_path = dir.join(format!(".part-{subtask:04}.{ext}.inprogress"));
-        let file = File::create(&tmp_path)
-            .map_err(|e| WeirError::io(tmp_path.display().to_string(), e))?;
-        let location = tmp_path.display().to_string();
-        let writer = match format {
-            FileFormat::Parquet => {
-                let props = WriterProperties::builder()
-                    .set_compression(Compression::ZSTD(ZstdLevel::default()))
-                    .build();
-                FileWriter::Parquet(
-                    ArrowWriter::try_new(file, schema, Some(props))
-                        .map_err(|e| WeirError::bad_input(location, e.to_string()))?,
-                )
-            }
-            FileFormat::Csv => FileWriter::Csv(
-                arrow::csv::WriterBuilder::new()
-                    .with_header(true)
-                    .build(BufWriter::new(file)),
-            ),
-        };
         Ok(Self {
             name,
-            tmp_path,
-            final_path,
-            writer: Some(writer),
+            dir: dir.to_path_buf(),
+            subtask,
+            format,
+            schema,
+            seq: 0,
+            current: None,
+            pending: Vec::new(),
+            wrote_any: false,
         })
     }
 
-    fn location(&self) -> String {
-        self.tmp_path.display().to_string()
-    }
-}
-
-impl Operator for FileSink {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
-        let location = self.location();
-        match self.writer.as_mut() {
-            Some(FileWriter::Parquet(w)) => w
-                .write(&batch)
-                .map_err(|e| WeirError::bad_input(location, e.to_string())),
-            Some(FileWriter::Csv(w)) => w.write(&batch).map_err(WeirError::from),
-            None => Err(WeirError::Execution(format!(
-                "{}: write after finish",
-                self.name
-            ))),
+    fn ext(&self) -> &'static str {
+        match self.format {
+            FileFormat::Parquet => "parquet",
+            FileFormat::Csv => "csv",
         }
     }
 
-    fn finish(&mut self, _out: &mut dyn Output) -> Result<()> {
-        let location = self.location();
-        match self.writer.take() {
-            Some(FileWriter::Parquet(w)) => {
+    fn open(&mut self) -> Result<&mut FileWriter> {
+        if self.current.is_none() {
+            let (s, ext) = (self.subtask, self.ext());
+            let stem = match self.seq {
+                0 => format!("part-{s:04}"),
+                n => format!("part-{s:04}-{n}"),
+            };
+            self.seq += 1;
+            let final_path = self.dir.join(format!("{stem}.{ext}"));
+            let tmp_path = self.dir.join(format!(".{stem}.{ext}.inprogress"));
+            let file = File::create(&tmp_path)
+                .map_err(|e| WeirError::io(tmp_path.display().to_string(), e))?;
+            let location = tmp_path.display().to_string();
+            let writer = match self.format {
+                FileFormat::Parquet => {
+                    let props = WriterProperties::builder()
+                        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+                        .build();
+                    FileWriter::Parquet(
+                        ArrowWriter::try_new(file, Arc::clone(&self.schema), Some(props))
+                            .map_err(|e| WeirError::bad_input(location, e.to_string()))?,
+                    )
+                }
+                FileFormat::Csv => FileWriter::Csv(
+                    arrow::csv::WriterBuilder::new()
+                        .with_header(true)
+                        .build(BufWriter::new(file)),
+                ),
+            };
+            self.current = Some((tmp_path, final_path, writer));
+            self.wrote_any = true;
+        }
+        Ok(&mut self.current.as_mut().expect("opened above").2)
+    }
+
+    /// Close the open file (flushed and synced); returns its paths.
+    fn close(&mut self) -> Result<Option<(PathBuf, PathBuf)>> {
+        let Some((tmp, fin, writer)) = self.current.take() else {
+            return Ok(None);
+        };
+        let location = tmp.display().to_string();
+        match writer {
+            FileWriter::Parquet(w) => {
                 w.close()
                     .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
             }
-            Some(FileWriter::Csv(w)) => {
+            FileWriter::Csv(w) => {
                 let mut inner = w.into_inner();
                 inner
                     .flush()
@@ -180,10 +203,160 @@ impl Operator for FileSink {
                     .sync_all()
                     .map_err(|e| WeirError::io(location.clone(), e))?;
             }
-            None => return Ok(()),
         }
-        std::fs::rename(&self.tmp_path, &self.final_path)
-            .map_err(|e| WeirError::io(self.final_path.display().to_string(), e))
+        Ok(Some((tmp, fin)))
+    }
+
+    /// Publish a closed file; already published (a restore committing it
+    /// again) is fine.
+    fn publish(tmp: &Path, fin: &Path) -> Result<()> {
+        match std::fs::rename(tmp, fin) {
+            Ok(()) => Ok(()),
+            Err(_) if fin.exists() && !tmp.exists() => Ok(()),
+            Err(e) => Err(WeirError::io(fin.display().to_string(), e)),
+        }
+    }
+
+    fn pending_schema() -> SchemaRef {
+        use arrow::datatypes::{DataType, Field, Schema};
+        Arc::new(Schema::new(vec![
+            Field::new("subtask", DataType::UInt64, false),
+            Field::new("checkpoint", DataType::UInt64, false),
+            Field::new("in_progress", DataType::Utf8, false),
+            Field::new("final", DataType::Utf8, false),
+            Field::new("next_seq", DataType::UInt64, false),
+        ]))
+    }
+}
+
+impl Operator for FileSink {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
+        match self.open()? {
+            FileWriter::Parquet(w) => w.write(&batch).map_err(|e| {
+                WeirError::bad_input(
+                    format!("{}: {}", self.name, self.dir.display()),
+                    e.to_string(),
+                )
+            }),
+            FileWriter::Csv(w) => w.write(&batch).map_err(WeirError::from),
+        }
+    }
+
+    fn finish(&mut self, _out: &mut dyn Output) -> Result<()> {
+        if !self.wrote_any {
+            // An empty result is still a file (with the schema or header).
+            self.open()?;
+        }
+        if let Some((tmp, fin)) = self.close()? {
+            Self::publish(&tmp, &fin)?;
+        }
+        for (_, tmp, fin) in std::mem::take(&mut self.pending) {
+            Self::publish(&tmp, &fin)?;
+        }
+        Ok(())
+    }
+
+    /// Table `pending`: one row per file awaiting its checkpoint
+    /// (`subtask`, `checkpoint`, `in_progress` path, `final` path,
+    /// `next_seq`); a subtask with none writes one row with empty paths so
+    /// its file sequence survives.
+    fn snapshot_state(&mut self, checkpoint: u64) -> Result<Vec<StateTable>> {
+        if let Some((tmp, fin)) = self.close()? {
+            self.pending.push((checkpoint, tmp, fin));
+        }
+        let mut rows: Vec<(u64, String, String)> = self
+            .pending
+            .iter()
+            .map(|(c, t, f)| (*c, t.display().to_string(), f.display().to_string()))
+            .collect();
+        if rows.is_empty() {
+            rows.push((checkpoint, String::new(), String::new()));
+        }
+        let n = rows.len();
+        let batch = RecordBatch::try_new(
+            Self::pending_schema(),
+            vec![
+                Arc::new(arrow::array::UInt64Array::from(vec![
+                    self.subtask as u64;
+                    n
+                ])),
+                Arc::new(arrow::array::UInt64Array::from_iter_values(
+                    rows.iter().map(|r| r.0),
+                )),
+                Arc::new(arrow::array::StringArray::from_iter_values(
+                    rows.iter().map(|r| &r.1),
+                )),
+                Arc::new(arrow::array::StringArray::from_iter_values(
+                    rows.iter().map(|r| &r.2),
+                )),
+                Arc::new(arrow::array::UInt64Array::from(vec![self.seq; n])),
+            ],
+        )?;
+        Ok(vec![StateTable::new("pending", batch)])
+    }
+
+    fn notify_checkpoint_complete(&mut self, checkpoint: u64) -> Result<()> {
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|(c, _, _)| *c <= checkpoint);
+        self.pending = waiting;
+        for (_, tmp, fin) in done {
+            Self::publish(&tmp, &fin)?;
+        }
+        Ok(())
+    }
+
+    fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
+        use arrow::array::AsArray;
+        use arrow::datatypes::UInt64Type;
+        let mut committed = std::collections::HashSet::new();
+        for t in tables.iter().filter(|t| t.name == "pending") {
+            let b = &t.batch;
+            let malformed =
+                || WeirError::Execution(format!("{}: malformed pending state", self.name));
+            let subtask = b
+                .column(0)
+                .as_primitive_opt::<UInt64Type>()
+                .ok_or_else(malformed)?;
+            let tmp = b.column(2).as_string_opt::<i32>().ok_or_else(malformed)?;
+            let fin = b.column(3).as_string_opt::<i32>().ok_or_else(malformed)?;
+            let next = b
+                .column(4)
+                .as_primitive_opt::<UInt64Type>()
+                .ok_or_else(malformed)?;
+            for row in 0..b.num_rows() {
+                if subtask.value(row) == self.subtask as u64 {
+                    self.seq = self.seq.max(next.value(row));
+                }
+                if tmp.value(row).is_empty() {
+                    continue;
+                }
+                // The checkpoint completed: its pending files are part of
+                // the output, whoever restores them.
+                Self::publish(Path::new(tmp.value(row)), Path::new(fin.value(row)))?;
+                committed.insert(fin.value(row).to_string());
+                self.wrote_any = true;
+            }
+        }
+        // Files written after the restored checkpoint are not part of it.
+        let prefix = format!(".part-{:04}", self.subtask);
+        let entries = std::fs::read_dir(&self.dir)
+            .map_err(|e| WeirError::io(self.dir.display().to_string(), e))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            let own = name
+                .strip_prefix(&prefix)
+                .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('-'));
+            if own && name.ends_with(".inprogress") {
+                std::fs::remove_file(entry.path())
+                    .map_err(|e| WeirError::io(entry.path().display().to_string(), e))?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -194,6 +367,8 @@ struct PrintSink {
 }
 
 impl Operator for PrintSink {
+    stateless!();
+
     fn name(&self) -> &str {
         &self.name
     }
@@ -225,6 +400,8 @@ struct BlackholeSink {
 }
 
 impl Operator for BlackholeSink {
+    stateless!();
+
     fn name(&self) -> &str {
         &self.name
     }
@@ -243,6 +420,8 @@ struct ThrottledSink {
 }
 
 impl Operator for ThrottledSink {
+    stateless!();
+
     fn name(&self) -> &str {
         &self.name
     }
@@ -267,6 +446,8 @@ struct CollectSink {
 }
 
 impl Operator for CollectSink {
+    stateless!();
+
     fn name(&self) -> &str {
         &self.name
     }
@@ -284,6 +465,8 @@ struct FlightSink {
 }
 
 impl Operator for FlightSink {
+    stateless!();
+
     fn name(&self) -> &str {
         &self.name
     }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, AsArray, BooleanArray, TimestampMillisecondArray};
 use arrow::buffer::BooleanBuffer;
 use arrow::compute::{filter, filter_record_batch};
-use arrow::datatypes::{DataType, SchemaRef, TimeUnit, TimestampMillisecondType};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit, TimestampMillisecondType};
 use arrow::record_batch::RecordBatch;
 use datafusion_common::ScalarValue;
 use datafusion_expr::{EmitTo, GroupsAccumulator};
@@ -42,7 +42,7 @@ use weir_core::time::{Trigger, WindowAssigner, tumbling_window_start};
 use weir_core::{Result, WeirError};
 
 use crate::process::now_ms;
-use crate::{LateRecords, Operator, OperatorContext, Output};
+use crate::{LateRecords, Operator, OperatorContext, Output, StateTable};
 
 /// Keys and accumulators of one set of groups.
 pub(crate) struct Accumulation {
@@ -147,6 +147,33 @@ impl Aggregates {
         self.key_indices
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))
+            .collect()
+    }
+
+    /// The schema of a pane snapshot: `pane_start`, the key columns, then
+    /// every accumulator's intermediate state columns, named `a{i}_{field}`.
+    pub(crate) fn snapshot_schema(&self) -> Result<SchemaRef> {
+        let mut fields = vec![Field::new("pane_start", DataType::Int64, false)];
+        fields.extend(self.key_schema.fields().iter().map(|f| f.as_ref().clone()));
+        for (i, f) in self.functions.iter().enumerate() {
+            for state in f.state_fields()? {
+                fields.push(
+                    state
+                        .as_ref()
+                        .clone()
+                        .with_name(format!("a{i}_{}", state.name()))
+                        .with_nullable(true),
+                );
+            }
+        }
+        Ok(Arc::new(Schema::new(fields)))
+    }
+
+    /// Number of state columns of each accumulator.
+    pub(crate) fn state_widths(&self) -> Result<Vec<usize>> {
+        self.functions
+            .iter()
+            .map(|f| Ok(f.state_fields()?.len()))
             .collect()
     }
 
@@ -259,6 +286,8 @@ pub struct WindowAggregateOperator {
     early_firings: u64,
     late_updates: u64,
     state_bytes_max: u64,
+    key_groups: weir_core::keys::KeyGroupRange,
+    max_parallelism: u32,
 }
 
 impl WindowAggregateOperator {
@@ -305,6 +334,8 @@ impl WindowAggregateOperator {
             early_firings: 0,
             late_updates: 0,
             state_bytes_max: 0,
+            key_groups: ctx.key_groups,
+            max_parallelism: ctx.config.max_parallelism,
         })
     }
 
@@ -790,6 +821,113 @@ impl Operator for WindowAggregateOperator {
         Ok(())
     }
 
+    /// Tables: `panes` (see [`Aggregates::snapshot_schema`]: one row per
+    /// (pane, key) with the accumulators' intermediate state) and `meta`
+    /// (`watermark`: the operator's event-time clock at the barrier).
+    fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<StateTable>> {
+        if matches!(self.trigger, Trigger::Count { .. }) {
+            return Err(WeirError::Execution(format!(
+                "{}: count-triggered windows do not support checkpoints yet",
+                self.name
+            )));
+        }
+        self.freeze_range(i64::MIN, i64::MAX)?;
+        let schema = self.aggregates.snapshot_schema()?;
+        let mut parts = Vec::new();
+        for (&start, pane) in &self.panes {
+            for f in &pane.frozen {
+                let rows = f.keys.first().map_or(0, |k| k.len());
+                let mut columns: Vec<ArrayRef> =
+                    vec![Arc::new(arrow::array::Int64Array::from(vec![start; rows]))];
+                columns.extend(f.keys.iter().cloned());
+                columns.extend(f.states.iter().flatten().cloned());
+                parts.push(RecordBatch::try_new(Arc::clone(&schema), columns)?);
+            }
+        }
+        let panes = arrow::compute::concat_batches(&schema, &parts)?;
+        let meta = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new(
+                "watermark",
+                DataType::Int64,
+                false,
+            )])),
+            vec![Arc::new(arrow::array::Int64Array::from(vec![
+                self.watermark,
+            ]))],
+        )?;
+        Ok(vec![
+            StateTable::new("panes", panes),
+            StateTable::new("meta", meta),
+        ])
+    }
+
+    fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
+        let widths = self.aggregates.state_widths()?;
+        let keys = self.aggregates.key_schema().fields().len();
+        let mut watermark = None::<i64>;
+        for table in tables {
+            let batch = table.batch;
+            match table.name.as_str() {
+                "meta" => {
+                    let w = batch
+                        .column_by_name("watermark")
+                        .and_then(|c| c.as_primitive_opt::<arrow::datatypes::Int64Type>())
+                        .ok_or_else(|| {
+                            WeirError::Execution(format!("{}: malformed meta state", self.name))
+                        })?;
+                    for v in w.values() {
+                        watermark = Some(watermark.map_or(*v, |m| m.min(*v)));
+                    }
+                }
+                "panes" => {
+                    if batch.num_columns() != 1 + keys + widths.iter().sum::<usize>() {
+                        return Err(WeirError::Execution(format!(
+                            "{}: pane state has {} columns, this window needs {}",
+                            self.name,
+                            batch.num_columns(),
+                            1 + keys + widths.iter().sum::<usize>()
+                        )));
+                    }
+                    let batch = self.own_key_groups(batch, keys)?;
+                    let starts = batch
+                        .column(0)
+                        .as_primitive_opt::<arrow::datatypes::Int64Type>()
+                        .ok_or_else(|| {
+                            WeirError::Execution(format!("{}: malformed pane state", self.name))
+                        })?
+                        .values()
+                        .to_vec();
+                    split_by(&batch, &starts, |start, part| {
+                        let mut at = 1 + keys;
+                        let states = widths
+                            .iter()
+                            .map(|&w| {
+                                let s = part.columns()[at..at + w].to_vec();
+                                at += w;
+                                s
+                            })
+                            .collect();
+                        self.panes.entry(start).or_default().frozen.push(Frozen {
+                            keys: part.columns()[1..1 + keys].to_vec(),
+                            states,
+                        });
+                        Ok::<_, WeirError>(())
+                    })?;
+                }
+                other => {
+                    return Err(WeirError::Execution(format!(
+                        "{}: unknown state table '{other}'",
+                        self.name
+                    )));
+                }
+            }
+        }
+        if let Some(w) = watermark {
+            self.watermark = w;
+        }
+        Ok(())
+    }
+
     fn metrics(&self) -> Vec<(String, u64)> {
         vec![
             ("windows_fired".into(), self.windows_fired),
@@ -802,6 +940,26 @@ impl Operator for WindowAggregateOperator {
 }
 
 impl WindowAggregateOperator {
+    /// The rows of a restored pane table whose keys fall in this subtask's
+    /// key groups (all of them unless the job was rescaled).
+    fn own_key_groups(&self, batch: RecordBatch, keys: usize) -> Result<RecordBatch> {
+        if self.aggregates.key_indices.is_empty() {
+            return Ok(batch);
+        }
+        let mut groups = Vec::new();
+        weir_core::keys::key_groups(
+            &batch.columns()[1..1 + keys],
+            self.max_parallelism,
+            &mut Vec::new(),
+            &mut groups,
+        )?;
+        let mask: BooleanArray = groups
+            .iter()
+            .map(|g| Some(self.key_groups.contains(*g)))
+            .collect();
+        Ok(filter_record_batch(&batch, &mask)?)
+    }
+
     /// Time (the watermark, or the clock for processing-time windows)
     /// advanced to `time`: fire the windows it completes, drop expired panes.
     fn advance(&mut self, time: i64, out: &mut dyn Output) -> Result<()> {

@@ -177,7 +177,8 @@ impl CheckpointStorage {
         };
         let mut buf = Vec::new();
         {
-            let mut writer = ArrowWriter::try_new(&mut buf, batch.schema(), None).map_err(encode)?;
+            let mut writer =
+                ArrowWriter::try_new(&mut buf, batch.schema(), None).map_err(encode)?;
             writer.write(batch).map_err(encode)?;
             writer.close().map_err(encode)?;
         }
@@ -207,10 +208,7 @@ impl CheckpointStorage {
             .await
             .map_err(storage_error(format!("read {}", table.path)))?;
         let bad = |e: &dyn std::fmt::Display| {
-            WeirError::Execution(format!(
-                "checkpoint file {} is damaged: {e}",
-                table.path
-            ))
+            WeirError::Execution(format!("checkpoint file {} is damaged: {e}", table.path))
         };
         let reader = ParquetRecordBatchReaderBuilder::try_new(data)
             .map_err(|e| bad(&e))?
@@ -289,7 +287,10 @@ impl CheckpointStorage {
     pub async fn delete(&self, id: u64) -> Result<()> {
         use futures::TryStreamExt;
         let prefix = self.path(&format!("chk-{id}"));
-        let _ = self.store.delete(&self.path(&format!("chk-{id}/_metadata"))).await;
+        let _ = self
+            .store
+            .delete(&self.path(&format!("chk-{id}/_metadata")))
+            .await;
         let files: Vec<_> = self
             .store
             .list(Some(&prefix))
@@ -332,7 +333,10 @@ mod tests {
 
     async fn round_trip(storage: CheckpointStorage) {
         let range = KeyGroupRange { start: 0, end: 64 };
-        let table = storage.write_table(1, "win", "panes", 0, range, &batch()).await.unwrap();
+        let table = storage
+            .write_table(1, "win", "panes", 0, range, &batch())
+            .await
+            .unwrap();
         assert_eq!(storage.completed().await.unwrap(), Vec::<u64>::new());
         let manifest = Manifest {
             job_name: "j".into(),
@@ -353,7 +357,10 @@ mod tests {
         assert_eq!(storage.completed().await.unwrap(), vec![1]);
         assert_eq!(storage.manifest(1).await.unwrap(), manifest);
         assert_eq!(storage.read_table(&table).await.unwrap(), batch());
-        storage.write_table(2, "win", "panes", 0, range, &batch()).await.unwrap();
+        storage
+            .write_table(2, "win", "panes", 0, range, &batch())
+            .await
+            .unwrap();
         let mut m2 = manifest.clone();
         m2.checkpoint_id = 2;
         storage.commit(&m2).await.unwrap();
@@ -381,12 +388,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let storage = CheckpointStorage::open(dir.path().to_str().unwrap()).unwrap();
         let range = KeyGroupRange { start: 0, end: 8 };
-        let table = storage.write_table(3, "op", "s", 1, range, &batch()).await.unwrap();
+        let table = storage
+            .write_table(3, "op", "s", 1, range, &batch())
+            .await
+            .unwrap();
         let file = dir.path().join(&table.path);
         let data = std::fs::read(&file).unwrap();
         std::fs::write(&file, &data[..data.len() / 2]).unwrap();
         let err = storage.read_table(&table).await.unwrap_err().to_string();
-        assert!(err.contains("chk-3/op/s-kg0-8-s1.parquet is damaged"), "{err}");
+        assert!(
+            err.contains("chk-3/op/s-kg0-8-s1.parquet is damaged"),
+            "{err}"
+        );
         std::fs::write(dir.path().join("chk-3/_metadata"), "{ not json").unwrap();
         let err = storage.manifest(3).await.unwrap_err().to_string();
         assert!(err.contains("chk-3/_metadata is corrupt"), "{err}");

@@ -3,11 +3,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray, TimestampMillisecondArray};
+use arrow::array::{
+    ArrayRef, Float64Array, Int64Array, StringArray, TimestampMillisecondArray, UInt64Array,
+};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use weir_core::Result;
 use weir_core::spec::{ColumnGen, GeneratorSpec};
+use weir_core::{Result, WeirError};
 
 use super::{Source, SourcePoll};
 use crate::OperatorContext;
@@ -136,7 +138,67 @@ fn generate_column(g: &ColumnGen, seed: u64, from: u64, to: u64) -> ArrayRef {
     }
 }
 
+fn position_schema() -> arrow::datatypes::SchemaRef {
+    use arrow::datatypes::{DataType, Field, Schema};
+    Arc::new(Schema::new(
+        [
+            "subtask",
+            "parallelism",
+            "chunk",
+            "offset_in_chunk",
+            "emitted",
+        ]
+        .map(|n| Field::new(n, DataType::UInt64, false))
+        .to_vec(),
+    ))
+}
+
 impl Source for GeneratorSource {
+    /// One row: `subtask`, `parallelism`, the next `chunk` and
+    /// `offset_in_chunk`, and the events `emitted` so far (the rate limit
+    /// continues from there).
+    fn snapshot_position(&mut self) -> Result<RecordBatch> {
+        let value = |v: u64| -> arrow::array::ArrayRef { Arc::new(UInt64Array::from(vec![v])) };
+        Ok(RecordBatch::try_new(
+            position_schema(),
+            vec![
+                value(self.chunk % self.parallelism),
+                value(self.parallelism),
+                value(self.chunk),
+                value(self.offset_in_chunk),
+                value(self.emitted),
+            ],
+        )?)
+    }
+
+    fn restore_position(&mut self, positions: Vec<RecordBatch>) -> Result<()> {
+        let mine = self.chunk % self.parallelism;
+        for batch in positions {
+            let col = |n: &str| -> Result<&UInt64Array> {
+                batch
+                    .column_by_name(n)
+                    .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+                    .ok_or_else(|| WeirError::Execution(format!("generator position lacks '{n}'")))
+            };
+            let (subtask, parallelism) = (col("subtask")?, col("parallelism")?);
+            for row in 0..batch.num_rows() {
+                if parallelism.value(row) != self.parallelism {
+                    return Err(WeirError::Execution(format!(
+                        "the generator was checkpointed at parallelism {} and cannot resume at {}",
+                        parallelism.value(row),
+                        self.parallelism
+                    )));
+                }
+                if subtask.value(row) == mine {
+                    self.chunk = col("chunk")?.value(row);
+                    self.offset_in_chunk = col("offset_in_chunk")?.value(row);
+                    self.emitted = col("emitted")?.value(row);
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn poll_next(&mut self) -> Result<SourcePoll> {
         let chunk_start = self.chunk * self.batch_size;
         let chunk_end = match self.spec.num_events {

@@ -37,6 +37,22 @@ pub enum SourcePoll {
 pub trait Source: Send {
     /// Next batch, a wait hint, or the end. Errors name the file and position.
     fn poll_next(&mut self) -> Result<SourcePoll>;
+
+    /// Where the source stands, for a checkpoint: restoring it makes the
+    /// source continue with exactly the next record. The default refuses,
+    /// declining the checkpoint.
+    fn snapshot_position(&mut self) -> Result<RecordBatch> {
+        Err(WeirError::Execution(
+            "this source does not support checkpoints yet".into(),
+        ))
+    }
+
+    /// Continue from positions this source's snapshots wrote.
+    fn restore_position(&mut self, _positions: Vec<RecordBatch>) -> Result<()> {
+        Err(WeirError::Execution(
+            "this source cannot restore a checkpointed position".into(),
+        ))
+    }
 }
 
 /// Instantiate the source of a stream node for one subtask.
