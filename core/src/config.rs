@@ -80,6 +80,45 @@ pub struct WeirConfig {
     /// Default none (plain HTTP/2). `WEIR_SINK_TLS_CERT` and
     /// `WEIR_SINK_TLS_KEY`, both or neither.
     pub sink_tls: Option<TlsFiles>,
+    /// Checkpoint every this long (Flink's `execution.checkpointing.interval`).
+    /// Default none: no checkpoints. `WEIR_CHECKPOINT_INTERVAL_MS`.
+    #[serde(default)]
+    pub checkpoint_interval: Option<Duration>,
+    /// Where checkpoints go: a `file://` URL or path, or `memory://`. Each run
+    /// writes under its own `{job}-{start ms}` folder. Default
+    /// `{temp dir}/weir-checkpoints`. `WEIR_CHECKPOINT_DIR`.
+    #[serde(default)]
+    pub checkpoint_dir: Option<String>,
+    /// A checkpoint not completed within this is abandoned. Default 10 min.
+    #[serde(default = "default_checkpoint_timeout")]
+    pub checkpoint_timeout: Duration,
+    /// Completed checkpoints kept (`checkpoint.retained`). Default 3.
+    #[serde(default = "default_retained")]
+    pub checkpoint_retained: usize,
+    /// Restarts after a failure (fixed-delay strategy) when the job
+    /// checkpoints; each resumes from the latest completed checkpoint.
+    /// Default 3. `WEIR_RESTART_ATTEMPTS`.
+    #[serde(default = "default_restart_attempts")]
+    pub restart_attempts: u32,
+    /// Wait before a restart. Default 1 s. `WEIR_RESTART_DELAY_MS`.
+    #[serde(default = "default_restart_delay")]
+    pub restart_delay: Duration,
+}
+
+fn default_checkpoint_timeout() -> Duration {
+    Duration::from_secs(600)
+}
+
+fn default_retained() -> usize {
+    3
+}
+
+fn default_restart_attempts() -> u32 {
+    3
+}
+
+fn default_restart_delay() -> Duration {
+    Duration::from_secs(1)
 }
 
 /// A PEM certificate chain and its private key.
@@ -146,6 +185,12 @@ impl Default for WeirConfig {
             sink_token: None,
             sink_retention: SinkRetention::default(),
             sink_tls: None,
+            checkpoint_interval: None,
+            checkpoint_dir: None,
+            checkpoint_timeout: default_checkpoint_timeout(),
+            checkpoint_retained: default_retained(),
+            restart_attempts: default_restart_attempts(),
+            restart_delay: default_restart_delay(),
         }
     }
 }
@@ -178,6 +223,18 @@ impl WeirConfig {
         }
         if let Some(v) = parse_env::<u64>("WEIR_WATERMARK_INTERVAL_MS")? {
             self.watermark_interval = Duration::from_millis(v);
+        }
+        if let Some(v) = parse_env::<u64>("WEIR_CHECKPOINT_INTERVAL_MS")? {
+            self.checkpoint_interval = Some(Duration::from_millis(v));
+        }
+        if let Ok(v) = std::env::var("WEIR_CHECKPOINT_DIR") {
+            self.checkpoint_dir = Some(v);
+        }
+        if let Some(v) = parse_env("WEIR_RESTART_ATTEMPTS")? {
+            self.restart_attempts = v;
+        }
+        if let Some(v) = parse_env::<u64>("WEIR_RESTART_DELAY_MS")? {
+            self.restart_delay = Duration::from_millis(v);
         }
         if let Some(v) = parse_env("WEIR_CHANNEL_CAPACITY")? {
             self.channel_capacity = v;
@@ -254,6 +311,11 @@ impl WeirConfig {
         }
         if self.default_parallelism == 0 {
             return Err(WeirError::Config("parallelism must be at least 1".into()));
+        }
+        if self.checkpoint_interval.is_some_and(|i| i.is_zero()) {
+            return Err(WeirError::Config(
+                "checkpoint_interval must be positive".into(),
+            ));
         }
         if self.channel_capacity == 0 {
             return Err(WeirError::Config(

@@ -545,7 +545,25 @@ impl WindowAggregateOperator {
                 break;
             }
             let pane = entry.remove();
-            let Some(mut live) = pane.live else { continue };
+            let mut live = if pane.frozen.is_empty() {
+                let Some(live) = pane.live else { continue };
+                live
+            } else {
+                // A checkpoint froze part of the pane: merge it back.
+                let mut parts = pane.frozen;
+                if let Some(mut l) = pane.live {
+                    let keys = l.groups.emit(EmitTo::All)?;
+                    let states = l
+                        .accumulators
+                        .iter_mut()
+                        .map(|a| a.state(EmitTo::All))
+                        .collect::<datafusion_common::Result<Vec<_>>>()?;
+                    if keys.first().is_some_and(|k| !k.is_empty()) {
+                        parts.push(Frozen { keys, states });
+                    }
+                }
+                self.merge_parts(parts.iter(), None)?.0
+            };
             self.windows_fired += 1;
             let keys = live.groups.emit(EmitTo::All)?;
             let values = live

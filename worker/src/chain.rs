@@ -4,7 +4,7 @@ use arrow::record_batch::RecordBatch;
 use weir_core::Result;
 use weir_core::graph::OperatorMetrics;
 use weir_core::message::Watermark;
-use weir_operators::{Operator, Output};
+use weir_operators::{Operator, Output, StateTable};
 
 struct ChainedOperator {
     operator: Box<dyn Operator>,
@@ -114,6 +114,30 @@ impl OperatorChain {
                 position: 0,
             },
         )
+    }
+
+    /// Snapshot every operator for checkpoint `checkpoint`, head first.
+    pub fn snapshot(&mut self, checkpoint: u64) -> Result<Vec<Vec<StateTable>>> {
+        self.operators
+            .iter_mut()
+            .map(|o| o.operator.snapshot_state(checkpoint))
+            .collect()
+    }
+
+    /// Restore every operator (head first) from its tables.
+    pub fn restore(&mut self, states: Vec<Vec<StateTable>>) -> Result<()> {
+        for (o, tables) in self.operators.iter_mut().zip(states) {
+            o.operator.restore_state(tables)?;
+        }
+        Ok(())
+    }
+
+    /// Checkpoint `checkpoint` completed everywhere.
+    pub fn notify_checkpoint_complete(&mut self, checkpoint: u64) -> Result<()> {
+        for o in &mut self.operators {
+            o.operator.notify_checkpoint_complete(checkpoint)?;
+        }
+        Ok(())
     }
 
     /// Push a batch through the chain; output batches land in `tail`.

@@ -41,19 +41,32 @@ impl JobExecutor for LocalExecutor {
         let cancelled = Arc::new(AtomicBool::new(false));
         let name = job.job_name.clone();
         let sinks = SinkHost::start_if_needed(&job)?;
-        let (tasks, host) = build_tasks(&job)?;
-        let watermarks = tasks
-            .iter()
-            .map(|(t, _)| (t.name.clone(), Arc::clone(&t.watermark)))
-            .collect();
         let signal = Arc::clone(&cancel);
+        let (watermarks, run): (Vec<_>, Box<dyn FnOnce() -> Result<JobResult> + Send>) =
+            if checkpoints_enabled(&job) {
+                // Tasks are rebuilt on every restart: no fixed watermarks.
+                (
+                    vec![],
+                    Box::new(move || crate::recovery::run_checkpointed(job, Some(signal))),
+                )
+            } else {
+                let (tasks, host) = build_tasks(&job)?;
+                let watermarks = tasks
+                    .iter()
+                    .map(|(t, _)| (t.name.clone(), Arc::clone(&t.watermark)))
+                    .collect();
+                (
+                    watermarks,
+                    Box::new(move || {
+                        let result = run_tasks(job, tasks, signal);
+                        drop(host);
+                        result
+                    }),
+                )
+            };
         let thread = std::thread::Builder::new()
             .name(format!("weir job: {name}").chars().take(60).collect())
-            .spawn(move || {
-                let result = run_tasks(job, tasks, signal);
-                drop(host);
-                result
-            })
+            .spawn(run)
             .map_err(|e| WeirError::Execution(format!("cannot start job thread: {e}")))?;
         Ok(Box::new(LocalJob {
             name,
@@ -121,11 +134,20 @@ impl JobClient for LocalJob {
     }
 }
 
+/// Whether `job` checkpoints (streaming jobs with an interval set).
+pub fn checkpoints_enabled(job: &JobGraph) -> bool {
+    job.config.checkpoint_interval.is_some()
+        && job.config.runtime_mode == weir_core::config::RuntimeMode::Streaming
+}
+
 /// Build every task of `job` and run each on its own thread (as Flink runs
 /// each task on its own thread: a blocking user function or a slow sink
 /// stalls only its own task, and back-pressure does the rest). The first
 /// failure cancels every other task; the root cause is returned.
 pub fn run_job(job: JobGraph) -> Result<JobResult> {
+    if checkpoints_enabled(&job) {
+        return crate::recovery::run_checkpointed(job, None);
+    }
     let (tasks, host) = build_tasks(&job)?;
     let result = run_tasks(job, tasks, Arc::new(watch::channel(false).0));
     drop(host);
@@ -167,6 +189,7 @@ fn run_tasks(
         job_name: job.job_name.clone(),
         duration: started.elapsed(),
         tasks: metrics,
+        ..Default::default()
     })
 }
 
@@ -515,6 +538,8 @@ pub fn build_placed_tasks(
                 watermark: Arc::new(AtomicI64::new(i64::MIN)),
                 back_pressured,
                 source_rows: Arc::default(),
+                key_groups: ctx.key_groups,
+                checkpoints: None,
             },
             input,
         ));

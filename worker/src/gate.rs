@@ -30,6 +30,8 @@ struct InputChannel {
     watermark: Watermark,
     idle: bool,
     finished: bool,
+    /// Delivered the barrier being aligned: not read until the others have.
+    blocked: bool,
 }
 
 /// Merges the task's input channels. The gate owns the watermark minimum: it
@@ -43,6 +45,8 @@ pub struct InputGate {
     next: usize,
     remaining: usize,
     stashed: Option<GateEvent>,
+    /// The barrier being aligned.
+    aligning: Option<CheckpointBarrier>,
 }
 
 impl InputGate {
@@ -64,6 +68,7 @@ impl InputGate {
                     watermark: Watermark::MIN,
                     idle: false,
                     finished: false,
+                    blocked: false,
                 })
                 .collect(),
             watermark: Watermark::MIN,
@@ -71,6 +76,7 @@ impl InputGate {
             next: 0,
             remaining,
             stashed: None,
+            aligning: None,
         }
     }
 
@@ -97,7 +103,10 @@ impl InputGate {
         while pending_in_a_row < n {
             let i = self.next;
             self.next = (self.next + 1) % n;
-            if self.channels[i].finished {
+            if self.channels[i].finished || self.channels[i].blocked {
+                // A blocked channel keeps its data queued (aligned
+                // checkpoints: nothing after barrier n is processed before
+                // the snapshot of n), which back-pressures its producer.
                 pending_in_a_row += 1;
                 continue;
             }
@@ -162,16 +171,48 @@ impl InputGate {
                 }
                 self.advance_watermark()
             }
-            StreamMessage::Barrier(b) => Some(GateEvent::Barrier(b)),
+            StreamMessage::Barrier(b) => {
+                match &self.aligning {
+                    Some(a) if a.id > b.id => return None, // an abandoned checkpoint
+                    Some(a) if a.id < b.id => {
+                        // A newer checkpoint supersedes the one being aligned.
+                        for c in &mut self.channels {
+                            c.blocked = false;
+                        }
+                        self.aligning = Some(b);
+                    }
+                    Some(_) => {}
+                    None => self.aligning = Some(b),
+                }
+                self.channels[i].blocked = true;
+                self.aligned()
+            }
             StreamMessage::EndOfStream => {
                 ch.finished = true;
                 self.remaining -= 1;
                 if self.remaining == 0 {
                     return None;
                 }
+                if let Some(event) = self.aligned() {
+                    self.stashed = self.advance_watermark();
+                    return Some(event);
+                }
                 self.advance_watermark()
             }
         }
+    }
+
+    /// The barrier being aligned, once every unfinished channel delivered
+    /// it: the channels are released and the barrier handed to the task.
+    fn aligned(&mut self) -> Option<GateEvent> {
+        self.aligning.as_ref()?;
+        if self.channels.iter().any(|c| !c.finished && !c.blocked) {
+            return None;
+        }
+        for c in &mut self.channels {
+            c.blocked = false;
+        }
+        self.aligning.take().map(GateEvent::Barrier)
     }
 
     /// A channel showed activity: if every channel had been idle, announce

@@ -11,9 +11,11 @@
 
 pub mod chain;
 pub mod channel;
+pub mod checkpoint;
 pub mod executor;
 pub mod gate;
 pub mod node;
+pub mod recovery;
 pub mod task;
 
 pub use executor::{LocalExecutor, local_environment};

@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 use arrow::record_batch::RecordBatch;
 use weir_core::config::RuntimeMode;
 use weir_core::graph::TaskMetrics;
-use weir_core::message::{StreamMessage, Watermark};
+use weir_core::message::{CheckpointBarrier, StreamMessage, Watermark};
 use weir_core::time::WatermarkStrategy;
 use weir_core::{Result, WeirError};
 use weir_operators::partition::BatchPartitioner;
 use weir_operators::process::now_ms;
 use weir_operators::window::timestamps;
-use weir_operators::{Source, SourcePoll};
+use weir_operators::{Source, SourcePoll, StateTable};
 
 use crate::chain::{ChainOutput, OperatorChain};
 use crate::channel::ChannelSender;
@@ -113,6 +113,10 @@ pub struct Task {
     pub back_pressured: Arc<AtomicU64>,
     /// Rows read from the source so far (source tasks), readable live.
     pub source_rows: Arc<AtomicU64>,
+    /// The key groups of this subtask.
+    pub key_groups: weir_core::keys::KeyGroupRange,
+    /// Checkpointing, when the job checkpoints.
+    pub checkpoints: Option<crate::checkpoint::TaskCheckpoints>,
 }
 
 impl Task {
@@ -202,6 +206,18 @@ impl Task {
         let mut idle = false;
         let streaming = self.mode == RuntimeMode::Streaming;
         loop {
+            self.checkpoint_notifications()?;
+            let trigger = self
+                .checkpoints
+                .as_mut()
+                .and_then(|c| c.triggers.as_mut())
+                .and_then(|t| t.try_recv().ok());
+            if let Some(barrier) = trigger {
+                let position = source
+                    .snapshot_position()
+                    .map(|p| vec![StateTable::new("position", p)]);
+                self.checkpoint(barrier, Some(position)).await?;
+            }
             match source.poll_next()? {
                 SourcePoll::Batch(batch) => {
                     rows += batch.num_rows() as u64;
@@ -248,6 +264,59 @@ impl Task {
         Ok(rows)
     }
 
+    /// Snapshot this task for `barrier` (aligned: every input delivered it),
+    /// hand the tables to the coordinator, forward the barrier. `source` is
+    /// the source's position (source tasks). A task that cannot snapshot
+    /// declines; the job goes on.
+    async fn checkpoint(
+        &mut self,
+        barrier: CheckpointBarrier,
+        source: Option<Result<Vec<StateTable>>>,
+    ) -> Result<()> {
+        let Some(c) = &self.checkpoints else {
+            return Ok(());
+        };
+        let mut states = Vec::new();
+        let mut failure = None;
+        if let (Some(node), Some(position)) = (c.source_node, source) {
+            match position {
+                Ok(tables) => states.push((node, tables)),
+                Err(e) => failure = Some(e.to_string()),
+            }
+        }
+        let nodes = c.chain_nodes.clone();
+        match self.chain.snapshot(barrier.id) {
+            Ok(tables) => states.extend(nodes.into_iter().zip(tables)),
+            Err(e) => failure = failure.or(Some(e.to_string())),
+        }
+        let ack = crate::checkpoint::CheckpointAck {
+            checkpoint: barrier.id,
+            vertex: self.vertex,
+            subtask: self.subtask,
+            key_groups: self.key_groups,
+            result: match failure {
+                None => Ok(states),
+                Some(reason) => Err(reason),
+            },
+        };
+        if let Some(c) = &self.checkpoints {
+            let _ = c.acks.send(ack);
+        }
+        self.broadcast(StreamMessage::Barrier(barrier)).await
+    }
+
+    /// Tell the chain about checkpoints completed since the last look.
+    fn checkpoint_notifications(&mut self) -> Result<()> {
+        let Some(c) = &mut self.checkpoints else {
+            return Ok(());
+        };
+        if !c.completed.has_changed().unwrap_or(false) {
+            return Ok(());
+        }
+        let id = *c.completed.borrow_and_update();
+        self.chain.notify_checkpoint_complete(id)
+    }
+
     /// Fire processing-time timers that are due.
     async fn processing_time(&mut self, tail: &mut ChainOutput) -> Result<()> {
         let now = now_ms();
@@ -261,6 +330,7 @@ impl Task {
     async fn run_gate(&mut self, mut gate: InputGate) -> Result<()> {
         let mut tail = ChainOutput::default();
         loop {
+            self.checkpoint_notifications()?;
             let event = match self.chain.next_processing_timer() {
                 None => gate.next().await?,
                 Some(at) => {
@@ -282,10 +352,13 @@ impl Task {
                 GateEvent::Watermark(w) => self.advance_watermark(w, &mut tail).await?,
                 GateEvent::Idle(idle) => self.broadcast(StreamMessage::Idle(idle)).await?,
                 GateEvent::Barrier(b) => {
-                    return Err(WeirError::Execution(format!(
-                        "received checkpoint barrier {} but this runtime has no checkpointing",
-                        b.id
-                    )));
+                    if self.checkpoints.is_none() {
+                        return Err(WeirError::Execution(format!(
+                            "received checkpoint barrier {} but this job does not checkpoint",
+                            b.id
+                        )));
+                    }
+                    self.checkpoint(b, None).await?;
                 }
                 GateEvent::EndOfInput => break,
             }

@@ -85,8 +85,12 @@ pub struct JobResult {
     pub job_name: String,
     /// Wall-clock run time.
     pub duration: Duration,
-    /// Metrics of every subtask.
+    /// Metrics of every subtask (of the last attempt, after restarts).
     pub tasks: Vec<TaskMetrics>,
+    /// Each restart: the failure that caused it and where it resumed.
+    pub restarts: Vec<String>,
+    /// Ids of the checkpoints completed, in order.
+    pub checkpoints: Vec<u64>,
 }
 
 impl JobResult {

@@ -1,0 +1,155 @@
+//! Exactly-once recovery in the embedded runtime: a job that fails midway
+//! restarts from its latest checkpoint and its committed output equals the
+//! failure-free run, row for row.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use arrow::record_batch::RecordBatch;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use weir_core::spec::{AggregateSpec, ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::time::{TumblingEventTimeWindows, WatermarkStrategy};
+use weir_tests::sorted_rows;
+
+const EVENTS: u64 = 240_000;
+
+/// generator (rate-limited) -> [fail once after `fail_after` rows] ->
+/// key_by -> 1 s tumbling count+sum -> Parquet in `out`.
+fn run(
+    out: &Path,
+    checkpoints: Option<(&Path, u64)>,
+    fail_after: Option<u64>,
+) -> weir_core::graph::JobResult {
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(2);
+    env.configure(|c| {
+        c.batch_size = 2000;
+        c.watermark_interval = Duration::from_millis(50);
+        if let Some((dir, interval)) = checkpoints {
+            c.checkpoint_interval = Some(Duration::from_millis(interval));
+            c.checkpoint_dir = Some(dir.display().to_string());
+            c.restart_delay = Duration::from_millis(100);
+        }
+    });
+    let generator = GeneratorSpec::new(Some(EVENTS))
+        .column("key", ColumnGen::Key { cardinality: 500 })
+        .column("amount", ColumnGen::UniformInt { min: 1, max: 100 })
+        .column(
+            "ts",
+            ColumnGen::EventTime {
+                start_ms: 1_700_000_000_000,
+                events_per_second: 20_000,
+                max_out_of_orderness_ms: 200,
+            },
+        )
+        .rate(120_000)
+        .seed(3);
+    let stream = env
+        .from_source(
+            SourceSpec::Generator(generator),
+            WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(200)),
+            "events",
+        )
+        .unwrap();
+    let schema = Arc::clone(stream.schema());
+    let seen = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicBool::new(false));
+    stream
+        .map_batches("FailOnce", schema, move |b| {
+            let n = seen.fetch_add(b.num_rows() as u64, Ordering::SeqCst);
+            if fail_after.is_some_and(|f| n >= f) && !failed.swap(true, Ordering::SeqCst) {
+                return Err(weir_core::WeirError::Execution("injected failure".into()));
+            }
+            Ok(b)
+        })
+        .unwrap()
+        .key_by(&["key"])
+        .unwrap()
+        .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
+        .aggregate(vec![
+            AggregateSpec::count_star(),
+            AggregateSpec::sum("amount"),
+        ])
+        .unwrap()
+        .sink_to(SinkSpec::Parquet { dir: out.into() }, "out")
+        .unwrap();
+    env.execute("checkpointed windows").unwrap()
+}
+
+/// Compare without printing thousands of rows.
+fn assert_same(got: Vec<String>, want: &[String], what: &str) {
+    if got == want {
+        return;
+    }
+    let missing: Vec<_> = want.iter().filter(|r| !got.contains(r)).take(3).collect();
+    let extra: Vec<_> = got.iter().filter(|r| !want.contains(r)).take(3).collect();
+    panic!(
+        "{what}: {} rows, expected {}; missing e.g. {missing:?}; unexpected e.g. {extra:?}",
+        got.len(),
+        want.len()
+    );
+}
+
+fn committed(dir: &Path) -> Vec<RecordBatch> {
+    let mut batches = vec![];
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        assert!(!name.ends_with(".inprogress"), "left behind: {name}");
+        if name.ends_with(".parquet") {
+            let reader =
+                ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap())
+                    .unwrap()
+                    .build()
+                    .unwrap();
+            batches.extend(reader.map(Result::unwrap));
+        }
+    }
+    batches
+}
+
+#[test]
+fn a_failed_job_resumes_from_its_checkpoint_with_exactly_once_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("plain");
+    run(&plain, None, None);
+    let expected = sorted_rows(&committed(&plain));
+    assert!(expected.len() > 1000, "{} rows", expected.len());
+
+    // With checkpoints, no failure: the same rows.
+    let clean = tmp.path().join("clean");
+    let result = run(&clean, Some((&tmp.path().join("chk-clean"), 200)), None);
+    assert!(
+        result.checkpoints.len() >= 2,
+        "checkpoints {:?}",
+        result.checkpoints
+    );
+    assert_same(
+        sorted_rows(&committed(&clean)),
+        &expected,
+        "checkpointed run",
+    );
+
+    // A failure after about two thirds of the input.
+    let recovered = tmp.path().join("recovered");
+    let result = run(
+        &recovered,
+        Some((&tmp.path().join("chk-recovered"), 200)),
+        Some(EVENTS * 2 / 3),
+    );
+    assert_eq!(result.restarts.len(), 1, "{:?}", result.restarts);
+    assert!(
+        result.restarts[0].contains("injected failure")
+            && result.restarts[0].contains("restarted from checkpoint"),
+        "a checkpoint had completed before the failure: {:?} (checkpoints {:?})",
+        result.restarts,
+        result.checkpoints
+    );
+    assert_same(
+        sorted_rows(&committed(&recovered)),
+        &expected,
+        "recovered run",
+    );
+}

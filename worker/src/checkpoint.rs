@@ -1,0 +1,339 @@
+//! Checkpoints in the task runtime, and the checkpoint coordinator of the
+//! embedded (in-process) executor.
+//!
+//! The protocol is Flink's aligned-barrier snapshot:
+//!
+//! 1. the coordinator triggers checkpoint *n*: every source task, between two
+//!    batches, snapshots its source position and chain and sends barrier *n*
+//!    downstream in-band;
+//! 2. a task with several input channels stops reading a channel once it has
+//!    delivered barrier *n* (its data stays queued), and when every channel
+//!    has, snapshots its chain and forwards the barrier;
+//! 3. each task hands its snapshot (Arrow tables) to the coordinator and goes
+//!    on processing — the coordinator writes the Parquet files, so uploads
+//!    never stall the pipeline;
+//! 4. when every task has acknowledged *n* and every file is written, the
+//!    coordinator writes `chk-n/_metadata` (the commit point), drops old
+//!    checkpoints beyond the retained count and tells every task, which
+//!    calls `notify_checkpoint_complete` (two-phase-commit sinks publish).
+//!
+//! A task that cannot snapshot (an operator without checkpoint support, an
+//! I/O error) declines: the checkpoint is abandoned, the job goes on.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+use weir_core::graph::JobGraph;
+use weir_core::keys::KeyGroupRange;
+use weir_core::message::{AlignmentMode, BarrierKind, CheckpointBarrier};
+use weir_core::{Result, WeirError};
+use weir_operators::StateTable;
+use weir_state::{CheckpointStorage, Manifest, OperatorHandle, SubtaskHandle};
+
+/// A task's answer to a checkpoint.
+pub struct CheckpointAck {
+    /// Checkpoint id.
+    pub checkpoint: u64,
+    /// Job vertex.
+    pub vertex: usize,
+    /// Subtask index.
+    pub subtask: usize,
+    /// Its key groups.
+    pub key_groups: KeyGroupRange,
+    /// Per stream node of the task (source first, then the chain): its
+    /// tables; or why the task declined.
+    pub result: std::result::Result<Vec<(usize, Vec<StateTable>)>, String>,
+}
+
+/// What a task needs to take part in checkpoints.
+pub struct TaskCheckpoints {
+    /// Triggers (source tasks only).
+    pub triggers: Option<mpsc::UnboundedReceiver<CheckpointBarrier>>,
+    /// Where acknowledgements go.
+    pub acks: std::sync::mpsc::Sender<CheckpointAck>,
+    /// The newest completed checkpoint.
+    pub completed: watch::Receiver<u64>,
+    /// Stream node of each chained operator, head first.
+    pub chain_nodes: Vec<usize>,
+    /// The source's stream node (source tasks).
+    pub source_node: Option<usize>,
+}
+
+/// Checkpointing settings of a job.
+#[derive(Debug, Clone)]
+pub struct CheckpointConfig {
+    /// Time between two checkpoint triggers.
+    pub interval: Duration,
+    /// A checkpoint not complete after this long is abandoned.
+    pub timeout: Duration,
+    /// Completed checkpoints kept.
+    pub retained: usize,
+}
+
+/// The coordinator side, in-process: triggers, collects, writes, commits.
+pub struct LocalCheckpointCoordinator {
+    storage: CheckpointStorage,
+    config: CheckpointConfig,
+    job: JobGraph,
+    triggers: Vec<mpsc::UnboundedSender<CheckpointBarrier>>,
+    acks: std::sync::mpsc::Receiver<CheckpointAck>,
+    completed: watch::Sender<u64>,
+    tasks: usize,
+    next_id: u64,
+    /// Completed and abandoned checkpoints, for reporting.
+    pub stats: Arc<std::sync::Mutex<CheckpointStats>>,
+}
+
+/// What the coordinator has done so far.
+#[derive(Debug, Clone, Default)]
+pub struct CheckpointStats {
+    /// Completed checkpoint ids.
+    pub completed: Vec<u64>,
+    /// Abandoned checkpoints with the reason.
+    pub declined: Vec<(u64, String)>,
+    /// Duration and bytes of each completed checkpoint.
+    pub sizes: Vec<(u64, Duration, u64)>,
+    /// The newest checkpoint id triggered.
+    pub last_triggered: u64,
+}
+
+/// The task-side ends made for one run of a job.
+pub struct CheckpointWiring {
+    /// For each source subtask `(vertex, subtask)`: its trigger receiver.
+    pub triggers: HashMap<(usize, usize), mpsc::UnboundedReceiver<CheckpointBarrier>>,
+    /// Cloned into every task.
+    pub acks: std::sync::mpsc::Sender<CheckpointAck>,
+    /// Cloned into every task.
+    pub completed: watch::Receiver<u64>,
+}
+
+impl LocalCheckpointCoordinator {
+    /// A coordinator for `job`, whose source subtasks are `sources` and which
+    /// has `tasks` tasks in all; checkpoint ids continue after `last_id`.
+    pub fn new(
+        job: &JobGraph,
+        storage: CheckpointStorage,
+        config: CheckpointConfig,
+        sources: &[(usize, usize)],
+        tasks: usize,
+        last_id: u64,
+    ) -> (Self, CheckpointWiring) {
+        let (ack_tx, ack_rx) = std::sync::mpsc::channel();
+        let (completed_tx, completed_rx) = watch::channel(last_id);
+        let mut triggers = Vec::new();
+        let mut receivers = HashMap::new();
+        for &s in sources {
+            let (tx, rx) = mpsc::unbounded_channel();
+            triggers.push(tx);
+            receivers.insert(s, rx);
+        }
+        (
+            Self {
+                storage,
+                config,
+                job: job.clone(),
+                triggers,
+                acks: ack_rx,
+                completed: completed_tx,
+                tasks,
+                next_id: last_id + 1,
+                stats: Arc::default(),
+            },
+            CheckpointWiring {
+                triggers: receivers,
+                acks: ack_tx,
+                completed: completed_rx,
+            },
+        )
+    }
+
+    /// Trigger checkpoints every interval until `stop` is set or a source has
+    /// ended (a finished source can no longer inject barriers).
+    pub fn run(mut self, stop: Arc<AtomicBool>) {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                tracing::error!("checkpoint coordinator cannot start: {e}");
+                return;
+            }
+        };
+        while !stop.load(Ordering::SeqCst) {
+            if !sleep_unless(&stop, self.config.interval) {
+                return;
+            }
+            let id = self.next_id;
+            self.next_id += 1;
+            self.stats
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .last_triggered = id;
+            let started = Instant::now();
+            let barrier = CheckpointBarrier {
+                id,
+                timestamp: weir_operators::process::now_ms(),
+                kind: BarrierKind::Checkpoint,
+                mode: AlignmentMode::Aligned,
+            };
+            if self
+                .triggers
+                .iter()
+                .any(|t| t.send(barrier).is_err())
+            {
+                // A source has finished: no further checkpoint can complete.
+                return;
+            }
+            match runtime.block_on(self.collect(id, barrier.timestamp, &stop)) {
+                Ok(Some(bytes)) => {
+                    let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+                    s.completed.push(id);
+                    s.sizes.push((id, started.elapsed(), bytes));
+                    drop(s);
+                    self.completed.send_replace(id);
+                    if let Err(e) = runtime.block_on(self.storage.retain(self.config.retained)) {
+                        tracing::warn!("checkpoint retention: {e}");
+                    }
+                }
+                Ok(None) => return,
+                Err(reason) => {
+                    tracing::warn!("checkpoint {id} declined: {reason}");
+                    self.stats
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .declined
+                        .push((id, reason.to_string()));
+                }
+            }
+        }
+    }
+
+    /// Gather every task's acknowledgement of `id`, write the tables, commit.
+    /// `Ok(None)` when the job is stopping.
+    async fn collect(&mut self, id: u64, timestamp: i64, stop: &AtomicBool) -> Result<Option<u64>> {
+        let deadline = Instant::now() + self.config.timeout;
+        let mut subtasks = Vec::new();
+        let mut acked = 0;
+        while acked < self.tasks {
+            if stop.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            let ack = match self.acks.recv_timeout(Duration::from_millis(20)) {
+                Ok(a) => a,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if Instant::now() > deadline {
+                        return Err(WeirError::Execution(format!(
+                            "checkpoint {id} timed out after {:?} ({acked} of {} tasks acknowledged)",
+                            self.config.timeout, self.tasks
+                        )));
+                    }
+                    continue;
+                }
+                Err(_) => return Ok(None),
+            };
+            if ack.checkpoint != id {
+                continue; // a late answer to an abandoned checkpoint
+            }
+            acked += 1;
+            let states = ack.result.map_err(|reason| {
+                WeirError::Execution(format!(
+                    "task {}.{} declined: {reason}",
+                    ack.vertex, ack.subtask
+                ))
+            })?;
+            let mut operators = Vec::new();
+            for (node, tables) in states {
+                let uid = operator_uid(&self.job, node);
+                let mut handles = Vec::new();
+                for t in tables {
+                    handles.push(
+                        self.storage
+                            .write_table(id, &uid, &t.name, ack.subtask, ack.key_groups, &t.batch)
+                            .await?,
+                    );
+                }
+                if !handles.is_empty() {
+                    operators.push(OperatorHandle {
+                        node,
+                        uid,
+                        tables: handles,
+                    });
+                }
+            }
+            subtasks.push(SubtaskHandle {
+                vertex: ack.vertex,
+                subtask: ack.subtask,
+                operators,
+            });
+        }
+        subtasks.sort_by_key(|s| (s.vertex, s.subtask));
+        let manifest = Manifest {
+            job_name: self.job.job_name.clone(),
+            checkpoint_id: id,
+            timestamp_ms: timestamp,
+            max_parallelism: self.job.config.max_parallelism,
+            subtasks,
+        };
+        self.storage.commit(&manifest).await?;
+        Ok(Some(manifest.bytes()))
+    }
+}
+
+/// Sleep `d` in small steps; false when `stop` was set meanwhile.
+fn sleep_unless(stop: &AtomicBool, d: Duration) -> bool {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        if stop.load(Ordering::SeqCst) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5).min(end - Instant::now()));
+    }
+    !stop.load(Ordering::SeqCst)
+}
+
+/// The uid state is filed under: the operator's `uid()`, else `node-{id}`.
+pub fn operator_uid(job: &JobGraph, node: usize) -> String {
+    job.nodes
+        .get(node)
+        .and_then(|n| n.uid.clone())
+        .unwrap_or_else(|| format!("node-{node}"))
+}
+
+/// The tables of checkpoint `manifest` that the subtask owning
+/// `key_groups` of `vertex` restores, per stream node: those of every
+/// subtask of the vertex whose key groups overlap (only its own at the same
+/// parallelism).
+pub async fn tables_for(
+    storage: &CheckpointStorage,
+    manifest: &Manifest,
+    job: &JobGraph,
+    vertex: usize,
+    key_groups: KeyGroupRange,
+) -> Result<HashMap<usize, Vec<StateTable>>> {
+    let mut out: HashMap<usize, Vec<StateTable>> = HashMap::new();
+    for s in manifest.subtasks.iter().filter(|s| s.vertex == vertex) {
+        for op in &s.operators {
+            if operator_uid(job, op.node) != op.uid {
+                return Err(WeirError::Execution(format!(
+                    "checkpoint {} holds state of operator '{}' that this job does not have",
+                    manifest.checkpoint_id, op.uid
+                )));
+            }
+            for t in &op.tables {
+                let overlaps =
+                    t.key_group_start < key_groups.end && key_groups.start < t.key_group_end;
+                if overlaps {
+                    let batch = storage.read_table(t).await?;
+                    out.entry(op.node)
+                        .or_default()
+                        .push(StateTable::new(t.name.clone(), batch));
+                }
+            }
+        }
+    }
+    Ok(out)
+}

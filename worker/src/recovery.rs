@@ -1,0 +1,222 @@
+//! Running a checkpointed job in this process: checkpoints every interval,
+//! and on a failure a restart from the latest completed checkpoint (fixed
+//! delay, `restart_attempts` times).
+//!
+//! A restart rebuilds every task; each restores its source position and
+//! operator state from the checkpoint's Parquet files (the subtasks whose
+//! key groups overlap its own), and data in flight at the failure is
+//! discarded — the sources replay it. Two-phase-commit sinks publish the
+//! files of the restored checkpoint and delete what was written after it,
+//! so their output is exactly once. With no completed checkpoint the job
+//! restarts from the beginning, and the sinks have published nothing yet.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use weir_core::graph::{JobGraph, JobResult};
+use weir_core::{Result, WeirError};
+use weir_state::{CheckpointStorage, Manifest};
+
+use crate::checkpoint::{
+    CheckpointConfig, LocalCheckpointCoordinator, TaskCheckpoints, tables_for,
+};
+use crate::executor::{TaskObserver, build_tasks, run_observed_tasks};
+use crate::task::TaskInput;
+
+/// The folder of this run's checkpoints: `{checkpoint_dir}/{job}-{start ms}`.
+fn run_directory(job: &JobGraph) -> String {
+    let base = job.config.checkpoint_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir()
+            .join("weir-checkpoints")
+            .display()
+            .to_string()
+    });
+    let name: String = job
+        .job_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!(
+        "{}/{name}-{}",
+        base.trim_end_matches('/'),
+        weir_operators::process::now_ms()
+    )
+}
+
+/// Run `job` with checkpoints and restarts; `cancel` stops it.
+pub fn run_checkpointed(
+    job: JobGraph,
+    cancel: Option<Arc<watch::Sender<bool>>>,
+) -> Result<JobResult> {
+    let started = Instant::now();
+    let interval = job
+        .config
+        .checkpoint_interval
+        .ok_or_else(|| WeirError::Config("no checkpoint interval".into()))?;
+    let directory = run_directory(&job);
+    let storage = CheckpointStorage::open(&directory)?;
+    tracing::info!("job '{}' checkpoints to {directory}", job.job_name);
+    let config = CheckpointConfig {
+        interval,
+        timeout: job.config.checkpoint_timeout,
+        retained: job.config.checkpoint_retained,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| WeirError::Execution(format!("cannot start a runtime: {e}")))?;
+    let mut restarts = Vec::new();
+    let mut completed = Vec::new();
+    let mut restored: Option<Manifest> = None;
+    let mut last_id = 0;
+    loop {
+        let attempt = restarts.len();
+        let (mut tasks, host) = build_tasks(&job)?;
+        if attempt > 0 {
+            restore(&runtime, &storage, restored.as_ref(), &job, &mut tasks)?;
+        }
+        let sources: Vec<(usize, usize)> = tasks
+            .iter()
+            .filter(|(_, i)| matches!(i, TaskInput::Source { .. }))
+            .map(|(t, _)| (t.vertex, t.subtask))
+            .collect();
+        let (coordinator, mut wiring) = LocalCheckpointCoordinator::new(
+            &job,
+            storage.clone(),
+            config.clone(),
+            &sources,
+            tasks.len(),
+            last_id,
+        );
+        for (task, input) in &mut tasks {
+            let nodes = &job.vertices[task.vertex].nodes;
+            let is_source = matches!(input, TaskInput::Source { .. });
+            task.checkpoints = Some(TaskCheckpoints {
+                triggers: wiring.triggers.remove(&(task.vertex, task.subtask)),
+                acks: wiring.acks.clone(),
+                completed: wiring.completed.clone(),
+                chain_nodes: if is_source {
+                    nodes[1..].to_vec()
+                } else {
+                    nodes.clone()
+                },
+                source_node: is_source.then(|| nodes[0]),
+            });
+        }
+        drop(wiring);
+        let stats = Arc::clone(&coordinator.stats);
+        let stop = Arc::new(AtomicBool::new(false));
+        let coordinator_stop = Arc::clone(&stop);
+        let coordinator_thread = std::thread::Builder::new()
+            .name("weir checkpoints".into())
+            .spawn(move || coordinator.run(coordinator_stop))
+            .map_err(|e| WeirError::Execution(format!("cannot start checkpointing: {e}")))?;
+        let attempt_cancel = Arc::new(watch::channel(false).0);
+        let forwarder = cancel.as_ref().map(|outer| {
+            let (outer, inner, stop) = (
+                outer.subscribe(),
+                Arc::clone(&attempt_cancel),
+                Arc::clone(&stop),
+            );
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    if *outer.borrow() {
+                        inner.send_replace(true);
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        });
+        let observer: TaskObserver = Arc::new(|_| {});
+        let result = run_observed_tasks(tasks, attempt_cancel, observer);
+        stop.store(true, Ordering::SeqCst);
+        let _ = coordinator_thread.join();
+        if let Some(f) = forwarder {
+            let _ = f.join();
+        }
+        drop(host);
+        let stats = stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        last_id = last_id.max(stats.last_triggered);
+        completed.extend(stats.completed.iter().copied());
+        let failure = match result {
+            Ok(metrics) => {
+                return Ok(JobResult {
+                    job_name: job.job_name.clone(),
+                    duration: started.elapsed(),
+                    tasks: metrics,
+                    restarts,
+                    checkpoints: completed,
+                });
+            }
+            Err(e) => e,
+        };
+        let cancelled = cancel.as_ref().is_some_and(|c| *c.borrow());
+        if cancelled || attempt as u32 >= job.config.restart_attempts {
+            return Err(failure);
+        }
+        std::thread::sleep(job.config.restart_delay);
+        restored = match runtime.block_on(storage.completed())?.last() {
+            Some(&id) => Some(runtime.block_on(storage.manifest(id))?),
+            None => None,
+        };
+        let from = match &restored {
+            Some(m) => format!("checkpoint {}", m.checkpoint_id),
+            None => "the beginning (no checkpoint had completed)".into(),
+        };
+        tracing::warn!(
+            "job '{}' failed: {failure}; restart {} of {} from {from}",
+            job.job_name,
+            attempt + 1,
+            job.config.restart_attempts
+        );
+        restarts.push(format!("{failure} — restarted from {from}"));
+    }
+}
+
+/// Give every task its state from `manifest` (none: a fresh start, which
+/// still lets sinks clear what the failed attempt left behind).
+fn restore(
+    runtime: &tokio::runtime::Runtime,
+    storage: &CheckpointStorage,
+    manifest: Option<&Manifest>,
+    job: &JobGraph,
+    tasks: &mut [(crate::task::Task, TaskInput)],
+) -> Result<()> {
+    for (task, input) in tasks.iter_mut() {
+        let mut tables = match manifest {
+            Some(m) => {
+                runtime.block_on(tables_for(storage, m, job, task.vertex, task.key_groups))?
+            }
+            None => HashMap::new(),
+        };
+        let nodes = &job.vertices[task.vertex].nodes;
+        let chain_nodes = match input {
+            TaskInput::Source { source, .. } => {
+                if let Some(t) = tables.remove(&nodes[0]) {
+                    source.restore_position(t.into_iter().map(|t| t.batch).collect())?;
+                }
+                &nodes[1..]
+            }
+            TaskInput::Gate(_) => &nodes[..],
+        };
+        let states = chain_nodes
+            .iter()
+            .map(|n| tables.remove(n).unwrap_or_default())
+            .collect();
+        task.chain.restore(states).map_err(|e| WeirError::Task {
+            task: task.name.clone(),
+            source: Box::new(e),
+        })?;
+    }
+    Ok(())
+}
