@@ -192,9 +192,23 @@ fn rest_call(
 /// generator (4 subtasks) -> key_by(key) -> 1 s tumbling count + sum ->
 /// Parquet (4 subtasks), as a job graph JSON file.
 fn window_job(dir: &Path, events: Option<u64>, rate: Option<u64>) -> weir_core::graph::JobGraph {
+    window_job_with(dir, events, rate, 4, |_| {})
+}
+
+/// [`window_job`] at `parallelism`, configured by `configure`.
+fn window_job_with(
+    dir: &Path,
+    events: Option<u64>,
+    rate: Option<u64>,
+    parallelism: usize,
+    configure: impl FnOnce(&mut weir_core::WeirConfig),
+) -> weir_core::graph::JobGraph {
     let env = weir_worker::local_environment().unwrap();
-    env.set_parallelism(4);
-    env.configure(|c| c.batch_size = 2048);
+    env.set_parallelism(parallelism);
+    env.configure(|c| {
+        c.batch_size = 2048;
+        configure(c);
+    });
     let mut generator = GeneratorSpec::new(events)
         .column("key", ColumnGen::Key { cardinality: 300 })
         .column("amount", ColumnGen::UniformInt { min: 1, max: 1000 })
@@ -666,4 +680,75 @@ fn a_flight_client_reads_a_running_cluster_jobs_sink_from_its_workers() {
     numbers.sort_unstable();
     assert_eq!(numbers, (0..ROWS as i64).collect::<Vec<_>>());
     cluster.wait_for_status(&id, &["FINISHED"], Duration::from_secs(20));
+}
+
+#[test]
+fn a_killed_worker_is_recovered_from_the_last_checkpoint_with_exactly_once_output() {
+    const EVENTS: u64 = 360_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(2, 2, None);
+    let out = tmp.path().join("out");
+    let checkpoints = tmp.path().join("checkpoints");
+    let job = window_job_with(&out, Some(EVENTS), Some(60_000), 2, |c| {
+        c.checkpoint_interval = Some(Duration::from_millis(300));
+        c.checkpoint_dir = Some(checkpoints.display().to_string());
+        c.restart_delay = Duration::from_millis(200);
+        c.watermark_interval = Duration::from_millis(50);
+    });
+    let (status, reply) = cluster.rest("POST", "/v1/jobs", &job.to_json().unwrap());
+    assert_eq!(status, 201, "{reply}");
+    let id = reply["job_id"].as_str().unwrap().to_string();
+    cluster.wait_for_status(&id, &["RUNNING"], Duration::from_secs(20));
+
+    // Kill the second worker (a source and a window subtask run there) once
+    // two checkpoints have completed; none completed is inconclusive.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, details) = cluster.rest("GET", &format!("/v1/jobs/{id}"), "");
+        let done = details["checkpoints"].as_array().map_or(0, Vec::len);
+        if done >= 2 {
+            break;
+        }
+        assert_eq!(details["status"], "RUNNING", "{details:#}");
+        assert!(
+            Instant::now() < deadline,
+            "inconclusive: no 2 checkpoints: {details:#}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let worker = &mut cluster.procs.0[2];
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+
+    let details = cluster.wait_for_status(&id, &["FINISHED", "FAILED"], Duration::from_secs(60));
+    assert_eq!(details["status"], "FINISHED", "{details:#}");
+    assert!(details["restarts"].as_u64().unwrap() >= 1, "{details:#}");
+    let history = details["history"].to_string();
+    assert!(
+        history.contains("was lost") && history.contains("from checkpoint"),
+        "{history}"
+    );
+    eprintln!(
+        "history: {history}\ncheckpoints: {}",
+        details["checkpoints"]
+    );
+
+    // Exactly once: the committed output equals a failure-free run.
+    let local_out = tmp.path().join("local");
+    let local = window_job_with(&local_out, Some(EVENTS), Some(600_000), 2, |_| {});
+    weir_worker::executor::run_job(local).unwrap();
+    let want = sorted_rows(&read_dir(&local_out));
+    let got = sorted_rows(&read_dir(&out));
+    assert!(want.len() > 1000);
+    assert_eq!(got.len(), want.len(), "row count");
+    assert!(
+        got == want,
+        "the recovered output differs from the failure-free run"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".inprogress"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }

@@ -27,6 +27,9 @@ pub enum JobStatus {
     Failed,
     /// Cancellation requested; tasks stopping.
     Cancelling,
+    /// A task failed or a worker was lost; the job restarts from its latest
+    /// checkpoint after the restart delay.
+    Restarting,
     /// Cancelled.
     Canceled,
 }
@@ -135,25 +138,47 @@ pub struct JobInfo {
     /// Flight sinks clients can read: name and the worker endpoints serving
     /// its subtasks (read each with `list_flights` / `do_get`).
     pub flight_sinks: Vec<FlightSinkInfo>,
+    /// Deployment attempt (0, then one more per restart).
+    pub attempt: u32,
+    /// Restarts so far.
+    pub restarts: u32,
+    /// Where the job's checkpoints go (when it checkpoints).
+    pub checkpoint_dir: Option<String>,
+    /// Completed checkpoints, in order.
+    pub checkpoints: Vec<u64>,
+    /// Checkpoints abandoned (declined by a task or timed out).
+    pub checkpoints_declined: u64,
     #[serde(skip)]
-    graph: Option<JobGraph>,
+    pub(crate) graph: Option<JobGraph>,
     #[serde(skip)]
     failed_at: Option<Instant>,
+    #[serde(skip)]
+    slots_held: bool,
+    #[serde(skip)]
+    pub(crate) pending: Option<crate::checkpoints::PendingCheckpoint>,
+    #[serde(skip)]
+    pub(crate) next_checkpoint: u64,
+    #[serde(skip)]
+    pub(crate) last_trigger: Option<Instant>,
+    #[serde(skip)]
+    pub(crate) restart_at: Option<Instant>,
+    #[serde(skip)]
+    pub(crate) storage: Option<weir_state::CheckpointStorage>,
 }
 
 impl JobInfo {
-    fn tasks(&self) -> impl Iterator<Item = &SubtaskInfo> {
+    pub(crate) fn tasks(&self) -> impl Iterator<Item = &SubtaskInfo> {
         self.vertices.iter().flat_map(|v| &v.subtasks)
     }
 
-    fn worker_addresses(&self) -> Vec<String> {
+    pub(crate) fn worker_addresses(&self) -> Vec<String> {
         let mut addrs: Vec<String> = self.tasks().map(|t| t.address.clone()).collect();
         addrs.sort();
         addrs.dedup();
         addrs
     }
 
-    fn set_status(&mut self, status: JobStatus, why: &str) {
+    pub(crate) fn set_status(&mut self, status: JobStatus, why: &str) {
         self.status = status;
         self.history.push(format!("{} {status:?}: {why}", now_ms()));
         if status.is_terminal() {
@@ -162,13 +187,42 @@ impl JobInfo {
         }
     }
 
-    fn fail(&mut self, cause: String) {
+    pub(crate) fn fail(&mut self, cause: String) {
         if self.status.is_terminal() {
             return;
         }
         self.failure = Some(cause.clone());
         self.failed_at = Some(Instant::now());
+        self.pending = None;
         self.set_status(JobStatus::Failed, &cause);
+    }
+
+    /// A failure: restart from the latest checkpoint when the job
+    /// checkpoints and has restarts left, else fail.
+    fn fail_or_restart(&mut self, cause: String) {
+        if self.status.is_terminal() || self.status == JobStatus::Restarting {
+            return;
+        }
+        let config = self.graph.as_ref().map(|g| &g.config);
+        let restartable = config
+            .is_some_and(|c| c.checkpoint_interval.is_some() && self.restarts < c.restart_attempts);
+        if !restartable {
+            return self.fail(cause);
+        }
+        let delay = config.map(|c| c.restart_delay).unwrap_or_default();
+        self.failure = Some(cause.clone());
+        self.failed_at = Some(Instant::now());
+        self.pending = None;
+        self.restarts += 1;
+        self.restart_at = Some(Instant::now() + delay);
+        let from = match self.checkpoints.last() {
+            Some(id) => format!("checkpoint {id}"),
+            None => "the beginning (no checkpoint completed)".into(),
+        };
+        self.set_status(
+            JobStatus::Restarting,
+            &format!("{cause}; restart {} from {from}", self.restarts),
+        );
     }
 }
 
@@ -260,6 +314,50 @@ impl ClusterState {
         }
     }
 
+    /// The cluster's credentials, for calls made without the lock.
+    pub(crate) fn credentials(&self) -> Credentials {
+        self.credentials.clone()
+    }
+
+    /// Every job id.
+    pub(crate) fn job_ids(&self) -> Vec<String> {
+        self.jobs.keys().cloned().collect()
+    }
+
+    /// One job, to change.
+    pub(crate) fn job_mut(&mut self, id: &str) -> Option<&mut JobInfo> {
+        self.jobs.get_mut(id)
+    }
+
+    /// Deploy the next attempt of a restarting job.
+    pub(crate) fn place_next_attempt(
+        &mut self,
+        id: &str,
+    ) -> std::result::Result<Vec<(String, Deploy)>, String> {
+        let deploys = self.place(id)?;
+        let job = self.jobs.get_mut(id).expect("placed");
+        job.attempt += 1;
+        job.restart_at = None;
+        job.last_trigger = None;
+        let attempt = job.attempt;
+        job.set_status(JobStatus::Created, &format!("attempt {attempt} deployed"));
+        Ok(deploys
+            .into_iter()
+            .map(|(a, mut d)| {
+                d.attempt = attempt;
+                (a, d)
+            })
+            .collect())
+    }
+
+    /// Fail a job for good, releasing its slots.
+    pub(crate) fn job_failed(&mut self, id: &str, cause: String) {
+        if let Some(job) = self.jobs.get_mut(id) {
+            job.fail(cause);
+        }
+        self.release_slots(id);
+    }
+
     /// Registered workers (lost ones included, marked).
     pub fn workers(&self) -> Vec<WorkerInfo> {
         self.workers
@@ -304,7 +402,7 @@ impl ClusterState {
             .map(|v| v.parallelism)
             .max()
             .unwrap_or(1);
-        let mut free = self.free_slots();
+        let free = self.free_slots();
         let available: usize = free.iter().map(|(_, n)| n).sum();
         let mut info = JobInfo {
             id: id.clone(),
@@ -317,8 +415,19 @@ impl ClusterState {
             vertices: vec![],
             history: vec![format!("{} CREATED: submitted", now_ms())],
             flight_sinks: vec![],
+            attempt: 0,
+            restarts: 0,
+            checkpoint_dir: None,
+            checkpoints: vec![],
+            checkpoints_declined: 0,
             graph: None,
             failed_at: None,
+            slots_held: false,
+            pending: None,
+            next_checkpoint: 1,
+            last_trigger: None,
+            restart_at: None,
+            storage: None,
         };
         if available < needed {
             let message = format!(
@@ -334,7 +443,50 @@ impl ClusterState {
                 message,
             });
         }
-        // Slot i holds subtask i of every vertex; slots go round-robin.
+        if job.config.checkpoint_interval.is_some() {
+            let base = job.config.checkpoint_dir.clone().unwrap_or_else(|| {
+                std::env::temp_dir()
+                    .join("weir-checkpoints")
+                    .display()
+                    .to_string()
+            });
+            let dir = format!("{}/{id}-{}", base.trim_end_matches('/'), now_ms());
+            info.storage =
+                Some(weir_state::CheckpointStorage::open(&dir).map_err(SubmitError::Invalid)?);
+            info.checkpoint_dir = Some(dir);
+        }
+        info.graph = Some(job);
+        self.jobs.insert(id.clone(), info);
+        let deploys = self
+            .place(&id)
+            .map_err(|message| SubmitError::InsufficientSlots {
+                job_id: id.clone(),
+                message,
+            })?;
+        Ok((id, deploys))
+    }
+
+    /// Claim slots for the job's current attempt (slot i holds subtask i of
+    /// every vertex; slots go round-robin over the live workers) and build
+    /// its deployments. Errors name the slots missing.
+    pub(crate) fn place(&mut self, id: &str) -> std::result::Result<Vec<(String, Deploy)>, String> {
+        let Some(info) = self.jobs.get(id) else {
+            return Err(format!("no job '{id}'"));
+        };
+        let Some(job) = info.graph.clone() else {
+            return Err(format!("job '{id}' has ended"));
+        };
+        let needed = info.slots;
+        let mut free = self.free_slots();
+        let available: usize = free.iter().map(|(_, n)| n).sum();
+        if available < needed {
+            return Err(format!(
+                "job '{}' needs {needed} slots (its largest parallelism) but the cluster has \
+                 {available} free ({} live workers)",
+                job.job_name,
+                free.len()
+            ));
+        }
         let mut slot_worker = Vec::with_capacity(needed);
         let mut i = 0;
         let workers = free.len();
@@ -351,16 +503,17 @@ impl ClusterState {
                 worker.slots_used += 1;
             }
         }
-        let address = |wid: &String| self.workers[wid].address.clone();
+        let addresses: Vec<String> = slot_worker
+            .iter()
+            .map(|w| self.workers[w].address.clone())
+            .collect();
         let placement: Vec<Vec<String>> = job
             .vertices
             .iter()
-            .map(|v| {
-                (0..v.parallelism)
-                    .map(|s| address(&slot_worker[s]))
-                    .collect()
-            })
+            .map(|v| (0..v.parallelism).map(|s| addresses[s].clone()).collect())
             .collect();
+        let info = self.jobs.get_mut(id).expect("checked above");
+        info.slots_held = true;
         info.flight_sinks = job
             .vertices
             .iter()
@@ -388,9 +541,9 @@ impl ClusterState {
                 subtasks: (0..v.parallelism)
                     .map(|s| SubtaskInfo {
                         subtask: s,
-                        state: TaskState::Created,
+                        state: TaskState::Deploying,
                         worker: slot_worker[s].clone(),
-                        address: address(&slot_worker[s]),
+                        address: addresses[s].clone(),
                         error: None,
                         back_pressured_ms: 0,
                         back_pressured_time_ms_per_second: 0,
@@ -402,6 +555,14 @@ impl ClusterState {
                     .collect(),
             })
             .collect();
+        let checkpoints =
+            info.checkpoint_dir
+                .clone()
+                .map(|dir| weir_core::cluster::DeployCheckpoints {
+                    dir,
+                    restore: info.checkpoints.last().copied(),
+                });
+        let attempt = info.attempt;
         let deploys = info
             .worker_addresses()
             .into_iter()
@@ -409,23 +570,27 @@ impl ClusterState {
                 (
                     addr.clone(),
                     Deploy {
-                        job_id: id.clone(),
+                        job_id: id.to_string(),
                         job: job.clone(),
                         placement: placement.clone(),
                         address: addr,
+                        attempt,
+                        checkpoints: checkpoints.clone(),
                     },
                 )
             })
             .collect();
-        info.graph = Some(job);
-        self.jobs.insert(id.clone(), info);
-        Ok((id, deploys))
+        Ok(deploys)
     }
 
-    fn release_slots(&mut self, job_id: &str) {
-        let Some(job) = self.jobs.get(job_id) else {
+    pub(crate) fn release_slots(&mut self, job_id: &str) {
+        let Some(job) = self.jobs.get_mut(job_id) else {
             return;
         };
+        if !std::mem::take(&mut job.slots_held) {
+            return;
+        }
+        let job = &self.jobs[job_id];
         let mut per_worker: BTreeMap<String, usize> = BTreeMap::new();
         for v in &job.vertices {
             for t in &v.subtasks {
@@ -456,7 +621,7 @@ impl ClusterState {
         else {
             return vec![];
         };
-        if task.worker != worker_id {
+        if task.worker != worker_id || r.attempt != job.attempt {
             return vec![];
         }
         let now = Instant::now();
@@ -489,14 +654,19 @@ impl ClusterState {
         let vertex_name = job.vertices[r.vertex].name.clone();
         let was_terminal = job.status.is_terminal();
         let mut cancel = vec![];
-        if r.state == TaskState::Failed && !was_terminal && job.status != JobStatus::Cancelling {
+        if job.status == JobStatus::Restarting {
+            // The failed attempt's tasks winding down.
+        } else if r.state == TaskState::Failed
+            && !was_terminal
+            && job.status != JobStatus::Cancelling
+        {
             let cause = format!(
                 "task {vertex_name} ({}/{}) on {worker_id} failed: {}",
                 r.subtask + 1,
                 job.vertices[r.vertex].parallelism,
                 r.error.as_deref().unwrap_or("unknown error")
             );
-            job.fail(cause);
+            job.fail_or_restart(cause);
             cancel = job.worker_addresses();
         } else if !was_terminal {
             let states: Vec<TaskState> = job.tasks().map(|t| t.state).collect();
@@ -572,7 +742,7 @@ impl ClusterState {
             if !job.tasks().any(|t| t.worker == wid) {
                 continue;
             }
-            let recent_echo = job.status == JobStatus::Failed
+            let recent_echo = matches!(job.status, JobStatus::Failed | JobStatus::Restarting)
                 && job.failed_at.is_some_and(|t| t.elapsed() < window)
                 && !job
                     .failure
@@ -585,10 +755,12 @@ impl ClusterState {
                 job.history
                     .push(format!("{} earlier symptom: {echo}", now_ms()));
                 job.failure = Some(cause.clone());
-                job.history.push(format!("{} FAILED: {cause}", now_ms()));
-            } else if !job.status.is_terminal() {
-                job.fail(cause.clone());
-                ended.push(job.id.clone());
+                job.history.push(format!("{} cause: {cause}", now_ms()));
+            } else if !job.status.is_terminal() && job.status != JobStatus::Restarting {
+                job.fail_or_restart(cause.clone());
+                if job.status.is_terminal() {
+                    ended.push(job.id.clone());
+                }
                 for a in job.worker_addresses() {
                     if a != addr {
                         cancels.push((job.id.clone(), a));

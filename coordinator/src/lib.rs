@@ -25,6 +25,7 @@
 //! stays FAILED.
 #![warn(missing_docs)]
 
+pub mod checkpoints;
 pub mod jobs;
 pub mod rest;
 
@@ -154,6 +155,7 @@ impl Coordinator {
             Ok::<_, WeirError>((rest_addr, rpc_addr))
         })?;
         runtime.spawn(jobs::monitor_heartbeats(Arc::clone(&state)));
+        runtime.spawn(checkpoints::run(Arc::clone(&state)));
         Ok(Self {
             rest_addr,
             rpc_addr,
@@ -216,6 +218,13 @@ impl ActionHandler for ControlActions {
                 let h: Heartbeat = parse("heartbeat", &body)?;
                 let known = jobs::heartbeat(&self.state, h);
                 reply(&HeartbeatReply { known })
+            }
+            cluster::CHECKPOINT_ACK => {
+                let ack: weir_core::cluster::CheckpointAckMessage =
+                    parse("checkpoint acknowledgement", &body)?;
+                let state = Arc::clone(&self.state);
+                tokio::spawn(async move { checkpoints::acknowledge(&state, ack).await });
+                Ok(Bytes::from_static(b"{}"))
             }
             cluster::TASK_UPDATE => {
                 let u: TaskUpdate = parse("task update", &body)?;

@@ -21,6 +21,12 @@ pub const DEPLOY: &str = "deploy";
 pub const CANCEL: &str = "cancel";
 /// Coordinator → worker: are you alive?
 pub const PING: &str = "ping";
+/// Coordinator → worker: inject a checkpoint barrier at the job's sources.
+pub const TRIGGER_CHECKPOINT: &str = "trigger_checkpoint";
+/// Coordinator → worker: a checkpoint completed (sinks publish).
+pub const CHECKPOINT_COMPLETE: &str = "checkpoint_complete";
+/// Worker → coordinator: a subtask's snapshot is written (or declined).
+pub const CHECKPOINT_ACK: &str = "checkpoint_ack";
 
 /// States of a subtask, as Flink names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,6 +92,9 @@ pub struct TaskReport {
     /// Rows its source has read so far (source tasks).
     #[serde(default)]
     pub source_rows: u64,
+    /// The deployment attempt the task belongs to (0, then one per restart).
+    #[serde(default)]
+    pub attempt: u32,
     /// Metrics, once it ended.
     pub metrics: Option<TaskMetrics>,
 }
@@ -127,6 +136,60 @@ pub struct Deploy {
     pub placement: Vec<Vec<String>>,
     /// The receiving worker's address as placed.
     pub address: String,
+    /// Deployment attempt: 0, then one more per restart.
+    #[serde(default)]
+    pub attempt: u32,
+    /// Checkpointing of the job, when it checkpoints.
+    #[serde(default)]
+    pub checkpoints: Option<DeployCheckpoints>,
+}
+
+/// Where a deployed job's checkpoints go and which one to restore.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeployCheckpoints {
+    /// The job's checkpoint storage (a URL every worker can reach).
+    pub dir: String,
+    /// Restore from this completed checkpoint.
+    pub restore: Option<u64>,
+}
+
+/// Trigger checkpoint `checkpoint_id` of a job's attempt.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TriggerCheckpoint {
+    /// Job id.
+    pub job_id: String,
+    /// Attempt.
+    pub attempt: u32,
+    /// Checkpoint id.
+    pub checkpoint_id: u64,
+    /// Trigger time, ms since the epoch.
+    pub timestamp: i64,
+}
+
+/// Checkpoint `checkpoint_id` of a job's attempt completed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckpointComplete {
+    /// Job id.
+    pub job_id: String,
+    /// Attempt.
+    pub attempt: u32,
+    /// Checkpoint id.
+    pub checkpoint_id: u64,
+}
+
+/// A subtask's checkpoint answer, its files already written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckpointAckMessage {
+    /// The worker.
+    pub worker_id: String,
+    /// Job id.
+    pub job_id: String,
+    /// Attempt.
+    pub attempt: u32,
+    /// Checkpoint id.
+    pub checkpoint_id: u64,
+    /// The subtask's state handles, or why it declined.
+    pub result: std::result::Result<crate::checkpoint::SubtaskHandle, String>,
 }
 
 /// Stop a job's tasks.

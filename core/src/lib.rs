@@ -36,6 +36,7 @@
 
 pub mod api;
 pub mod channel;
+pub mod checkpoint;
 pub mod cluster;
 pub mod config;
 pub mod error;

@@ -180,11 +180,7 @@ impl LocalCheckpointCoordinator {
                 kind: BarrierKind::Checkpoint,
                 mode: AlignmentMode::Aligned,
             };
-            if self
-                .triggers
-                .iter()
-                .any(|t| t.send(barrier).is_err())
-            {
+            if self.triggers.iter().any(|t| t.send(barrier).is_err()) {
                 // A source has finished: no further checkpoint can complete.
                 return;
             }
@@ -239,36 +235,13 @@ impl LocalCheckpointCoordinator {
                 continue; // a late answer to an abandoned checkpoint
             }
             acked += 1;
-            let states = ack.result.map_err(|reason| {
-                WeirError::Execution(format!(
-                    "task {}.{} declined: {reason}",
-                    ack.vertex, ack.subtask
-                ))
-            })?;
-            let mut operators = Vec::new();
-            for (node, tables) in states {
-                let uid = operator_uid(&self.job, node);
-                let mut handles = Vec::new();
-                for t in tables {
-                    handles.push(
-                        self.storage
-                            .write_table(id, &uid, &t.name, ack.subtask, ack.key_groups, &t.batch)
-                            .await?,
-                    );
-                }
-                if !handles.is_empty() {
-                    operators.push(OperatorHandle {
-                        node,
-                        uid,
-                        tables: handles,
-                    });
-                }
-            }
-            subtasks.push(SubtaskHandle {
-                vertex: ack.vertex,
-                subtask: ack.subtask,
-                operators,
-            });
+            let (vertex, subtask) = (ack.vertex, ack.subtask);
+            let handle = write_ack(&self.storage, &self.job, ack)
+                .await
+                .map_err(|reason| {
+                    WeirError::Execution(format!("task {vertex}.{subtask} declined: {reason}"))
+                })?;
+            subtasks.push(handle);
         }
         subtasks.sort_by_key(|s| (s.vertex, s.subtask));
         let manifest = Manifest {
@@ -293,6 +266,72 @@ fn sleep_unless(stop: &AtomicBool, d: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(5).min(end - Instant::now()));
     }
     !stop.load(Ordering::SeqCst)
+}
+
+/// Checkpoint plumbing for `task`: its chain's stream nodes and, for a
+/// source task, the source node and trigger receiver.
+pub fn task_checkpoints(
+    job: &JobGraph,
+    task: &crate::task::Task,
+    is_source: bool,
+    triggers: Option<mpsc::UnboundedReceiver<CheckpointBarrier>>,
+    acks: std::sync::mpsc::Sender<CheckpointAck>,
+    completed: watch::Receiver<u64>,
+) -> TaskCheckpoints {
+    let nodes = &job.vertices[task.vertex].nodes;
+    TaskCheckpoints {
+        triggers,
+        acks,
+        completed,
+        chain_nodes: if is_source {
+            nodes[1..].to_vec()
+        } else {
+            nodes.clone()
+        },
+        source_node: is_source.then(|| nodes[0]),
+    }
+}
+
+/// Write a task's acknowledged tables to `storage`: its handle for the
+/// manifest, or why it declined.
+pub async fn write_ack(
+    storage: &CheckpointStorage,
+    job: &JobGraph,
+    ack: CheckpointAck,
+) -> std::result::Result<SubtaskHandle, String> {
+    let states = ack.result?;
+    let mut operators = Vec::new();
+    for (node, tables) in states {
+        let uid = operator_uid(job, node);
+        let mut handles = Vec::new();
+        for t in tables {
+            handles.push(
+                storage
+                    .write_table(
+                        ack.checkpoint,
+                        &uid,
+                        &t.name,
+                        ack.subtask,
+                        ack.key_groups,
+                        &t.batch,
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        if !handles.is_empty() {
+            operators.push(OperatorHandle {
+                node,
+                uid,
+                tables: handles,
+            });
+        }
+    }
+    Ok(SubtaskHandle {
+        vertex: ack.vertex,
+        subtask: ack.subtask,
+        operators,
+    })
 }
 
 /// The uid state is filed under: the operator's `uid()`, else `node-{id}`.

@@ -19,9 +19,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::watch;
 use weir_core::cluster::{
-    self, Cancel, Deploy, Heartbeat, HeartbeatReply, RegisterWorker, Registered, TaskReport,
-    TaskState, TaskUpdate,
+    self, Cancel, CheckpointAckMessage, CheckpointComplete, Deploy, Heartbeat, HeartbeatReply,
+    RegisterWorker, Registered, TaskReport, TaskState, TaskUpdate, TriggerCheckpoint,
 };
+use weir_state::CheckpointStorage;
+
+use crate::checkpoint::{CheckpointAck, task_checkpoints, write_ack};
+use crate::task::TaskInput;
 use weir_core::{Result, Secret, WeirError};
 use weir_flight::{
     ActionHandler, Credentials, ExchangeServer, FlightNode, LazyFlightSender, TlsPem, call_action,
@@ -83,6 +87,15 @@ type TaskCounters = ((usize, usize), Arc<AtomicU64>, Arc<AtomicU64>);
 struct JobOnWorker {
     cancel: Arc<watch::Sender<bool>>,
     counters: Vec<TaskCounters>,
+    /// Barrier triggers of the local source tasks.
+    triggers: Vec<tokio::sync::mpsc::UnboundedSender<weir_core::message::CheckpointBarrier>>,
+    /// The newest completed checkpoint, watched by the tasks.
+    completed: watch::Sender<u64>,
+}
+
+/// Key of one deployment attempt of a job on this worker.
+fn job_key(job_id: &str, attempt: u32) -> String {
+    format!("{job_id}@{attempt}")
 }
 
 struct WorkerState {
@@ -278,7 +291,11 @@ async fn heartbeats(state: Arc<WorkerState>, interval: Duration) {
 
 fn push_update(state: &Arc<WorkerState>, report: TaskReport) {
     lock(&state.reports).insert(
-        (report.job_id.clone(), report.vertex, report.subtask),
+        (
+            job_key(&report.job_id, report.attempt),
+            report.vertex,
+            report.subtask,
+        ),
         report.clone(),
     );
     let update = TaskUpdate {
@@ -314,20 +331,21 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
             "placement does not match the job's vertices",
         ));
     }
-    if lock(&state.jobs).contains_key(&d.job_id) {
+    let key = job_key(&d.job_id, d.attempt);
+    if lock(&state.jobs).contains_key(&key) {
         return Err(WeirError::plan(format!(
-            "job {} is already deployed here",
-            d.job_id
+            "job {} (attempt {}) is already deployed here",
+            d.job_id, d.attempt
         )));
     }
     let me = d.address.clone();
     let is_local = |v: usize, s: usize| placement[v][s] == me;
     let capacity = d.job.config.channel_capacity;
-    let job_id = d.job_id.clone();
+    let (job_id, attempt) = (d.job_id.clone(), d.attempt);
     let exchange = state.exchange.clone();
     let credentials = state.credentials.clone();
-    let tasks = build_placed_tasks(&d.job, &is_local, &mut |c| {
-        let id = format!("{job_id}/{}", c.name);
+    let mut tasks = build_placed_tasks(&d.job, &is_local, &mut |c| {
+        let id = format!("{key}/{}", c.name);
         Ok(match (c.producer_here, c.consumer_here) {
             (true, true) => {
                 let (tx, rx) = local_channel(capacity, c.name.clone());
@@ -345,6 +363,52 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
             (false, false) => (None, None),
         })
     })?;
+    // Checkpoints: restore the attempt's state, wire barriers and acks.
+    let (completed, completed_rx) = watch::channel(0u64);
+    let mut triggers = Vec::new();
+    if let Some(c) = &d.checkpoints {
+        let storage = CheckpointStorage::open(&c.dir)?;
+        let manifest = match c.restore {
+            Some(id) => Some(state.runtime.block_on(storage.manifest(id))?),
+            None => None,
+        };
+        if attempt > 0 {
+            state.runtime.block_on(crate::recovery::restore(
+                &storage,
+                manifest.as_ref(),
+                &d.job,
+                &mut tasks,
+            ))?;
+        }
+        if let Some(id) = c.restore {
+            completed.send_replace(id);
+        }
+        let (acks, ack_rx) = std::sync::mpsc::channel::<CheckpointAck>();
+        for (task, input) in &mut tasks {
+            let is_source = matches!(input, TaskInput::Source { .. });
+            let trigger = is_source.then(|| {
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                triggers.push(tx);
+                rx
+            });
+            task.checkpoints = Some(task_checkpoints(
+                &d.job,
+                task,
+                is_source,
+                trigger,
+                acks.clone(),
+                completed_rx.clone(),
+            ));
+        }
+        forward_acks(
+            state,
+            storage,
+            d.job.clone(),
+            job_id.clone(),
+            attempt,
+            ack_rx,
+        )?;
+    }
     let (cancel, _) = watch::channel(false);
     let cancel = Arc::new(cancel);
     let counters = tasks
@@ -357,31 +421,35 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
             )
         })
         .collect();
+    let report = |vertex, subtask, state, error, metrics| TaskReport {
+        job_id: job_id.clone(),
+        vertex,
+        subtask,
+        state,
+        error,
+        back_pressured_ms: 0,
+        source_rows: 0,
+        attempt,
+        metrics,
+    };
     for (t, _) in &tasks {
         push_update(
             state,
-            TaskReport {
-                job_id: job_id.clone(),
-                vertex: t.vertex,
-                subtask: t.subtask,
-                state: TaskState::Deploying,
-                error: None,
-                back_pressured_ms: 0,
-                source_rows: 0,
-                metrics: None,
-            },
+            report(t.vertex, t.subtask, TaskState::Deploying, None, None),
         );
     }
     lock(&state.jobs).insert(
-        job_id.clone(),
+        key.clone(),
         JobOnWorker {
             cancel: Arc::clone(&cancel),
             counters,
+            triggers,
+            completed,
         },
     );
     let observer_state = Arc::clone(state);
-    let observer_job = job_id.clone();
     let cancelled = cancel.subscribe();
+    let observer_job = job_id.clone();
     let observer = Arc::new(move |event: TaskEvent<'_>| {
         let (vertex, subtask, task_state, error, metrics) = match event {
             TaskEvent::Running { vertex, subtask } => {
@@ -413,20 +481,62 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
                 error,
                 back_pressured_ms: 0,
                 source_rows: 0,
+                attempt,
                 metrics,
             },
         );
     });
     let done_state = Arc::clone(state);
     std::thread::Builder::new()
-        .name(format!("weir job {job_id}"))
+        .name(format!("weir job {key}"))
         .spawn(move || {
             if let Err(e) = run_observed_tasks(tasks, cancel, observer) {
-                tracing::info!("job {job_id} ended on this worker: {e}");
+                tracing::info!("job {key} ended on this worker: {e}");
             }
-            lock(&done_state.jobs).remove(&job_id);
+            lock(&done_state.jobs).remove(&key);
         })
         .map_err(|e| WeirError::Execution(format!("cannot start the job thread: {e}")))?;
+    Ok(())
+}
+
+/// Write the snapshots local tasks hand over, and acknowledge each to the
+/// coordinator — uploads run beside the tasks, which keep processing.
+fn forward_acks(
+    state: &Arc<WorkerState>,
+    storage: CheckpointStorage,
+    job: weir_core::graph::JobGraph,
+    job_id: String,
+    attempt: u32,
+    acks: std::sync::mpsc::Receiver<CheckpointAck>,
+) -> Result<()> {
+    let state = Arc::clone(state);
+    std::thread::Builder::new()
+        .name(format!("weir acks {job_id}@{attempt}"))
+        .spawn(move || {
+            for ack in acks {
+                let checkpoint_id = ack.checkpoint;
+                let result = state.runtime.block_on(write_ack(&storage, &job, ack));
+                let message = CheckpointAckMessage {
+                    worker_id: lock(&state.worker_id).clone(),
+                    job_id: job_id.clone(),
+                    attempt,
+                    checkpoint_id,
+                    result,
+                };
+                let Ok(body) = serde_json::to_vec(&message) else {
+                    continue;
+                };
+                if let Err(e) = state.runtime.block_on(call_action(
+                    &state.options.coordinator,
+                    &state.credentials,
+                    cluster::CHECKPOINT_ACK,
+                    body,
+                )) {
+                    tracing::warn!("checkpoint {checkpoint_id} acknowledgement lost: {e}");
+                }
+            }
+        })
+        .map_err(|e| WeirError::Execution(format!("cannot start the ack thread: {e}")))?;
     Ok(())
 }
 
@@ -458,12 +568,39 @@ impl ActionHandler for WorkerActions {
             cluster::CANCEL => {
                 let c: Cancel = serde_json::from_slice(&body)
                     .map_err(|e| bad_request(format!("malformed cancel: {e}")))?;
-                if let Some(job) = lock(&state.jobs).get(&c.job_id) {
-                    job.cancel.send_replace(true);
+                let prefix = format!("{}@", c.job_id);
+                for (key, job) in lock(&state.jobs).iter() {
+                    if key.starts_with(&prefix) {
+                        job.cancel.send_replace(true);
+                    }
                 }
                 Ok(Bytes::from_static(b"{}"))
             }
             cluster::PING => Ok(Bytes::from_static(b"{}")),
+            cluster::TRIGGER_CHECKPOINT => {
+                let t: TriggerCheckpoint = serde_json::from_slice(&body)
+                    .map_err(|e| bad_request(format!("malformed trigger: {e}")))?;
+                let barrier = weir_core::message::CheckpointBarrier {
+                    id: t.checkpoint_id,
+                    timestamp: t.timestamp,
+                    kind: weir_core::message::BarrierKind::Checkpoint,
+                    mode: weir_core::message::AlignmentMode::Aligned,
+                };
+                if let Some(job) = lock(&state.jobs).get(&job_key(&t.job_id, t.attempt)) {
+                    for trigger in &job.triggers {
+                        let _ = trigger.send(barrier);
+                    }
+                }
+                Ok(Bytes::from_static(b"{}"))
+            }
+            cluster::CHECKPOINT_COMPLETE => {
+                let c: CheckpointComplete = serde_json::from_slice(&body)
+                    .map_err(|e| bad_request(format!("malformed completion: {e}")))?;
+                if let Some(job) = lock(&state.jobs).get(&job_key(&c.job_id, c.attempt)) {
+                    job.completed.send_replace(c.checkpoint_id);
+                }
+                Ok(Bytes::from_static(b"{}"))
+            }
             other => Err(tonic::Status::invalid_argument(format!(
                 "unknown action '{other}'"
             ))),

@@ -21,7 +21,7 @@ use weir_core::{Result, WeirError};
 use weir_state::{CheckpointStorage, Manifest};
 
 use crate::checkpoint::{
-    CheckpointConfig, LocalCheckpointCoordinator, TaskCheckpoints, tables_for,
+    CheckpointConfig, LocalCheckpointCoordinator, tables_for, task_checkpoints,
 };
 use crate::executor::{TaskObserver, build_tasks, run_observed_tasks};
 use crate::task::TaskInput;
@@ -82,7 +82,7 @@ pub fn run_checkpointed(
         let attempt = restarts.len();
         let (mut tasks, host) = build_tasks(&job)?;
         if attempt > 0 {
-            restore(&runtime, &storage, restored.as_ref(), &job, &mut tasks)?;
+            runtime.block_on(restore(&storage, restored.as_ref(), &job, &mut tasks))?;
         }
         let sources: Vec<(usize, usize)> = tasks
             .iter()
@@ -98,19 +98,16 @@ pub fn run_checkpointed(
             last_id,
         );
         for (task, input) in &mut tasks {
-            let nodes = &job.vertices[task.vertex].nodes;
             let is_source = matches!(input, TaskInput::Source { .. });
-            task.checkpoints = Some(TaskCheckpoints {
-                triggers: wiring.triggers.remove(&(task.vertex, task.subtask)),
-                acks: wiring.acks.clone(),
-                completed: wiring.completed.clone(),
-                chain_nodes: if is_source {
-                    nodes[1..].to_vec()
-                } else {
-                    nodes.clone()
-                },
-                source_node: is_source.then(|| nodes[0]),
-            });
+            let triggers = wiring.triggers.remove(&(task.vertex, task.subtask));
+            task.checkpoints = Some(task_checkpoints(
+                &job,
+                task,
+                is_source,
+                triggers,
+                wiring.acks.clone(),
+                wiring.completed.clone(),
+            ));
         }
         drop(wiring);
         let stats = Arc::clone(&coordinator.stats);
@@ -185,8 +182,8 @@ pub fn run_checkpointed(
 
 /// Give every task its state from `manifest` (none: a fresh start, which
 /// still lets sinks clear what the failed attempt left behind).
-fn restore(
-    runtime: &tokio::runtime::Runtime,
+/// Also used by workers for the tasks deployed to them.
+pub async fn restore(
     storage: &CheckpointStorage,
     manifest: Option<&Manifest>,
     job: &JobGraph,
@@ -194,9 +191,7 @@ fn restore(
 ) -> Result<()> {
     for (task, input) in tasks.iter_mut() {
         let mut tables = match manifest {
-            Some(m) => {
-                runtime.block_on(tables_for(storage, m, job, task.vertex, task.key_groups))?
-            }
+            Some(m) => tables_for(storage, m, job, task.vertex, task.key_groups).await?,
             None => HashMap::new(),
         };
         let nodes = &job.vertices[task.vertex].nodes;

@@ -1,0 +1,264 @@
+//! The CheckpointCoordinator and the restarts of a cluster's jobs.
+//!
+//! Every running job with a checkpoint interval gets a trigger per interval
+//! (one checkpoint in flight at a time): the workers holding its sources
+//! inject barrier *n*; every subtask's worker writes that subtask's Parquet
+//! files and acknowledges with their handles; when all subtasks have, the
+//! coordinator writes `chk-n/_metadata` — the commit point — keeps the
+//! newest `checkpoint_retained` checkpoints, and tells the workers, whose
+//! two-phase-commit sinks then publish. A task that declines, or a
+//! checkpoint older than `checkpoint_timeout`, is abandoned; the job goes on.
+//!
+//! A job whose task fails or whose worker is lost restarts (while restarts
+//! remain) after `restart_delay`: the failed attempt is cancelled, slots are
+//! claimed again on the live workers, and the next attempt is deployed with
+//! the latest completed checkpoint to restore. Without enough slots it waits
+//! for workers to (re)join, up to a minute, then fails.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use weir_core::checkpoint::{Manifest, SubtaskHandle};
+use weir_core::cluster::{self, CheckpointAckMessage, CheckpointComplete, TriggerCheckpoint};
+use weir_flight::call_action;
+
+use crate::jobs::{ClusterState, JobStatus, lock};
+
+/// A checkpoint in flight.
+#[derive(Debug, Clone)]
+pub struct PendingCheckpoint {
+    /// Id.
+    pub id: u64,
+    /// Trigger time.
+    pub started: Instant,
+    /// Trigger time, ms since the epoch.
+    pub timestamp: i64,
+    /// Acknowledged subtasks.
+    pub acks: BTreeMap<(usize, usize), SubtaskHandle>,
+}
+
+/// How long a restarting job waits for free slots.
+const SLOT_WAIT: Duration = Duration::from_secs(60);
+
+/// Drive checkpoints and restarts of every job, forever.
+pub async fn run(state: Arc<Mutex<ClusterState>>) {
+    let mut ticker = tokio::time::interval(Duration::from_millis(20));
+    loop {
+        ticker.tick().await;
+        let (triggers, deploys, failed_deploys, credentials) = {
+            let mut s = lock(&state);
+            let credentials = s.credentials();
+            let mut triggers = Vec::new();
+            let mut deploys = Vec::new();
+            let mut failed = Vec::new();
+            let ids: Vec<String> = s.job_ids();
+            for id in ids {
+                restart_if_due(&mut s, &id, &mut deploys, &mut failed);
+                if let Some(t) = trigger_if_due(&mut s, &id) {
+                    triggers.push(t);
+                }
+            }
+            (triggers, deploys, failed, credentials)
+        };
+        for (addresses, trigger) in triggers {
+            let body = serde_json::to_vec(&trigger).unwrap_or_default();
+            for addr in addresses {
+                let (credentials, body) = (credentials.clone(), body.clone());
+                tokio::spawn(async move {
+                    if let Err(e) =
+                        call_action(&addr, &credentials, cluster::TRIGGER_CHECKPOINT, body).await
+                    {
+                        tracing::warn!("checkpoint trigger to {addr}: {e}");
+                    }
+                });
+            }
+        }
+        for addr in failed_deploys {
+            tracing::warn!("{addr}");
+        }
+        for (job_id, addr, deploy) in deploys {
+            let (state, credentials) = (Arc::clone(&state), credentials.clone());
+            tokio::spawn(async move {
+                let body = serde_json::to_vec(&deploy).unwrap_or_default();
+                if let Err(e) = call_action(&addr, &credentials, cluster::DEPLOY, body).await {
+                    let mut s = lock(&state);
+                    s.job_failed(&job_id, format!("redeployment to {addr} failed: {e}"));
+                }
+            });
+        }
+    }
+}
+
+type Trigger = (Vec<String>, TriggerCheckpoint);
+
+fn trigger_if_due(s: &mut ClusterState, id: &str) -> Option<Trigger> {
+    let job = s.job_mut(id)?;
+    let config = job.graph.as_ref()?.config.clone();
+    let interval = config.checkpoint_interval?;
+    if job.status != JobStatus::Running {
+        return None;
+    }
+    if let Some(p) = &job.pending {
+        if p.started.elapsed() > config.checkpoint_timeout {
+            let reason = format!(
+                "checkpoint {} timed out after {:?} ({} of {} subtasks acknowledged)",
+                p.id,
+                config.checkpoint_timeout,
+                p.acks.len(),
+                job.tasks().count()
+            );
+            job.history.push(reason);
+            job.checkpoints_declined += 1;
+            job.pending = None;
+        }
+        return None;
+    }
+    if job.last_trigger.is_some_and(|t| t.elapsed() < interval) {
+        return None;
+    }
+    if job.last_trigger.is_none() {
+        // The first checkpoint comes one interval after the start.
+        job.last_trigger = Some(Instant::now());
+        return None;
+    }
+    let checkpoint_id = job.next_checkpoint;
+    job.next_checkpoint += 1;
+    job.last_trigger = Some(Instant::now());
+    let timestamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    job.pending = Some(PendingCheckpoint {
+        id: checkpoint_id,
+        started: Instant::now(),
+        timestamp,
+        acks: BTreeMap::new(),
+    });
+    Some((
+        job.worker_addresses(),
+        TriggerCheckpoint {
+            job_id: id.to_string(),
+            attempt: job.attempt,
+            checkpoint_id,
+            timestamp,
+        },
+    ))
+}
+
+type Deployment = (String, String, cluster::Deploy);
+
+fn restart_if_due(
+    s: &mut ClusterState,
+    id: &str,
+    deploys: &mut Vec<Deployment>,
+    failed: &mut Vec<String>,
+) {
+    let Some(job) = s.job_mut(id) else { return };
+    if job.status != JobStatus::Restarting || job.restart_at.is_none_or(|t| t > Instant::now()) {
+        return;
+    }
+    let waited = job.restart_at.map(|t| t.elapsed()).unwrap_or_default();
+    s.release_slots(id);
+    match s.place_next_attempt(id) {
+        Ok(list) => {
+            for (addr, d) in list {
+                deploys.push((id.to_string(), addr, d));
+            }
+        }
+        Err(message) if waited > SLOT_WAIT => {
+            s.job_failed(id, format!("cannot restart: {message}"));
+            failed.push(format!("job {id} cannot restart: {message}"));
+        }
+        Err(_) => {} // wait for workers
+    }
+}
+
+/// A worker's acknowledgement of a checkpoint.
+pub async fn acknowledge(state: &Arc<Mutex<ClusterState>>, ack: CheckpointAckMessage) {
+    let commit = {
+        let mut s = lock(state);
+        let Some(job) = s.job_mut(&ack.job_id) else {
+            return;
+        };
+        if ack.attempt != job.attempt {
+            return;
+        }
+        let total = job.tasks().count();
+        let Some(pending) = job.pending.as_mut().filter(|p| p.id == ack.checkpoint_id) else {
+            return;
+        };
+        match ack.result {
+            Err(reason) => {
+                job.history.push(format!(
+                    "checkpoint {} declined by {}: {reason}",
+                    ack.checkpoint_id, ack.worker_id
+                ));
+                job.checkpoints_declined += 1;
+                job.pending = None;
+                None
+            }
+            Ok(handle) => {
+                pending.acks.insert((handle.vertex, handle.subtask), handle);
+                if pending.acks.len() < total {
+                    None
+                } else {
+                    let pending = job.pending.take().expect("matched above");
+                    let graph = job.graph.as_ref();
+                    let manifest = Manifest {
+                        job_name: job.name.clone(),
+                        checkpoint_id: pending.id,
+                        timestamp_ms: pending.timestamp,
+                        max_parallelism: graph.map_or(128, |g| g.config.max_parallelism),
+                        subtasks: pending.acks.into_values().collect(),
+                    };
+                    let retained = graph.map_or(3, |g| g.config.checkpoint_retained);
+                    job.storage.clone().map(|st| (st, manifest, retained))
+                }
+            }
+        }
+    };
+    let Some((storage, manifest, retained)) = commit else {
+        return;
+    };
+    let id = manifest.checkpoint_id;
+    if let Err(e) = storage.commit(&manifest).await {
+        let mut s = lock(state);
+        if let Some(job) = s.job_mut(&ack.job_id) {
+            job.history
+                .push(format!("checkpoint {id} not committed: {e}"));
+            job.checkpoints_declined += 1;
+        }
+        return;
+    }
+    let (addresses, attempt, credentials) = {
+        let mut s = lock(state);
+        let credentials = s.credentials();
+        let Some(job) = s.job_mut(&ack.job_id) else {
+            return;
+        };
+        job.checkpoints.push(id);
+        (job.worker_addresses(), job.attempt, credentials)
+    };
+    let body = serde_json::to_vec(&CheckpointComplete {
+        job_id: ack.job_id.clone(),
+        attempt,
+        checkpoint_id: id,
+    })
+    .unwrap_or_default();
+    for addr in addresses {
+        if let Err(e) = call_action(
+            &addr,
+            &credentials,
+            cluster::CHECKPOINT_COMPLETE,
+            body.clone(),
+        )
+        .await
+        {
+            tracing::warn!("checkpoint {id} completion to {addr}: {e}");
+        }
+    }
+    if let Err(e) = storage.retain(retained).await {
+        tracing::warn!("checkpoint retention: {e}");
+    }
+}
