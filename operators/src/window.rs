@@ -392,6 +392,12 @@ impl WindowAggregateOperator {
 
     /// Turn the live groups of the panes in `[start, end)` into frozen state.
     fn freeze_range(&mut self, start: i64, end: i64) -> Result<()> {
+        self.freeze_range_into(start, end, MAX_FROZEN_PARTS)
+    }
+
+    /// As [`Self::freeze_range`], compacting panes of more than `max_parts`
+    /// frozen parts into one.
+    fn freeze_range_into(&mut self, start: i64, end: i64, max_parts: usize) -> Result<()> {
         let mut compact = Vec::new();
         for (&p, pane) in self.panes.range_mut(start..end) {
             if let Some(mut live) = pane.live.take() {
@@ -405,7 +411,7 @@ impl WindowAggregateOperator {
                     pane.frozen.push(Frozen { keys, states });
                 }
             }
-            if pane.frozen.len() > MAX_FROZEN_PARTS {
+            if pane.frozen.len() > max_parts {
                 compact.push(p);
             }
         }
@@ -849,7 +855,8 @@ impl Operator for WindowAggregateOperator {
                 self.name
             )));
         }
-        self.freeze_range(i64::MIN, i64::MAX)?;
+        // One part per pane: a snapshot holds each (pane, key) once.
+        self.freeze_range_into(i64::MIN, i64::MAX, 1)?;
         let schema = self.aggregates.snapshot_schema()?;
         let mut parts = Vec::new();
         for (&start, pane) in &self.panes {

@@ -76,6 +76,7 @@ pub fn run_checkpointed(
         .map_err(|e| WeirError::Execution(format!("cannot start a runtime: {e}")))?;
     let mut restarts = Vec::new();
     let mut completed = Vec::new();
+    let mut sizes = Vec::new();
     let mut restored: Option<Manifest> = None;
     let mut last_id = 0;
     loop {
@@ -145,6 +146,7 @@ pub fn run_checkpointed(
         let stats = stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
         last_id = last_id.max(stats.last_triggered);
         completed.extend(stats.completed.iter().copied());
+        sizes.extend(stats.sizes.iter().copied());
         let failure = match result {
             Ok(metrics) => {
                 return Ok(JobResult {
@@ -153,6 +155,7 @@ pub fn run_checkpointed(
                     tasks: metrics,
                     restarts,
                     checkpoints: completed,
+                    checkpoint_sizes: sizes,
                 });
             }
             Err(e) => e,

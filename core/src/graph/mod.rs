@@ -91,6 +91,8 @@ pub struct JobResult {
     pub restarts: Vec<String>,
     /// Ids of the checkpoints completed, in order.
     pub checkpoints: Vec<u64>,
+    /// Each completed checkpoint: id, trigger-to-commit time, bytes written.
+    pub checkpoint_sizes: Vec<(u64, Duration, u64)>,
 }
 
 impl JobResult {
