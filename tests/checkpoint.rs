@@ -22,6 +22,31 @@ fn run(
     checkpoints: Option<(&Path, u64)>,
     fail_after: Option<u64>,
 ) -> weir_core::graph::JobResult {
+    run_with(out, checkpoints, fail_after, |_| {}).unwrap()
+}
+
+/// The newest committed checkpoint folder under `dir` (one run folder).
+fn newest_checkpoint(dir: &Path) -> Option<std::path::PathBuf> {
+    let run = std::fs::read_dir(dir).ok()?.next()?.ok()?.path();
+    std::fs::read_dir(run)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("_metadata").exists())
+        .max_by_key(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str()?.strip_prefix("chk-")?.parse::<u64>().ok())
+        })
+}
+
+/// As [`run`]; `at_failure` runs (with the checkpoint folder) just before
+/// the injected failure. Returns the job's outcome.
+fn run_with(
+    out: &Path,
+    checkpoints: Option<(&Path, u64)>,
+    fail_after: Option<u64>,
+    at_failure: impl Fn(&Path) + Send + Sync + 'static,
+) -> weir_core::Result<weir_core::graph::JobResult> {
+    let chk_dir = checkpoints.map(|(d, _)| d.to_path_buf());
     let env = weir_worker::local_environment().unwrap();
     env.set_parallelism(2);
     env.configure(|c| {
@@ -60,6 +85,9 @@ fn run(
         .map_batches("FailOnce", schema, move |b| {
             let n = seen.fetch_add(b.num_rows() as u64, Ordering::SeqCst);
             if fail_after.is_some_and(|f| n >= f) && !failed.swap(true, Ordering::SeqCst) {
+                if let Some(dir) = &chk_dir {
+                    at_failure(dir);
+                }
                 return Err(weir_core::WeirError::Execution("injected failure".into()));
             }
             Ok(b)
@@ -75,7 +103,7 @@ fn run(
         .unwrap()
         .sink_to(SinkSpec::Parquet { dir: out.into() }, "out")
         .unwrap();
-    env.execute("checkpointed windows").unwrap()
+    env.execute("checkpointed windows")
 }
 
 /// Compare without printing thousands of rows.
@@ -152,4 +180,68 @@ fn a_failed_job_resumes_from_its_checkpoint_with_exactly_once_output() {
         &expected,
         "recovered run",
     );
+}
+
+#[test]
+fn damaged_checkpoints_fail_the_restart_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases: [(&str, fn(&Path) -> String); 3] = [
+        ("missing", |chk| {
+            let file = state_file(chk);
+            std::fs::remove_file(&file).unwrap();
+            file.file_name().unwrap().to_string_lossy().to_string()
+        }),
+        ("truncated", |chk| {
+            let file = state_file(chk);
+            let data = std::fs::read(&file).unwrap();
+            std::fs::write(&file, &data[..data.len() / 2]).unwrap();
+            file.file_name().unwrap().to_string_lossy().to_string()
+        }),
+        ("corrupt manifest", |chk| {
+            std::fs::write(chk.join("_metadata"), "{ not a manifest").unwrap();
+            "_metadata".to_string()
+        }),
+    ];
+    for (what, damage) in cases {
+        let chk = tmp.path().join(format!("chk-{}", what.replace(' ', "-")));
+        let named = Arc::new(std::sync::Mutex::new(String::new()));
+        let seen = Arc::clone(&named);
+        let err = run_with(
+            &tmp.path().join(format!("out-{}", what.replace(' ', "-"))),
+            Some((&chk, 200)),
+            Some(EVENTS * 2 / 3),
+            move |dir| {
+                let newest =
+                    newest_checkpoint(dir).expect("a checkpoint completed before the failure");
+                *seen.lock().unwrap() = damage(&newest);
+            },
+        )
+        .expect_err("a damaged checkpoint must fail the restart");
+        let message = err.to_string();
+        let file = named.lock().unwrap().clone();
+        assert!(
+            message.contains(&file),
+            "{what}: the error names {file}: {message}"
+        );
+    }
+}
+
+/// A window state file of checkpoint folder `chk`.
+fn state_file(chk: &Path) -> std::path::PathBuf {
+    for op in std::fs::read_dir(chk).unwrap() {
+        let op = op.unwrap().path();
+        if op.is_dir() {
+            for f in std::fs::read_dir(&op).unwrap() {
+                let f = f.unwrap().path();
+                if f.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("panes-")
+                {
+                    return f;
+                }
+            }
+        }
+    }
+    panic!("no window state in {}", chk.display());
 }
