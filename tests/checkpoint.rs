@@ -185,7 +185,7 @@ fn a_failed_job_resumes_from_its_checkpoint_with_exactly_once_output() {
 #[test]
 fn damaged_checkpoints_fail_the_restart_naming_the_file() {
     let tmp = tempfile::tempdir().unwrap();
-    let cases: [(&str, fn(&Path) -> String); 3] = [
+    let cases: [(&str, Damage); 3] = [
         ("missing", |chk| {
             let file = state_file(chk);
             std::fs::remove_file(&file).unwrap();
@@ -225,6 +225,9 @@ fn damaged_checkpoints_fail_the_restart_naming_the_file() {
         );
     }
 }
+
+/// Damages a checkpoint folder; returns the name of the file it damaged.
+type Damage = fn(&Path) -> String;
 
 /// A window state file of checkpoint folder `chk`.
 fn state_file(chk: &Path) -> std::path::PathBuf {
