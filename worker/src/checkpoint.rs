@@ -342,19 +342,32 @@ pub fn operator_uid(job: &JobGraph, node: usize) -> String {
         .unwrap_or_else(|| format!("node-{node}"))
 }
 
-/// The tables of checkpoint `manifest` that the subtask owning
-/// `key_groups` of `vertex` restores, per stream node: those of every
-/// subtask of the vertex whose key groups overlap (only its own at the same
-/// parallelism).
+/// The tables of checkpoint `manifest` that subtask `subtask` of `vertex`
+/// (now at `parallelism`) restores, per stream node. At the parallelism
+/// the checkpoint was taken with, those its own index wrote; after a
+/// rescale, every subtask's — keyed operators keep the rows of their key
+/// groups, operator state (source splits, sink files) is divided by the
+/// operator (even split by the old subtask index).
 pub async fn tables_for(
     storage: &CheckpointStorage,
     manifest: &Manifest,
     job: &JobGraph,
     vertex: usize,
-    key_groups: KeyGroupRange,
+    subtask: usize,
+    parallelism: usize,
 ) -> Result<HashMap<usize, Vec<StateTable>>> {
+    let old_parallelism = manifest
+        .subtasks
+        .iter()
+        .filter(|s| s.vertex == vertex)
+        .count();
+    let rescaled = old_parallelism != parallelism;
     let mut out: HashMap<usize, Vec<StateTable>> = HashMap::new();
-    for s in manifest.subtasks.iter().filter(|s| s.vertex == vertex) {
+    for s in manifest
+        .subtasks
+        .iter()
+        .filter(|s| s.vertex == vertex && (rescaled || s.subtask == subtask))
+    {
         for op in &s.operators {
             if operator_uid(job, op.node) != op.uid {
                 return Err(WeirError::Execution(format!(
@@ -363,14 +376,10 @@ pub async fn tables_for(
                 )));
             }
             for t in &op.tables {
-                let overlaps =
-                    t.key_group_start < key_groups.end && key_groups.start < t.key_group_end;
-                if overlaps {
-                    let batch = storage.read_table(t).await?;
-                    out.entry(op.node)
-                        .or_default()
-                        .push(StateTable::new(t.name.clone(), batch));
-                }
+                let batch = storage.read_table(t).await?;
+                out.entry(op.node)
+                    .or_default()
+                    .push(StateTable::new(t.name.clone(), batch));
             }
         }
     }

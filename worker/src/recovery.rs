@@ -194,7 +194,10 @@ pub async fn restore(
 ) -> Result<()> {
     for (task, input) in tasks.iter_mut() {
         let mut tables = match manifest {
-            Some(m) => tables_for(storage, m, job, task.vertex, task.key_groups).await?,
+            Some(m) => {
+                let parallelism = job.vertices[task.vertex].parallelism;
+                tables_for(storage, m, job, task.vertex, task.subtask, parallelism).await?
+            }
             None => HashMap::new(),
         };
         let nodes = &job.vertices[task.vertex].nodes;

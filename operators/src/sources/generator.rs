@@ -24,16 +24,17 @@ fn splitmix64(x: u64) -> u64 {
 }
 
 /// Generates events `n` in chunks of `batch_size`: subtask `i` of `p` owns
-/// chunks `i, i + p, i + 2p, …`, so all subtasks advance through event time
+/// chunks `i, i + p, i + 2p, …` (a *progression*), so all subtasks advance through event time
 /// together, and every value is a pure function of `(seed, column, n)`.
 pub struct GeneratorSource {
     spec: GeneratorSpec,
     schema: SchemaRef,
     column_seeds: Vec<u64>,
-    batch_size: u64,
+    subtask: u64,
     parallelism: u64,
-    chunk: u64,
-    offset_in_chunk: u64,
+    /// The chunk sequences this subtask generates: its own, or after a
+    /// rescale those of the old subtasks assigned to it.
+    progressions: Vec<Progression>,
     rate_per_subtask: Option<f64>,
     linger: Duration,
     started: Option<Instant>,
@@ -53,10 +54,15 @@ impl GeneratorSource {
             rate_per_subtask: spec.rate.map(|r| r as f64 / parallelism as f64),
             spec,
             column_seeds,
-            batch_size: ctx.config.batch_size as u64,
+            subtask: ctx.subtask as u64,
             parallelism,
-            chunk: ctx.subtask as u64,
-            offset_in_chunk: 0,
+            progressions: vec![Progression {
+                owner: ctx.subtask as u64,
+                chunk_size: ctx.config.batch_size as u64,
+                stride: parallelism,
+                chunk: ctx.subtask as u64,
+                offset: 0,
+            }],
             linger: ctx.config.batch_linger,
             started: None,
             last_emit: Instant::now(),
@@ -138,41 +144,63 @@ fn generate_column(g: &ColumnGen, seed: u64, from: u64, to: u64) -> ArrayRef {
     }
 }
 
+/// One sequence of chunks: `chunk, chunk + stride, …`, each `chunk_size`
+/// events, the first `offset` events of `chunk` already emitted.
+#[derive(Debug, Clone, Copy)]
+struct Progression {
+    /// The subtask that started it (at the parallelism `stride`).
+    owner: u64,
+    chunk_size: u64,
+    stride: u64,
+    chunk: u64,
+    offset: u64,
+}
+
+impl Progression {
+    fn start(&self) -> u64 {
+        self.chunk * self.chunk_size
+    }
+
+    fn next_index(&self) -> u64 {
+        self.start() + self.offset
+    }
+}
+
 fn position_schema() -> arrow::datatypes::SchemaRef {
     use arrow::datatypes::{DataType, Field, Schema};
     Arc::new(Schema::new(
-        [
-            "subtask",
-            "parallelism",
-            "chunk",
-            "offset_in_chunk",
-            "emitted",
-        ]
-        .map(|n| Field::new(n, DataType::UInt64, false))
-        .to_vec(),
+        ["owner", "chunk_size", "stride", "chunk", "offset_in_chunk"]
+            .map(|n| Field::new(n, DataType::UInt64, false))
+            .to_vec(),
     ))
 }
 
 impl Source for GeneratorSource {
-    /// One row: `subtask`, `parallelism`, the next `chunk` and
-    /// `offset_in_chunk`, and the events `emitted` so far (the rate limit
-    /// continues from there).
+    /// One row per progression: the `owner` subtask that started it,
+    /// `chunk_size`, `stride` (the parallelism it started at), the next
+    /// `chunk` and `offset_in_chunk`. After a rescale the progressions are
+    /// divided by owner (`owner mod new parallelism`), as Flink divides
+    /// operator list state evenly.
     fn snapshot_position(&mut self) -> Result<RecordBatch> {
-        let value = |v: u64| -> arrow::array::ArrayRef { Arc::new(UInt64Array::from(vec![v])) };
+        let column = |f: fn(&Progression) -> u64| -> arrow::array::ArrayRef {
+            Arc::new(UInt64Array::from_iter_values(
+                self.progressions.iter().map(f),
+            ))
+        };
         Ok(RecordBatch::try_new(
             position_schema(),
             vec![
-                value(self.chunk % self.parallelism),
-                value(self.parallelism),
-                value(self.chunk),
-                value(self.offset_in_chunk),
-                value(self.emitted),
+                column(|p| p.owner),
+                column(|p| p.chunk_size),
+                column(|p| p.stride),
+                column(|p| p.chunk),
+                column(|p| p.offset),
             ],
         )?)
     }
 
     fn restore_position(&mut self, positions: Vec<RecordBatch>) -> Result<()> {
-        let mine = self.chunk % self.parallelism;
+        let mut mine = Vec::new();
         for batch in positions {
             let col = |n: &str| -> Result<&UInt64Array> {
                 batch
@@ -180,33 +208,42 @@ impl Source for GeneratorSource {
                     .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
                     .ok_or_else(|| WeirError::Execution(format!("generator position lacks '{n}'")))
             };
-            let (subtask, parallelism) = (col("subtask")?, col("parallelism")?);
+            let (owner, size, stride) = (col("owner")?, col("chunk_size")?, col("stride")?);
+            let (chunk, offset) = (col("chunk")?, col("offset_in_chunk")?);
             for row in 0..batch.num_rows() {
-                if parallelism.value(row) != self.parallelism {
-                    return Err(WeirError::Execution(format!(
-                        "the generator was checkpointed at parallelism {} and cannot resume at {}",
-                        parallelism.value(row),
-                        self.parallelism
-                    )));
-                }
-                if subtask.value(row) == mine {
-                    self.chunk = col("chunk")?.value(row);
-                    self.offset_in_chunk = col("offset_in_chunk")?.value(row);
-                    self.emitted = col("emitted")?.value(row);
+                if owner.value(row) % self.parallelism == self.subtask {
+                    mine.push(Progression {
+                        owner: owner.value(row),
+                        chunk_size: size.value(row),
+                        stride: stride.value(row),
+                        chunk: chunk.value(row),
+                        offset: offset.value(row),
+                    });
                 }
             }
         }
+        // A subtask that inherits nothing (more subtasks than before) ends.
+        self.progressions = mine;
         Ok(())
     }
 
     fn poll_next(&mut self) -> Result<SourcePoll> {
-        let chunk_start = self.chunk * self.batch_size;
-        let chunk_end = match self.spec.num_events {
-            Some(total) if chunk_start >= total => return Ok(SourcePoll::Finished),
-            Some(total) => (chunk_start + self.batch_size).min(total),
-            None => chunk_start + self.batch_size,
+        // The progression furthest behind in event index goes first, so a
+        // subtask holding several (after a rescale) keeps them in step.
+        let total = self.spec.num_events;
+        let Some(k) = (0..self.progressions.len())
+            .filter(|&k| total.is_none_or(|t| self.progressions[k].start() < t))
+            .min_by_key(|&k| self.progressions[k].next_index())
+        else {
+            return Ok(SourcePoll::Finished);
         };
-        let from = chunk_start + self.offset_in_chunk;
+        let p = self.progressions[k];
+        let chunk_start = p.start();
+        let chunk_end = match total {
+            Some(t) => (chunk_start + p.chunk_size).min(t),
+            None => chunk_start + p.chunk_size,
+        };
+        let from = chunk_start + p.offset;
         let mut to = chunk_end;
         if let Some(rate) = self.rate_per_subtask {
             let now = Instant::now();
@@ -230,11 +267,12 @@ impl Source for GeneratorSource {
         }
         let batch = self.generate(from, to)?;
         self.emitted += to - from;
+        let p = &mut self.progressions[k];
         if to == chunk_end {
-            self.chunk += self.parallelism;
-            self.offset_in_chunk = 0;
+            p.chunk += p.stride;
+            p.offset = 0;
         } else {
-            self.offset_in_chunk = to - chunk_start;
+            p.offset = to - chunk_start;
         }
         Ok(SourcePoll::Batch(batch))
     }
