@@ -79,6 +79,45 @@ impl Tls {
     }
 }
 
+/// Resuming from a savepoint.
+#[derive(clap::Args, Clone, Default)]
+struct Restore {
+    /// Resume from this savepoint (or checkpoint) folder.
+    #[arg(long)]
+    from_savepoint: Option<String>,
+    /// Skip savepoint state of operators the job no longer has.
+    #[arg(long, requires = "from_savepoint")]
+    allow_non_restored_state: bool,
+}
+
+impl Restore {
+    fn query(&self) -> String {
+        match &self.from_savepoint {
+            None => String::new(),
+            Some(p) => format!(
+                "?from_savepoint={}{}",
+                percent_encode(p),
+                if self.allow_non_restored_state {
+                    "&allow_non_restored_state=true"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
+}
+
+fn percent_encode(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            b => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Start a coordinator (JobManager): REST API for clients, control endpoint for workers.
@@ -128,6 +167,28 @@ enum Cmd {
         /// Wait for the job to end; exit non-zero unless it finished.
         #[arg(long)]
         wait: bool,
+        #[command(flatten)]
+        restore: Restore,
+    },
+    /// Take a savepoint of a running job; prints its folder.
+    Savepoint {
+        /// Job id.
+        job: String,
+        /// Folder to create the savepoint in (default: the temp dir).
+        dir: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Stop a job: with --savepoint, take one first and end the job
+    /// FINISHED once it is taken (resume it with --from-savepoint).
+    Stop {
+        /// Job id.
+        job: String,
+        /// Take a savepoint (into this folder when given) before stopping.
+        #[arg(long, num_args = 0..=1, default_missing_value = "")]
+        savepoint: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
     },
     /// List the jobs of a coordinator.
     List {
@@ -167,6 +228,8 @@ enum Cmd {
         /// Run the workers as separate local processes.
         #[arg(long)]
         processes: bool,
+        #[command(flatten)]
+        restore: Restore,
     },
 }
 
@@ -204,7 +267,23 @@ fn main() -> ExitCode {
             token,
             tls,
         } => worker(coordinator, slots, bind, token, &tls),
-        Cmd::Submit { job, remote, wait } => submit(&job, &remote, wait),
+        Cmd::Submit {
+            job,
+            remote,
+            wait,
+            restore,
+        } => submit(&job, &remote, wait, &restore),
+        Cmd::Savepoint { job, dir, remote } => savepoint(&job, dir, false, &remote),
+        Cmd::Stop {
+            job,
+            savepoint: Some(dir),
+            remote,
+        } => savepoint(&job, Some(dir).filter(|d| !d.is_empty()), true, &remote),
+        Cmd::Stop {
+            job,
+            savepoint: None,
+            remote,
+        } => cancel(&job, &remote),
         Cmd::List { remote } => list(&remote),
         Cmd::Status { job, remote } => status(&job, &remote),
         Cmd::Cancel { job, remote } => cancel(&job, &remote),
@@ -216,7 +295,8 @@ fn main() -> ExitCode {
             workers,
             slots,
             processes,
-        } => run(&job, workers, slots, processes),
+            restore,
+        } => run(&job, workers, slots, processes, &restore),
     };
     match outcome {
         Ok(code) => code,
@@ -318,9 +398,14 @@ fn api(
     Ok(reply.body)
 }
 
-fn submit(job: &PathBuf, remote: &Remote, wait: bool) -> Outcome {
+fn submit(job: &PathBuf, remote: &Remote, wait: bool, restore: &Restore) -> Outcome {
     let text = read_job(job)?;
-    let reply = api(remote, "POST", "/v1/jobs", Some(&text))?;
+    let reply = api(
+        remote,
+        "POST",
+        &format!("/v1/jobs{}", restore.query()),
+        Some(&text),
+    )?;
     let id = reply["job_id"].as_str().unwrap_or_default().to_string();
     println!("{id}");
     if wait {
@@ -346,6 +431,39 @@ fn wait_for(remote: &Remote, id: &str) -> Outcome {
             }
             _ => std::thread::sleep(Duration::from_millis(100)),
         }
+    }
+}
+
+fn savepoint(job: &str, dir: Option<String>, stop: bool, remote: &Remote) -> Outcome {
+    let body = serde_json::json!({ "dir": dir, "stop": stop }).to_string();
+    let reply = api(
+        remote,
+        "POST",
+        &format!("/v1/jobs/{job}/savepoints"),
+        Some(&body),
+    )?;
+    let path = reply["path"].as_str().unwrap_or_default().to_string();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let details = api(remote, "GET", &format!("/v1/jobs/{job}"), None)?;
+        let taken = details["savepoints"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|p| p.as_str() == Some(path.as_str())));
+        let status = details["status"].as_str().unwrap_or_default();
+        if taken && (!stop || matches!(status, "FINISHED" | "CANCELED" | "FAILED")) {
+            println!("{path}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        if !taken && matches!(status, "FAILED" | "CANCELED" | "FINISHED") {
+            return Err(format!(
+                "job {job} ended ({status}) before the savepoint was taken: {}",
+                details["history"]
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("savepoint {path} not taken within 10 minutes"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -486,7 +604,13 @@ impl Drop for Children {
     }
 }
 
-fn run(job: &PathBuf, workers: usize, slots: Option<usize>, processes: bool) -> Outcome {
+fn run(
+    job: &PathBuf,
+    workers: usize,
+    slots: Option<usize>,
+    processes: bool,
+    restore: &Restore,
+) -> Outcome {
     let text = read_job(job)?;
     let graph = JobGraph::from_json(&text).map_err(|e| e.to_string())?;
     let workers = workers.max(1);
@@ -546,7 +670,12 @@ fn run(job: &PathBuf, workers: usize, slots: Option<usize>, processes: bool) -> 
         token: None,
     };
     let started = Instant::now();
-    let reply = api(&remote, "POST", "/v1/jobs", Some(&text))?;
+    let reply = api(
+        &remote,
+        "POST",
+        &format!("/v1/jobs{}", restore.query()),
+        Some(&text),
+    )?;
     let id = reply["job_id"].as_str().unwrap_or_default().to_string();
     eprintln!(
         "job {id} '{}' running on {workers} worker{} ({})",

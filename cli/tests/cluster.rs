@@ -752,3 +752,63 @@ fn a_killed_worker_is_recovered_from_the_last_checkpoint_with_exactly_once_outpu
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn stop_with_savepoint_and_resume_at_another_parallelism_gives_the_uninterrupted_output() {
+    const EVENTS: u64 = 300_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(2, 3, None);
+    let out = tmp.path().join("out");
+    let savepoints = tmp.path().join("savepoints");
+    let job_file = |p: usize| {
+        let job = window_job_with(&out, Some(EVENTS), Some(50_000), p, |c| {
+            c.watermark_interval = Duration::from_millis(50);
+        });
+        let file = tmp.path().join(format!("job-p{p}.json"));
+        std::fs::write(&file, job.to_json().unwrap()).unwrap();
+        file.display().to_string()
+    };
+    let stdout = |o: &std::process::Output| {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let mut from: Option<String> = None;
+    for p in [2, 3, 1] {
+        let file = job_file(p);
+        let mut args = vec!["submit", file.as_str()];
+        if let Some(path) = &from {
+            args.extend(["--from-savepoint", path.as_str()]);
+        }
+        let id = stdout(&cluster.cli(&args));
+        if p == 1 {
+            let details =
+                cluster.wait_for_status(&id, &["FINISHED", "FAILED"], Duration::from_secs(60));
+            assert_eq!(details["status"], "FINISHED", "{details:#}");
+            break;
+        }
+        cluster.wait_for_status(&id, &["RUNNING"], Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(1500));
+        let dir = savepoints.display().to_string();
+        let path = stdout(&cluster.cli(&["stop", &id, "--savepoint", &dir]));
+        assert!(path.starts_with(&dir), "{path}");
+        let details = cluster.wait_for_status(&id, &["FINISHED"], Duration::from_secs(20));
+        assert!(
+            details["history"]
+                .to_string()
+                .contains("stopped with savepoint")
+        );
+        from = Some(path);
+    }
+
+    let local_out = tmp.path().join("local");
+    let local = window_job_with(&local_out, Some(EVENTS), Some(3_000_000), 2, |_| {});
+    weir_worker::executor::run_job(local).unwrap();
+    let want = sorted_rows(&read_dir(&local_out));
+    let got = sorted_rows(&read_dir(&out));
+    assert!(want.len() > 1000);
+    assert_eq!(got.len(), want.len(), "row count");
+    assert!(
+        got == want,
+        "the resumed output differs from the uninterrupted run"
+    );
+}

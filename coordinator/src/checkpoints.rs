@@ -25,9 +25,24 @@ use weir_flight::call_action;
 
 use crate::jobs::{ClusterState, JobStatus, lock};
 
+/// A savepoint asked for and not yet taken.
+#[derive(Debug, Clone)]
+pub struct SavepointRequest {
+    /// Its folder.
+    pub path: String,
+    /// Storage at that folder.
+    pub storage: weir_state::CheckpointStorage,
+    /// End the job once it is taken (`weir stop --savepoint`).
+    pub stop: bool,
+    /// Whether its barrier is on its way.
+    pub triggered: bool,
+}
+
 /// A checkpoint in flight.
 #[derive(Debug, Clone)]
 pub struct PendingCheckpoint {
+    /// The savepoint it is, if it is one.
+    pub savepoint: Option<SavepointRequest>,
     /// Id.
     pub id: u64,
     /// Trigger time.
@@ -54,6 +69,10 @@ pub async fn run(state: Arc<Mutex<ClusterState>>) {
             let mut failed = Vec::new();
             let ids: Vec<String> = s.job_ids();
             for id in ids {
+                if let Some(commit) = s.job_mut(&id).and_then(take_if_complete) {
+                    let (state, id) = (Arc::clone(&state), id.clone());
+                    tokio::spawn(async move { complete(&state, &id, commit).await });
+                }
                 restart_if_due(&mut s, &id, &mut deploys, &mut failed);
                 if let Some(t) = trigger_if_due(&mut s, &id) {
                     triggers.push(t);
@@ -95,10 +114,21 @@ type Trigger = (Vec<String>, TriggerCheckpoint);
 fn trigger_if_due(s: &mut ClusterState, id: &str) -> Option<Trigger> {
     let job = s.job_mut(id)?;
     let config = job.graph.as_ref()?.config.clone();
-    let interval = config.checkpoint_interval?;
     if job.status != JobStatus::Running {
         return None;
     }
+    let savepoint = job
+        .savepoint_request
+        .as_ref()
+        .filter(|r| !r.triggered && job.pending.is_none())
+        .cloned();
+    if let Some(request) = savepoint {
+        if let Some(r) = job.savepoint_request.as_mut() {
+            r.triggered = true;
+        }
+        return Some(start(job, id, Some(request)));
+    }
+    let interval = config.checkpoint_interval?;
     if let Some(p) = &job.pending {
         if p.started.elapsed() > config.checkpoint_timeout {
             let reason = format!(
@@ -110,7 +140,9 @@ fn trigger_if_due(s: &mut ClusterState, id: &str) -> Option<Trigger> {
             );
             job.history.push(reason);
             job.checkpoints_declined += 1;
-            job.pending = None;
+            if job.pending.take().and_then(|p| p.savepoint).is_some() {
+                job.savepoint_request = None;
+            }
         }
         return None;
     }
@@ -122,6 +154,11 @@ fn trigger_if_due(s: &mut ClusterState, id: &str) -> Option<Trigger> {
         job.last_trigger = Some(Instant::now());
         return None;
     }
+    Some(start(job, id, None))
+}
+
+/// Start checkpoint (or savepoint) number `next_checkpoint` of `job`.
+fn start(job: &mut crate::jobs::JobInfo, id: &str, savepoint: Option<SavepointRequest>) -> Trigger {
     let checkpoint_id = job.next_checkpoint;
     job.next_checkpoint += 1;
     job.last_trigger = Some(Instant::now());
@@ -129,21 +166,24 @@ fn trigger_if_due(s: &mut ClusterState, id: &str) -> Option<Trigger> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
+    let savepoint_dir = savepoint.as_ref().map(|r| r.path.clone());
     job.pending = Some(PendingCheckpoint {
+        savepoint,
         id: checkpoint_id,
         started: Instant::now(),
         timestamp,
         acks: BTreeMap::new(),
     });
-    Some((
+    (
         job.worker_addresses(),
         TriggerCheckpoint {
             job_id: id.to_string(),
             attempt: job.attempt,
             checkpoint_id,
             timestamp,
+            savepoint_dir,
         },
-    ))
+    )
 }
 
 type Deployment = (String, String, cluster::Deploy);
@@ -184,7 +224,6 @@ pub async fn acknowledge(state: &Arc<Mutex<ClusterState>>, ack: CheckpointAckMes
         if ack.attempt != job.attempt {
             return;
         }
-        let total = job.tasks().count();
         let Some(pending) = job.pending.as_mut().filter(|p| p.id == ack.checkpoint_id) else {
             return;
         };
@@ -195,36 +234,76 @@ pub async fn acknowledge(state: &Arc<Mutex<ClusterState>>, ack: CheckpointAckMes
                     ack.checkpoint_id, ack.worker_id
                 ));
                 job.checkpoints_declined += 1;
-                job.pending = None;
+                if job.pending.take().and_then(|p| p.savepoint).is_some() {
+                    job.savepoint_request = None;
+                }
                 None
             }
             Ok(handle) => {
                 pending.acks.insert((handle.vertex, handle.subtask), handle);
-                if pending.acks.len() < total {
-                    None
-                } else {
-                    let pending = job.pending.take().expect("matched above");
-                    let graph = job.graph.as_ref();
-                    let manifest = Manifest {
-                        job_name: job.name.clone(),
-                        checkpoint_id: pending.id,
-                        timestamp_ms: pending.timestamp,
-                        max_parallelism: graph.map_or(128, |g| g.config.max_parallelism),
-                        subtasks: pending.acks.into_values().collect(),
-                    };
-                    let retained = graph.map_or(3, |g| g.config.checkpoint_retained);
-                    job.storage.clone().map(|st| (st, manifest, retained))
-                }
+                take_if_complete(job)
             }
         }
     };
-    let Some((storage, manifest, retained)) = commit else {
-        return;
+    if let Some(commit) = commit {
+        complete(state, &ack.job_id, commit).await;
+    }
+}
+
+/// What committing a complete checkpoint needs.
+pub(crate) type Commit = (
+    weir_state::CheckpointStorage,
+    Manifest,
+    Option<usize>,
+    Option<SavepointRequest>,
+);
+
+/// The pending checkpoint, taken out when every subtask still running has
+/// acknowledged it. Finished subtasks have nothing left to snapshot (their
+/// output is committed); they are absent from the manifest, and a restore
+/// treats an absent source subtask as finished.
+pub(crate) fn take_if_complete(job: &mut crate::jobs::JobInfo) -> Option<Commit> {
+    let pending = job.pending.as_ref()?;
+    let outstanding = job
+        .vertices
+        .iter()
+        .flat_map(|v| v.subtasks.iter().map(move |t| (v.id, t)))
+        .filter(|(v, t)| {
+            t.state != weir_core::cluster::TaskState::Finished
+                && !pending.acks.contains_key(&(*v, t.subtask))
+        })
+        .count();
+    if outstanding > 0 {
+        return None;
+    }
+    let pending = job.pending.take()?;
+    let graph = job.graph.as_ref();
+    let manifest = Manifest {
+        job_name: job.name.clone(),
+        checkpoint_id: pending.id,
+        timestamp_ms: pending.timestamp,
+        max_parallelism: graph.map_or(128, |g| g.config.max_parallelism),
+        subtasks: pending.acks.into_values().collect(),
     };
+    let retained = graph.map_or(3, |g| g.config.checkpoint_retained);
+    match pending.savepoint {
+        // Savepoints are never deleted by retention.
+        Some(r) => Some((r.storage.clone(), manifest, None, Some(r))),
+        None => job
+            .storage
+            .clone()
+            .map(|st| (st, manifest, Some(retained), None)),
+    }
+}
+
+/// Commit a complete checkpoint: `_metadata`, then the job's record, the
+/// workers' notification, retention, and a requested stop.
+pub(crate) async fn complete(state: &Arc<Mutex<ClusterState>>, job_id: &str, commit: Commit) {
+    let (storage, manifest, retained, savepoint) = commit;
     let id = manifest.checkpoint_id;
     if let Err(e) = storage.commit(&manifest).await {
         let mut s = lock(state);
-        if let Some(job) = s.job_mut(&ack.job_id) {
+        if let Some(job) = s.job_mut(job_id) {
             job.history
                 .push(format!("checkpoint {id} not committed: {e}"));
             job.checkpoints_declined += 1;
@@ -234,14 +313,22 @@ pub async fn acknowledge(state: &Arc<Mutex<ClusterState>>, ack: CheckpointAckMes
     let (addresses, attempt, credentials) = {
         let mut s = lock(state);
         let credentials = s.credentials();
-        let Some(job) = s.job_mut(&ack.job_id) else {
+        let Some(job) = s.job_mut(job_id) else {
             return;
         };
-        job.checkpoints.push(id);
+        match &savepoint {
+            Some(r) => {
+                job.savepoints.push(r.path.clone());
+                job.history
+                    .push(format!("savepoint {} taken (checkpoint {id})", r.path));
+                job.savepoint_request = None;
+            }
+            None => job.checkpoints.push(id),
+        }
         (job.worker_addresses(), job.attempt, credentials)
     };
     let body = serde_json::to_vec(&CheckpointComplete {
-        job_id: ack.job_id.clone(),
+        job_id: job_id.to_string(),
         attempt,
         checkpoint_id: id,
     })
@@ -258,7 +345,25 @@ pub async fn acknowledge(state: &Arc<Mutex<ClusterState>>, ack: CheckpointAckMes
             tracing::warn!("checkpoint {id} completion to {addr}: {e}");
         }
     }
-    if let Err(e) = storage.retain(retained).await {
+    if let Some(retained) = retained
+        && let Err(e) = storage.retain(retained).await
+    {
         tracing::warn!("checkpoint retention: {e}");
+    }
+    if let Some(r) = savepoint.filter(|r| r.stop) {
+        let workers = {
+            let mut s = lock(state);
+            if let Some(job) = s.job_mut(job_id) {
+                job.stopped_with = Some(r.path.clone());
+            }
+            s.cancel(job_id).unwrap_or_default()
+        };
+        let body = serde_json::to_vec(&cluster::Cancel {
+            job_id: job_id.to_string(),
+        })
+        .unwrap_or_default();
+        for addr in workers {
+            let _ = call_action(&addr, &credentials, cluster::CANCEL, body.clone()).await;
+        }
     }
 }

@@ -148,6 +148,16 @@ pub struct JobInfo {
     pub checkpoints: Vec<u64>,
     /// Checkpoints abandoned (declined by a task or timed out).
     pub checkpoints_declined: u64,
+    /// Completed savepoints (folders to resume from).
+    pub savepoints: Vec<String>,
+    #[serde(skip)]
+    pub(crate) initial_restore: Option<weir_core::cluster::RestorePoint>,
+    #[serde(skip)]
+    pub(crate) allow_non_restored_state: bool,
+    #[serde(skip)]
+    pub(crate) savepoint_request: Option<crate::checkpoints::SavepointRequest>,
+    #[serde(skip)]
+    pub(crate) stopped_with: Option<String>,
     #[serde(skip)]
     pub(crate) graph: Option<JobGraph>,
     #[serde(skip)]
@@ -392,6 +402,7 @@ impl ClusterState {
     pub fn submit(
         &mut self,
         job: JobGraph,
+        restore: Option<(weir_core::cluster::RestorePoint, bool)>,
     ) -> std::result::Result<(String, Vec<(String, Deploy)>), SubmitError> {
         job.validate().map_err(SubmitError::Invalid)?;
         let id = format!("job-{:04}", self.next_job);
@@ -420,6 +431,11 @@ impl ClusterState {
             checkpoint_dir: None,
             checkpoints: vec![],
             checkpoints_declined: 0,
+            savepoints: vec![],
+            initial_restore: None,
+            allow_non_restored_state: false,
+            savepoint_request: None,
+            stopped_with: None,
             graph: None,
             failed_at: None,
             slots_held: false,
@@ -443,7 +459,7 @@ impl ClusterState {
                 message,
             });
         }
-        if job.config.checkpoint_interval.is_some() {
+        if job.config.runtime_mode == weir_core::config::RuntimeMode::Streaming {
             let base = job.config.checkpoint_dir.clone().unwrap_or_else(|| {
                 std::env::temp_dir()
                     .join("weir-checkpoints")
@@ -454,6 +470,16 @@ impl ClusterState {
             info.storage =
                 Some(weir_state::CheckpointStorage::open(&dir).map_err(SubmitError::Invalid)?);
             info.checkpoint_dir = Some(dir);
+        }
+        if let Some((point, allow)) = restore {
+            info.history.push(format!(
+                "{} restoring savepoint {} (checkpoint {})",
+                now_ms(),
+                point.dir,
+                point.id
+            ));
+            info.initial_restore = Some(point);
+            info.allow_non_restored_state = allow;
         }
         info.graph = Some(job);
         self.jobs.insert(id.clone(), info);
@@ -555,12 +581,20 @@ impl ClusterState {
                     .collect(),
             })
             .collect();
+        let restore = match (&info.checkpoint_dir, info.checkpoints.last()) {
+            (Some(dir), Some(&id)) => Some(weir_core::cluster::RestorePoint {
+                dir: dir.clone(),
+                id,
+            }),
+            _ => info.initial_restore.clone(),
+        };
         let checkpoints =
             info.checkpoint_dir
                 .clone()
                 .map(|dir| weir_core::cluster::DeployCheckpoints {
                     dir,
-                    restore: info.checkpoints.last().copied(),
+                    restore,
+                    allow_non_restored_state: info.allow_non_restored_state,
                 });
         let attempt = info.attempt;
         let deploys = info
@@ -674,7 +708,13 @@ impl ClusterState {
                 job.set_status(JobStatus::Finished, "every task finished");
             } else if job.status == JobStatus::Cancelling && states.iter().all(|s| s.is_terminal())
             {
-                job.set_status(JobStatus::Canceled, "every task stopped");
+                match job.stopped_with.clone() {
+                    Some(path) => job.set_status(
+                        JobStatus::Finished,
+                        &format!("stopped with savepoint {path}"),
+                    ),
+                    None => job.set_status(JobStatus::Canceled, "every task stopped"),
+                }
             } else if job.status == JobStatus::Created
                 && states
                     .iter()
@@ -869,10 +909,11 @@ fn send_cancels(token: Credentials, cancels: Vec<(String, String)>) {
 pub async fn submit(
     state: &Arc<Mutex<ClusterState>>,
     job: JobGraph,
+    restore: Option<(weir_core::cluster::RestorePoint, bool)>,
 ) -> std::result::Result<String, SubmitError> {
     let (id, deploys, token) = {
         let mut s = lock(state);
-        let (id, deploys) = s.submit(job)?;
+        let (id, deploys) = s.submit(job, restore)?;
         for job in s.jobs.get_mut(&id).into_iter() {
             for t in job.vertices.iter_mut().flat_map(|v| &mut v.subtasks) {
                 t.state = TaskState::Deploying;
@@ -948,7 +989,78 @@ pub async fn monitor_heartbeats(state: Arc<Mutex<ClusterState>>) {
 pub async fn submit_json(
     state: &Arc<Mutex<ClusterState>>,
     text: &str,
+    from_savepoint: Option<&str>,
+    allow_non_restored_state: bool,
 ) -> std::result::Result<String, SubmitError> {
     let job = JobGraph::from_json(text).map_err(SubmitError::Invalid)?;
-    submit(state, job).await
+    let restore = match from_savepoint {
+        Some(path) => {
+            let storage =
+                weir_state::CheckpointStorage::open(path).map_err(SubmitError::Invalid)?;
+            let ids = storage.completed().await.map_err(SubmitError::Invalid)?;
+            let id = *ids.last().ok_or_else(|| {
+                SubmitError::Invalid(weir_core::WeirError::plan(format!(
+                    "no completed savepoint or checkpoint at {path} (no chk-N/_metadata)"
+                )))
+            })?;
+            // Read it now: a corrupt manifest is refused at submission.
+            storage.manifest(id).await.map_err(SubmitError::Invalid)?;
+            Some((
+                weir_core::cluster::RestorePoint {
+                    dir: path.to_string(),
+                    id,
+                },
+                allow_non_restored_state,
+            ))
+        }
+        None => None,
+    };
+    submit(state, job, restore).await
+}
+
+/// Ask for a savepoint of a running job into a new folder under `dir`;
+/// with `stop`, the job ends once it is taken. Returns the folder.
+pub fn request_savepoint(
+    state: &Arc<Mutex<ClusterState>>,
+    job_id: &str,
+    dir: Option<String>,
+    stop: bool,
+) -> std::result::Result<String, String> {
+    let mut s = lock(state);
+    let job = s
+        .job_mut(job_id)
+        .ok_or_else(|| format!("no job '{job_id}'"))?;
+    if job.status != JobStatus::Running {
+        return Err(format!(
+            "job '{job_id}' is {:?}: only a running job can take a savepoint",
+            job.status
+        ));
+    }
+    if job.checkpoint_dir.is_none() {
+        return Err(format!(
+            "job '{job_id}' runs in batch mode: it has no savepoints"
+        ));
+    }
+    if job.savepoint_request.is_some() {
+        return Err(format!("job '{job_id}' is already taking a savepoint"));
+    }
+    let base = dir.unwrap_or_else(|| {
+        std::env::temp_dir()
+            .join("weir-savepoints")
+            .display()
+            .to_string()
+    });
+    let path = format!(
+        "{}/savepoint-{job_id}-{}",
+        base.trim_end_matches('/'),
+        now_ms()
+    );
+    let storage = weir_state::CheckpointStorage::open(&path).map_err(|e| e.to_string())?;
+    job.savepoint_request = Some(crate::checkpoints::SavepointRequest {
+        path: path.clone(),
+        storage,
+        stop,
+        triggered: false,
+    });
+    Ok(path)
 }

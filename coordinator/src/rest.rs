@@ -8,6 +8,10 @@
 //! | GET | `/v1/jobs` | every job with status and failure |
 //! | GET | `/v1/jobs/{id}` | one job: vertices, subtasks (state, worker, back-pressure), history |
 //! | POST | `/v1/jobs/{id}/cancel` | cancel → `202 {"status"}` |
+//! | POST | `/v1/jobs/{id}/savepoints` | `{"dir"?, "stop"?}` → `202 {"path"}`; the job's `savepoints` list it when taken |
+//!
+//! `POST /v1/jobs?from_savepoint=PATH[&allow_non_restored_state=true]`
+//! resumes a job from a savepoint (or a checkpoint folder).
 //!
 //! Errors are JSON `{"error": "..."}` with a 4xx status: 400 for a malformed
 //! job graph, 401 without a valid token (when one is configured), 404 for an
@@ -17,7 +21,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -42,6 +46,7 @@ pub async fn serve(addr: SocketAddr, state: Shared, token: Option<Secret>) -> Re
         .route("/v1/jobs", get(list_jobs).post(submit))
         .route("/v1/jobs/{id}", get(job_details))
         .route("/v1/jobs/{id}/cancel", post(cancel))
+        .route("/v1/jobs/{id}/savepoints", post(savepoint))
         .fallback(|| async {
             error(
                 StatusCode::NOT_FOUND,
@@ -136,8 +141,46 @@ async fn job_details(State(state): State<Shared>, Path(id): Path<String>) -> Res
     }
 }
 
-async fn submit(State(state): State<Shared>, body: String) -> Response {
-    match jobs::submit_json(&state, &body).await {
+/// The value of `key` in a query string (percent-decoded).
+fn query_value(query: Option<&str>, key: &str) -> Option<String> {
+    query?.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (k == key).then(|| percent_decode(v))
+    })
+}
+
+fn percent_decode(v: &str) -> String {
+    let bytes = v.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn submit(State(state): State<Shared>, RawQuery(query): RawQuery, body: String) -> Response {
+    let from = query_value(query.as_deref(), "from_savepoint");
+    let allow = query_value(query.as_deref(), "allow_non_restored_state")
+        .is_some_and(|v| v == "true" || v.is_empty());
+    match jobs::submit_json(&state, &body, from.as_deref(), allow).await {
         Ok(id) => (StatusCode::CREATED, axum::Json(json!({ "job_id": id }))).into_response(),
         Err(SubmitError::Invalid(e)) => error(StatusCode::BAD_REQUEST, e.to_string()),
         Err(SubmitError::InsufficientSlots { job_id, message }) => (
@@ -145,6 +188,37 @@ async fn submit(State(state): State<Shared>, body: String) -> Response {
             axum::Json(json!({ "error": message, "job_id": job_id })),
         )
             .into_response(),
+    }
+}
+
+#[derive(serde::Deserialize, Default)]
+struct SavepointBody {
+    dir: Option<String>,
+    #[serde(default)]
+    stop: bool,
+}
+
+async fn savepoint(State(state): State<Shared>, Path(id): Path<String>, body: String) -> Response {
+    let request: SavepointBody = if body.trim().is_empty() {
+        SavepointBody::default()
+    } else {
+        match serde_json::from_str(&body) {
+            Ok(r) => r,
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("malformed savepoint request: {e}"),
+                );
+            }
+        }
+    };
+    let known = lock(&state).job(&id).is_some();
+    if !known {
+        return error(StatusCode::NOT_FOUND, format!("no job '{id}'"));
+    }
+    match jobs::request_savepoint(&state, &id, request.dir, request.stop) {
+        Ok(path) => (StatusCode::ACCEPTED, axum::Json(json!({ "path": path }))).into_response(),
+        Err(e) => error(StatusCode::CONFLICT, e),
     }
 }
 

@@ -149,8 +149,20 @@ pub struct Deploy {
 pub struct DeployCheckpoints {
     /// The job's checkpoint storage (a URL every worker can reach).
     pub dir: String,
-    /// Restore from this completed checkpoint.
-    pub restore: Option<u64>,
+    /// Restore from this completed checkpoint or savepoint.
+    pub restore: Option<RestorePoint>,
+    /// Ignore state of operators the job no longer has.
+    #[serde(default)]
+    pub allow_non_restored_state: bool,
+}
+
+/// A completed checkpoint: the storage holding it and its id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestorePoint {
+    /// Checkpoint storage (the folder holding `chk-{id}`).
+    pub dir: String,
+    /// Checkpoint id.
+    pub id: u64,
 }
 
 /// Trigger checkpoint `checkpoint_id` of a job's attempt.
@@ -164,6 +176,9 @@ pub struct TriggerCheckpoint {
     pub checkpoint_id: u64,
     /// Trigger time, ms since the epoch.
     pub timestamp: i64,
+    /// For a savepoint: the storage its files go to (else the job's own).
+    #[serde(default)]
+    pub savepoint_dir: Option<String>,
 }
 
 /// Checkpoint `checkpoint_id` of a job's attempt completed.

@@ -35,14 +35,14 @@ pub(crate) fn create(
         SinkSpec::Parquet { dir } => Box::new(FileSink::new(
             name,
             dir,
-            ctx.subtask,
+            (ctx.subtask, ctx.parallelism),
             FileFormat::Parquet,
             std::sync::Arc::clone(&node.schema),
         )?),
         SinkSpec::Csv { dir } => Box::new(FileSink::new(
             name,
             dir,
-            ctx.subtask,
+            (ctx.subtask, ctx.parallelism),
             FileFormat::Csv,
             std::sync::Arc::clone(&node.schema),
         )?),
@@ -106,6 +106,7 @@ struct FileSink {
     name: String,
     dir: PathBuf,
     subtask: usize,
+    parallelism: usize,
     format: FileFormat,
     schema: SchemaRef,
     /// Sequence number of the next file.
@@ -122,7 +123,7 @@ impl FileSink {
     fn new(
         name: String,
         dir: &Path,
-        subtask: usize,
+        (subtask, parallelism): (usize, usize),
         format: FileFormat,
         schema: SchemaRef,
     ) -> Result<Self> {
@@ -131,6 +132,7 @@ impl FileSink {
             name,
             dir: dir.to_path_buf(),
             subtask,
+            parallelism,
             format,
             schema,
             seq: 0,
@@ -342,15 +344,19 @@ impl Operator for FileSink {
                 self.wrote_any = true;
             }
         }
-        // Files written after the restored checkpoint are not part of it.
-        let prefix = format!(".part-{:04}", self.subtask);
+        // Files written after the restored checkpoint are not part of it:
+        // each subtask deletes its own; subtask 0 also those of subtasks
+        // beyond the current parallelism (after a rescale down).
         let entries = std::fs::read_dir(&self.dir)
             .map_err(|e| WeirError::io(self.dir.display().to_string(), e))?;
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().to_string();
-            let own = name
-                .strip_prefix(&prefix)
-                .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('-'));
+            let writer = name
+                .strip_prefix(".part-")
+                .and_then(|rest| rest.get(..4))
+                .and_then(|n| n.parse::<usize>().ok());
+            let own = writer
+                .is_some_and(|w| w == self.subtask || (self.subtask == 0 && w >= self.parallelism));
             if own && name.ends_with(".inprogress") {
                 std::fs::remove_file(entry.path())
                     .map_err(|e| WeirError::io(entry.path().display().to_string(), e))?;

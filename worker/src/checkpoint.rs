@@ -355,6 +355,7 @@ pub async fn tables_for(
     vertex: usize,
     subtask: usize,
     parallelism: usize,
+    allow_non_restored_state: bool,
 ) -> Result<HashMap<usize, Vec<StateTable>>> {
     let old_parallelism = manifest
         .subtasks
@@ -370,8 +371,12 @@ pub async fn tables_for(
     {
         for op in &s.operators {
             if operator_uid(job, op.node) != op.uid {
+                if allow_non_restored_state {
+                    continue;
+                }
                 return Err(WeirError::Execution(format!(
-                    "checkpoint {} holds state of operator '{}' that this job does not have",
+                    "checkpoint {} holds state of operator '{}' that this job does not have \
+                     (allow non-restored state to skip it)",
                     manifest.checkpoint_id, op.uid
                 )));
             }

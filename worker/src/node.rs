@@ -91,7 +91,12 @@ struct JobOnWorker {
     triggers: Vec<tokio::sync::mpsc::UnboundedSender<weir_core::message::CheckpointBarrier>>,
     /// The newest completed checkpoint, watched by the tasks.
     completed: watch::Sender<u64>,
+    /// Storage of savepoints in flight, by checkpoint id.
+    savepoints: SavepointTargets,
 }
+
+/// Where each savepoint in flight is written, by checkpoint id.
+type SavepointTargets = Arc<Mutex<HashMap<u64, CheckpointStorage>>>;
 
 /// Key of one deployment attempt of a job on this worker.
 fn job_key(job_id: &str, attempt: u32) -> String {
@@ -366,22 +371,24 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
     // Checkpoints: restore the attempt's state, wire barriers and acks.
     let (completed, completed_rx) = watch::channel(0u64);
     let mut triggers = Vec::new();
+    let savepoints: SavepointTargets = Arc::default();
     if let Some(c) = &d.checkpoints {
         let storage = CheckpointStorage::open(&c.dir)?;
-        let manifest = match c.restore {
-            Some(id) => Some(state.runtime.block_on(storage.manifest(id))?),
-            None => None,
-        };
-        if attempt > 0 {
+        if let Some(point) = &c.restore {
+            let from = CheckpointStorage::open(&point.dir)?;
+            let manifest = state.runtime.block_on(from.manifest(point.id))?;
             state.runtime.block_on(crate::recovery::restore(
-                &storage,
-                manifest.as_ref(),
+                &from,
+                Some(&manifest),
                 &d.job,
                 &mut tasks,
+                c.allow_non_restored_state,
             ))?;
-        }
-        if let Some(id) = c.restore {
-            completed.send_replace(id);
+            completed.send_replace(point.id);
+        } else if attempt > 0 {
+            state.runtime.block_on(crate::recovery::restore(
+                &storage, None, &d.job, &mut tasks, false,
+            ))?;
         }
         let (acks, ack_rx) = std::sync::mpsc::channel::<CheckpointAck>();
         for (task, input) in &mut tasks {
@@ -403,6 +410,7 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
         forward_acks(
             state,
             storage,
+            Arc::clone(&savepoints),
             d.job.clone(),
             job_id.clone(),
             attempt,
@@ -445,6 +453,7 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
             counters,
             triggers,
             completed,
+            savepoints,
         },
     );
     let observer_state = Arc::clone(state);
@@ -504,6 +513,7 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
 fn forward_acks(
     state: &Arc<WorkerState>,
     storage: CheckpointStorage,
+    savepoints: SavepointTargets,
     job: weir_core::graph::JobGraph,
     job_id: String,
     attempt: u32,
@@ -515,7 +525,11 @@ fn forward_acks(
         .spawn(move || {
             for ack in acks {
                 let checkpoint_id = ack.checkpoint;
-                let result = state.runtime.block_on(write_ack(&storage, &job, ack));
+                let target = lock(&savepoints)
+                    .get(&checkpoint_id)
+                    .cloned()
+                    .unwrap_or_else(|| storage.clone());
+                let result = state.runtime.block_on(write_ack(&target, &job, ack));
                 let message = CheckpointAckMessage {
                     worker_id: lock(&state.worker_id).clone(),
                     job_id: job_id.clone(),
@@ -587,6 +601,10 @@ impl ActionHandler for WorkerActions {
                     mode: weir_core::message::AlignmentMode::Aligned,
                 };
                 if let Some(job) = lock(&state.jobs).get(&job_key(&t.job_id, t.attempt)) {
+                    if let Some(dir) = &t.savepoint_dir {
+                        let target = CheckpointStorage::open(dir).map_err(bad_request)?;
+                        lock(&job.savepoints).insert(t.checkpoint_id, target);
+                    }
                     for trigger in &job.triggers {
                         let _ = trigger.send(barrier);
                     }

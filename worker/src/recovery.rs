@@ -83,7 +83,13 @@ pub fn run_checkpointed(
         let attempt = restarts.len();
         let (mut tasks, host) = build_tasks(&job)?;
         if attempt > 0 {
-            runtime.block_on(restore(&storage, restored.as_ref(), &job, &mut tasks))?;
+            runtime.block_on(restore(
+                &storage,
+                restored.as_ref(),
+                &job,
+                &mut tasks,
+                false,
+            ))?;
         }
         let sources: Vec<(usize, usize)> = tasks
             .iter()
@@ -191,20 +197,34 @@ pub async fn restore(
     manifest: Option<&Manifest>,
     job: &JobGraph,
     tasks: &mut [(crate::task::Task, TaskInput)],
+    allow_non_restored_state: bool,
 ) -> Result<()> {
     for (task, input) in tasks.iter_mut() {
         let mut tables = match manifest {
             Some(m) => {
                 let parallelism = job.vertices[task.vertex].parallelism;
-                tables_for(storage, m, job, task.vertex, task.subtask, parallelism).await?
+                tables_for(
+                    storage,
+                    m,
+                    job,
+                    task.vertex,
+                    task.subtask,
+                    parallelism,
+                    allow_non_restored_state,
+                )
+                .await?
             }
             None => HashMap::new(),
         };
         let nodes = &job.vertices[task.vertex].nodes;
         let chain_nodes = match input {
             TaskInput::Source { source, .. } => {
-                if let Some(t) = tables.remove(&nodes[0]) {
-                    source.restore_position(t.into_iter().map(|t| t.batch).collect())?;
+                match tables.remove(&nodes[0]) {
+                    Some(t) => source.restore_position(t.into_iter().map(|t| t.batch).collect())?,
+                    // A source subtask absent from a completed checkpoint
+                    // had finished: it has nothing left to read.
+                    None if manifest.is_some() => source.restore_position(vec![])?,
+                    None => {}
                 }
                 &nodes[1..]
             }
