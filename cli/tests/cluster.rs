@@ -36,6 +36,8 @@ struct Cluster {
     /// Arguments given to the coordinator and every worker.
     extra: Vec<String>,
     procs: Processes,
+    /// Each worker's process index and Flight address.
+    workers: Vec<(usize, String)>,
 }
 
 impl Cluster {
@@ -89,6 +91,7 @@ impl Cluster {
             token: token.map(str::to_string),
             extra: extra.to_vec(),
             procs,
+            workers: vec![],
         };
         for _ in 0..workers {
             cluster.add_worker(slots);
@@ -97,7 +100,8 @@ impl Cluster {
         cluster
     }
 
-    fn add_worker(&mut self, slots: usize) {
+    /// Start a worker; returns its Flight address once it has registered.
+    fn add_worker(&mut self, slots: usize) -> String {
         let mut cmd = Command::new(WEIR);
         cmd.args([
             "worker",
@@ -108,11 +112,39 @@ impl Cluster {
         ])
         .args(&self.extra)
         .env_remove("WEIR_TOKEN")
-        .stdout(Stdio::null());
+        .stdout(Stdio::piped());
         if let Some(t) = &self.token {
             cmd.args(["--token", t]);
         }
-        self.procs.0.push(cmd.spawn().expect("start a worker"));
+        let mut child = cmd.spawn().expect("start a worker");
+        let stdout = child.stdout.take().unwrap();
+        self.procs.0.push(child);
+        // "worker worker-N serving Flight on ADDR with S slots"
+        let line = BufReader::new(stdout)
+            .lines()
+            .next()
+            .expect("the worker announced itself")
+            .unwrap();
+        let address = line
+            .split_whitespace()
+            .nth(5)
+            .expect("an address in the worker's first line")
+            .to_string();
+        self.workers.push((self.procs.0.len() - 1, address.clone()));
+        address
+    }
+
+    /// Kill -9 the worker process listening on `address`.
+    fn kill_worker_at(&mut self, address: &str) {
+        let index = self
+            .workers
+            .iter()
+            .find(|(_, a)| a == address)
+            .map(|(i, _)| *i)
+            .expect("a known worker");
+        let child = &mut self.procs.0[index];
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     fn wait_for_workers(&self, n: usize) {
@@ -810,5 +842,66 @@ fn stop_with_savepoint_and_resume_at_another_parallelism_gives_the_uninterrupted
     assert!(
         got == want,
         "the resumed output differs from the uninterrupted run"
+    );
+}
+
+#[test]
+fn three_kills_in_a_row_still_give_exactly_once_output() {
+    const EVENTS: u64 = 400_000;
+    let tmp = tempfile::tempdir().unwrap();
+    // One slot each: every kill takes a source subtask with it.
+    let mut cluster = Cluster::start(4, 1, None);
+    let out = tmp.path().join("out");
+    let job = window_job_with(&out, Some(EVENTS), Some(50_000), 2, |c| {
+        c.checkpoint_interval = Some(Duration::from_millis(200));
+        c.checkpoint_dir = Some(tmp.path().join("checkpoints").display().to_string());
+        c.restart_delay = Duration::from_millis(100);
+        c.watermark_interval = Duration::from_millis(50);
+    });
+    let (status, reply) = cluster.rest("POST", "/v1/jobs", &job.to_json().unwrap());
+    assert_eq!(status, 201, "{reply}");
+    let id = reply["job_id"].as_str().unwrap().to_string();
+    for kill in 0..3 {
+        // Wait for a fresh checkpoint of the current attempt, then kill a
+        // worker running one of its subtasks.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let victim = loop {
+            let (_, d) = cluster.rest("GET", &format!("/v1/jobs/{id}"), "");
+            let checkpoints = d["checkpoints"].as_array().map_or(0, Vec::len);
+            if d["status"] == "RUNNING" && d["attempt"] == kill && checkpoints >= 2 * (kill + 1) {
+                break d["vertices"][0]["subtasks"][kill % 2]["address"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+            }
+            assert!(
+                d["status"] != "FINISHED",
+                "the job ended before kill {kill}: {d:#}"
+            );
+            assert!(
+                Instant::now() < deadline,
+                "inconclusive before kill {kill}: {d:#}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        cluster.kill_worker_at(&victim);
+        if kill == 2 {
+            // Two slots are needed; one worker is left: add one.
+            cluster.add_worker(1);
+        }
+    }
+    let details = cluster.wait_for_status(&id, &["FINISHED", "FAILED"], Duration::from_secs(90));
+    assert_eq!(details["status"], "FINISHED", "{details:#}");
+    assert_eq!(details["restarts"], 3, "{details:#}");
+
+    let local_out = tmp.path().join("local");
+    let local = window_job_with(&local_out, Some(EVENTS), Some(4_000_000), 2, |_| {});
+    weir_worker::executor::run_job(local).unwrap();
+    let want = sorted_rows(&read_dir(&local_out));
+    let got = sorted_rows(&read_dir(&out));
+    assert_eq!(got.len(), want.len(), "row count");
+    assert!(
+        got == want,
+        "the output after three kills differs from a failure-free run"
     );
 }
