@@ -40,11 +40,32 @@ fn newest_checkpoint(dir: &Path) -> Option<std::path::PathBuf> {
 
 /// As [`run`]; `at_failure` runs (with the checkpoint folder) just before
 /// the injected failure. Returns the job's outcome.
+fn run_with_hook(
+    out: &Path,
+    checkpoints: Option<(&Path, u64)>,
+    hook: impl Fn(u64) + Send + Sync + 'static,
+) -> weir_core::graph::JobResult {
+    build_and_run(out, checkpoints, None, |_| {}, hook).unwrap()
+}
+
 fn run_with(
     out: &Path,
     checkpoints: Option<(&Path, u64)>,
     fail_after: Option<u64>,
     at_failure: impl Fn(&Path) + Send + Sync + 'static,
+) -> weir_core::Result<weir_core::graph::JobResult> {
+    build_and_run(out, checkpoints, fail_after, at_failure, |_| {})
+}
+
+/// The job, with an injected failure after `fail_after` rows (calling
+/// `at_failure` with the checkpoint folder first) and `hook(rows)` for
+/// every source batch.
+fn build_and_run(
+    out: &Path,
+    checkpoints: Option<(&Path, u64)>,
+    fail_after: Option<u64>,
+    at_failure: impl Fn(&Path) + Send + Sync + 'static,
+    hook: impl Fn(u64) + Send + Sync + 'static,
 ) -> weir_core::Result<weir_core::graph::JobResult> {
     let chk_dir = checkpoints.map(|(d, _)| d.to_path_buf());
     let env = weir_worker::local_environment().unwrap();
@@ -83,6 +104,7 @@ fn run_with(
     let failed = Arc::new(AtomicBool::new(false));
     stream
         .map_batches("FailOnce", schema, move |b| {
+            hook(b.num_rows() as u64);
             let n = seen.fetch_add(b.num_rows() as u64, Ordering::SeqCst);
             if fail_after.is_some_and(|f| n >= f) && !failed.swap(true, Ordering::SeqCst) {
                 if let Some(dir) = &chk_dir {
@@ -247,4 +269,61 @@ fn state_file(chk: &Path) -> std::path::PathBuf {
         }
     }
     panic!("no window state in {}", chk.display());
+}
+
+#[test]
+fn a_storage_failure_declines_checkpoints_and_the_job_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("plain");
+    run(&plain, None, None);
+    let expected = sorted_rows(&committed(&plain));
+
+    // From a third to two thirds of the input the checkpoint folder is a
+    // plain file: every write fails.
+    let chk = tmp.path().join("chk");
+    let seen = Arc::new(AtomicU64::new(0));
+    let chk_for_fn = chk.clone();
+    let break_storage = move |rows: u64| {
+        let n = seen.fetch_add(rows, Ordering::SeqCst) + rows;
+        let Some(run) = std::fs::read_dir(&chk_for_fn)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path())
+        else {
+            return;
+        };
+        let aside = chk_for_fn.with_extension("aside");
+        if (EVENTS / 3..EVENTS * 2 / 3).contains(&n) && !aside.exists() && run.is_dir() {
+            std::fs::rename(&run, &aside).unwrap();
+            std::fs::write(&run, "not a folder").unwrap();
+        } else if n >= EVENTS * 2 / 3 && aside.exists() {
+            std::fs::remove_file(&run).unwrap();
+            std::fs::rename(&aside, &run).unwrap();
+        }
+    };
+    let out = tmp.path().join("out");
+    let result = run_observing(&out, &chk, break_storage);
+    assert!(
+        !result.checkpoints_declined.is_empty(),
+        "checkpoints were declined while the storage was broken (completed {:?})",
+        result.checkpoints
+    );
+    assert!(result.checkpoints.len() >= 2, "{:?}", result.checkpoints);
+    assert!(result.restarts.is_empty(), "{:?}", result.restarts);
+    assert_same(
+        sorted_rows(&committed(&out)),
+        &expected,
+        "run with storage failures",
+    );
+}
+
+/// The checkpointed job with `observe(rows)` called for every source batch.
+fn run_observing(
+    out: &Path,
+    chk: &Path,
+    observe: impl Fn(u64) + Send + Sync + 'static,
+) -> weir_core::graph::JobResult {
+    let observe = Arc::new(observe);
+    run_with_hook(out, Some((chk, 150)), move |b| observe(b))
 }

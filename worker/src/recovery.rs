@@ -77,6 +77,7 @@ pub fn run_checkpointed(
     let mut restarts = Vec::new();
     let mut completed = Vec::new();
     let mut sizes = Vec::new();
+    let mut declined = Vec::new();
     let mut restored: Option<Manifest> = None;
     let mut last_id = 0;
     loop {
@@ -153,6 +154,7 @@ pub fn run_checkpointed(
         last_id = last_id.max(stats.last_triggered);
         completed.extend(stats.completed.iter().copied());
         sizes.extend(stats.sizes.iter().copied());
+        declined.extend(stats.declined.iter().cloned());
         let failure = match result {
             Ok(metrics) => {
                 return Ok(JobResult {
@@ -162,6 +164,7 @@ pub fn run_checkpointed(
                     restarts,
                     checkpoints: completed,
                     checkpoint_sizes: sizes,
+                    checkpoints_declined: declined,
                 });
             }
             Err(e) => e,

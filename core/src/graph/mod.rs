@@ -93,6 +93,8 @@ pub struct JobResult {
     pub checkpoints: Vec<u64>,
     /// Each completed checkpoint: id, trigger-to-commit time, bytes written.
     pub checkpoint_sizes: Vec<(u64, Duration, u64)>,
+    /// Checkpoints abandoned, with the reason (the job went on).
+    pub checkpoints_declined: Vec<(u64, String)>,
 }
 
 impl JobResult {
