@@ -4,16 +4,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
-cargo test --workspace "$@"
-
-cargo build -p flight_sink_demo "$@"
+# Python side: pyarrow (Flight client test) and moto's S3 server (the
+# s3:// checkpoint test), in a virtualenv under the target directory.
 venv="$target/py-venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import pyarrow.flight" 2>/dev/null; then
-  if ! python3 -m venv "$venv" 2>/dev/null; then
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import pyarrow.flight, moto" 2>/dev/null; then
+  if [ ! -x "$venv/bin/python" ] && ! python3 -m venv "$venv" 2>/dev/null; then
     # Debian ships venv separately.
     apt-get install -y -qq python3-venv >/dev/null
     python3 -m venv "$venv"
   fi
-  "$venv/bin/pip" install --quiet --disable-pip-version-check pyarrow
+  "$venv/bin/pip" install --quiet --disable-pip-version-check pyarrow 'moto[server]'
 fi
+export WEIR_TEST_MOTO_SERVER="$(cd "$venv/bin" && pwd)/moto_server"
+
+cargo test --workspace "$@"
+
+cargo build -p flight_sink_demo "$@"
 "$venv/bin/python" tests/python/test_flight_sink.py "$target/debug/flight_sink_demo"

@@ -4,7 +4,9 @@
 //! [`object_store`], committed by a JSON manifest written last.
 //!
 //! Layout under the checkpoint directory (a URL: `file:///path` or a plain
-//! path for the local file system, `memory://` for tests):
+//! path for the local file system, `s3://bucket/prefix` for S3 and
+//! S3-compatible stores configured by the `AWS_*` variables, `memory://`
+//! for tests):
 //!
 //! ```text
 //! {dir}/chk-{id}/{operator uid}/{state}-kg{start}-{end}-s{subtask}.parquet
@@ -61,10 +63,31 @@ impl CheckpointStorage {
                 url: url.to_string(),
             });
         }
+        if let Some(rest) = url.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            // Credentials, region and endpoint come from the usual
+            // AWS_* variables (AWS_ENDPOINT and AWS_ALLOW_HTTP=true for an
+            // S3-compatible server such as MinIO).
+            let mut builder =
+                object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+            if std::env::var_os("AWS_DEFAULT_REGION").is_none()
+                && std::env::var_os("AWS_REGION").is_none()
+            {
+                builder = builder.with_region("us-east-1");
+            }
+            let store = builder
+                .build()
+                .map_err(storage_error(format!("open {url}")))?;
+            return Ok(Self {
+                store: Arc::new(store),
+                base: Path::from(prefix),
+                url: url.to_string(),
+            });
+        }
         let local = url.strip_prefix("file://").unwrap_or(url);
         if url.contains("://") && !url.starts_with("file://") {
             return Err(WeirError::Config(format!(
-                "checkpoint directory '{url}': unsupported scheme (use file:// or memory://)"
+                "checkpoint directory '{url}': unsupported scheme (use file://, s3:// or memory://)"
             )));
         }
         std::fs::create_dir_all(local).map_err(|e| WeirError::io(local, e))?;
