@@ -159,6 +159,8 @@ pub struct JobInfo {
     #[serde(skip)]
     pub(crate) stopped_with: Option<String>,
     #[serde(skip)]
+    failure_times: Vec<Instant>,
+    #[serde(skip)]
     pub(crate) graph: Option<JobGraph>,
     #[serde(skip)]
     failed_at: Option<Instant>,
@@ -213,13 +215,14 @@ impl JobInfo {
         if self.status.is_terminal() || self.status == JobStatus::Restarting {
             return;
         }
-        let config = self.graph.as_ref().map(|g| &g.config);
-        let restartable = config
-            .is_some_and(|c| c.checkpoint_interval.is_some() && self.restarts < c.restart_attempts);
-        if !restartable {
+        self.failure_times.push(Instant::now());
+        let delay = self.graph.as_ref().and_then(|g| {
+            g.config.checkpoint_interval?;
+            g.config.restart_delay_after(&self.failure_times)
+        });
+        let Some(delay) = delay else {
             return self.fail(cause);
-        }
-        let delay = config.map(|c| c.restart_delay).unwrap_or_default();
+        };
         self.failure = Some(cause.clone());
         self.failed_at = Some(Instant::now());
         self.pending = None;
@@ -436,6 +439,7 @@ impl ClusterState {
             allow_non_restored_state: false,
             savepoint_request: None,
             stopped_with: None,
+            failure_times: vec![],
             graph: None,
             failed_at: None,
             slots_held: false,

@@ -100,9 +100,98 @@ pub struct WeirConfig {
     /// Default 3. `WEIR_RESTART_ATTEMPTS`.
     #[serde(default = "default_restart_attempts")]
     pub restart_attempts: u32,
-    /// Wait before a restart. Default 1 s. `WEIR_RESTART_DELAY_MS`.
+    /// Wait before a restart (the first one, for exponential delay).
+    /// Default 1 s. `WEIR_RESTART_DELAY_MS`.
     #[serde(default = "default_restart_delay")]
     pub restart_delay: Duration,
+    /// How restarts are paced and when the job gives up. Default fixed
+    /// delay (`restart_attempts` times, `restart_delay` apart).
+    /// `WEIR_RESTART_STRATEGY` = `fixed-delay` | `exponential-delay` |
+    /// `failure-rate` | `none`.
+    #[serde(default)]
+    pub restart_strategy: RestartStrategy,
+}
+
+/// Flink's restart strategies.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RestartStrategy {
+    /// `restart_attempts` restarts, `restart_delay` apart.
+    #[default]
+    FixedDelay,
+    /// Unlimited restarts; the delay starts at `restart_delay` and is
+    /// multiplied after each failure up to `max_delay`, with ± `jitter`
+    /// (a fraction); after `reset_after` without failure it starts over.
+    ExponentialDelay {
+        /// Largest delay.
+        max_delay: Duration,
+        /// Growth per consecutive failure.
+        multiplier: f64,
+        /// Random spread, as a fraction of the delay (0.1 = ±10 %).
+        jitter: f64,
+        /// A quiet period after which the delay resets.
+        reset_after: Duration,
+    },
+    /// Restart `restart_delay` after each failure unless more than
+    /// `max_failures` happened within `interval`.
+    FailureRate {
+        /// Failures tolerated per interval.
+        max_failures: u32,
+        /// The interval.
+        interval: Duration,
+    },
+    /// Never restart.
+    None,
+}
+
+impl WeirConfig {
+    /// The wait before restarting after the failures at `failures` (the
+    /// newest last, the current one included), or `None` to give up.
+    pub fn restart_delay_after(&self, failures: &[std::time::Instant]) -> Option<Duration> {
+        let now = failures.last().copied()?;
+        match self.restart_strategy {
+            RestartStrategy::None => None,
+            RestartStrategy::FixedDelay => {
+                (failures.len() as u32 <= self.restart_attempts).then_some(self.restart_delay)
+            }
+            RestartStrategy::FailureRate {
+                max_failures,
+                interval,
+            } => {
+                let recent = failures
+                    .iter()
+                    .filter(|&&t| now.duration_since(t) <= interval)
+                    .count() as u32;
+                (recent <= max_failures).then_some(self.restart_delay)
+            }
+            RestartStrategy::ExponentialDelay {
+                max_delay,
+                multiplier,
+                jitter,
+                reset_after,
+            } => {
+                // Failures since the last quiet period of `reset_after`.
+                let mut streak = 1;
+                for pair in failures.windows(2).rev() {
+                    if pair[1].duration_since(pair[0]) > reset_after {
+                        break;
+                    }
+                    streak += 1;
+                }
+                let base = self.restart_delay.as_secs_f64() * multiplier.max(1.0).powi(streak - 1);
+                let base = base.min(max_delay.as_secs_f64());
+                // Spread restarts of many jobs: a pseudo-random ± jitter.
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.subsec_nanos())
+                    .unwrap_or(0);
+                let unit = (nanos % 2001) as f64 / 1000.0 - 1.0;
+                Some(Duration::from_secs_f64(
+                    (base * (1.0 + jitter.clamp(0.0, 1.0) * unit)).max(0.0),
+                ))
+            }
+        }
+    }
 }
 
 fn default_checkpoint_timeout() -> Duration {
@@ -191,6 +280,7 @@ impl Default for WeirConfig {
             checkpoint_retained: default_retained(),
             restart_attempts: default_restart_attempts(),
             restart_delay: default_restart_delay(),
+            restart_strategy: RestartStrategy::default(),
         }
     }
 }
@@ -235,6 +325,28 @@ impl WeirConfig {
         }
         if let Some(v) = parse_env::<u64>("WEIR_RESTART_DELAY_MS")? {
             self.restart_delay = Duration::from_millis(v);
+        }
+        if let Ok(v) = std::env::var("WEIR_RESTART_STRATEGY") {
+            self.restart_strategy = match v.to_ascii_lowercase().as_str() {
+                "fixed-delay" => RestartStrategy::FixedDelay,
+                "exponential-delay" => RestartStrategy::ExponentialDelay {
+                    max_delay: Duration::from_secs(60),
+                    multiplier: 2.0,
+                    jitter: 0.1,
+                    reset_after: Duration::from_secs(3600),
+                },
+                "failure-rate" => RestartStrategy::FailureRate {
+                    max_failures: self.restart_attempts,
+                    interval: Duration::from_secs(60),
+                },
+                "none" => RestartStrategy::None,
+                _ => {
+                    return Err(WeirError::Config(format!(
+                        "WEIR_RESTART_STRATEGY={v:?}: expected fixed-delay, exponential-delay, \
+                         failure-rate or none"
+                    )));
+                }
+            };
         }
         if let Some(v) = parse_env("WEIR_CHANNEL_CAPACITY")? {
             self.channel_capacity = v;
@@ -336,6 +448,61 @@ impl WeirConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn restart_strategies_pace_and_stop_restarts() {
+        use std::time::Instant;
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let fixed = WeirConfig {
+            restart_attempts: 2,
+            ..Default::default()
+        };
+        assert_eq!(
+            fixed.restart_delay_after(&[at(0)]),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(fixed.restart_delay_after(&[at(0), at(1), at(2)]), None);
+        let rate = WeirConfig {
+            restart_strategy: RestartStrategy::FailureRate {
+                max_failures: 2,
+                interval: Duration::from_secs(10),
+            },
+            ..Default::default()
+        };
+        assert!(
+            rate.restart_delay_after(&[at(0), at(20_000), at(40_000)])
+                .is_some()
+        );
+        assert!(
+            rate.restart_delay_after(&[at(0), at(1_000), at(2_000)])
+                .is_none()
+        );
+        let exp = WeirConfig {
+            restart_delay: Duration::from_millis(100),
+            restart_strategy: RestartStrategy::ExponentialDelay {
+                max_delay: Duration::from_millis(350),
+                multiplier: 2.0,
+                jitter: 0.0,
+                reset_after: Duration::from_secs(5),
+            },
+            ..Default::default()
+        };
+        let d = |f: &[Instant]| exp.restart_delay_after(f).unwrap().as_millis();
+        assert_eq!(d(&[at(0)]), 100);
+        assert_eq!(d(&[at(0), at(10)]), 200);
+        assert_eq!(d(&[at(0), at(10), at(20)]), 350);
+        assert_eq!(
+            d(&[at(0), at(10), at(20), at(60_000)]),
+            100,
+            "reset after a quiet period"
+        );
+        let none = WeirConfig {
+            restart_strategy: RestartStrategy::None,
+            ..Default::default()
+        };
+        assert_eq!(none.restart_delay_after(&[at(0)]), None);
+    }
 
     #[test]
     fn defaults_are_valid() {

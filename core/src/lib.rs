@@ -50,6 +50,8 @@ pub mod time;
 pub mod wire;
 
 pub use api::{DataStream, KeyedStream, StreamExecutionEnvironment, WindowedStream};
-pub use config::{ExchangeMode, RuntimeMode, Secret, SinkRetention, TlsFiles, WeirConfig};
+pub use config::{
+    ExchangeMode, RestartStrategy, RuntimeMode, Secret, SinkRetention, TlsFiles, WeirConfig,
+};
 pub use error::{Result, WeirError};
 pub use message::{CheckpointBarrier, StreamMessage, Watermark};

@@ -1,6 +1,6 @@
 //! Running a checkpointed job in this process: checkpoints every interval,
-//! and on a failure a restart from the latest completed checkpoint (fixed
-//! delay, `restart_attempts` times).
+//! and on a failure a restart from the latest completed checkpoint, paced
+//! by the job's restart strategy.
 //!
 //! A restart rebuilds every task; each restores its source position and
 //! operator state from the checkpoint's Parquet files (the subtasks whose
@@ -79,6 +79,7 @@ pub fn run_checkpointed(
     let mut sizes = Vec::new();
     let mut declined = Vec::new();
     let mut restored: Option<Manifest> = None;
+    let mut failures: Vec<Instant> = Vec::new();
     let mut last_id = 0;
     loop {
         let attempt = restarts.len();
@@ -170,10 +171,12 @@ pub fn run_checkpointed(
             Err(e) => e,
         };
         let cancelled = cancel.as_ref().is_some_and(|c| *c.borrow());
-        if cancelled || attempt as u32 >= job.config.restart_attempts {
-            return Err(failure);
-        }
-        std::thread::sleep(job.config.restart_delay);
+        failures.push(Instant::now());
+        let delay = match job.config.restart_delay_after(&failures) {
+            Some(d) if !cancelled => d,
+            _ => return Err(failure),
+        };
+        std::thread::sleep(delay);
         restored = match runtime.block_on(storage.completed())?.last() {
             Some(&id) => Some(runtime.block_on(storage.manifest(id))?),
             None => None,
@@ -183,10 +186,10 @@ pub fn run_checkpointed(
             None => "the beginning (no checkpoint had completed)".into(),
         };
         tracing::warn!(
-            "job '{}' failed: {failure}; restart {} of {} from {from}",
+            "job '{}' failed: {failure}; restart {} ({:?}) from {from}",
             job.job_name,
             attempt + 1,
-            job.config.restart_attempts
+            job.config.restart_strategy
         );
         restarts.push(format!("{failure} — restarted from {from}"));
     }
