@@ -57,6 +57,14 @@ fn run_with(
     build_and_run(out, checkpoints, fail_after, at_failure, |_| {})
 }
 
+/// Parquet into `out`, or the Flight sink NAME for `flight:NAME`.
+fn sink_for(out: &Path) -> SinkSpec {
+    match out.to_str().and_then(|o| o.strip_prefix("flight:")) {
+        Some(name) => SinkSpec::Flight { name: name.into() },
+        None => SinkSpec::Parquet { dir: out.into() },
+    }
+}
+
 /// The job, with an injected failure after `fail_after` rows (calling
 /// `at_failure` with the checkpoint folder first) and `hook(rows)` for
 /// every source batch.
@@ -123,7 +131,7 @@ fn build_and_run(
             AggregateSpec::sum("amount"),
         ])
         .unwrap()
-        .sink_to(SinkSpec::Parquet { dir: out.into() }, "out")
+        .sink_to(sink_for(out), "out")
         .unwrap();
     env.execute("checkpointed windows")
 }
@@ -416,4 +424,32 @@ fn build_and_run_url(out: &Path, url: &str, fail_after: u64) -> weir_core::graph
         |_| {},
     )
     .unwrap()
+}
+
+#[test]
+fn a_read_committed_flight_sink_shows_each_row_once_after_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("plain");
+    run(&plain, None, None);
+    let expected = sorted_rows(&committed(&plain));
+
+    // Checkpoints far enough apart that windows fire between the last one
+    // and the failure: a read-uncommitted sink would show those twice.
+    let result = run_with(
+        Path::new("flight:committed-after-restart"),
+        Some((&tmp.path().join("chk"), 500)),
+        Some(EVENTS * 2 / 3),
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!(result.restarts.len(), 1, "{:?}", result.restarts);
+    let sink = weir_core::sinkhub::SinkHub::global()
+        .by_name("committed-after-restart")
+        .unwrap();
+    let (batches, _) = sink.read_from(None).unwrap();
+    assert_same(
+        sorted_rows(&batches),
+        &expected,
+        "Flight sink after a restart",
+    );
 }

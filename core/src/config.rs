@@ -80,6 +80,11 @@ pub struct WeirConfig {
     /// Default none (plain HTTP/2). `WEIR_SINK_TLS_CERT` and
     /// `WEIR_SINK_TLS_KEY`, both or neither.
     pub sink_tls: Option<TlsFiles>,
+    /// Flight sinks of a checkpointing job show clients only rows of
+    /// completed checkpoints (read-committed, the default); with this set
+    /// they show every row as it arrives. `WEIR_SINK_READ_UNCOMMITTED`.
+    #[serde(default)]
+    pub sink_read_uncommitted: bool,
     /// Checkpoint every this long (Flink's `execution.checkpointing.interval`).
     /// Default none: no checkpoints. `WEIR_CHECKPOINT_INTERVAL_MS`.
     #[serde(default)]
@@ -274,6 +279,7 @@ impl Default for WeirConfig {
             sink_token: None,
             sink_retention: SinkRetention::default(),
             sink_tls: None,
+            sink_read_uncommitted: false,
             checkpoint_interval: None,
             checkpoint_dir: None,
             checkpoint_timeout: default_checkpoint_timeout(),
@@ -319,6 +325,9 @@ impl WeirConfig {
         }
         if let Ok(v) = std::env::var("WEIR_CHECKPOINT_DIR") {
             self.checkpoint_dir = Some(v);
+        }
+        if let Some(v) = parse_env("WEIR_SINK_READ_UNCOMMITTED")? {
+            self.sink_read_uncommitted = v;
         }
         if let Some(v) = parse_env("WEIR_RESTART_ATTEMPTS")? {
             self.restart_attempts = v;

@@ -32,6 +32,9 @@ pub struct SinkBuffer {
     retained: Mutex<Retained>,
     writers: AtomicUsize,
     opened: AtomicBool,
+    /// (subtask, checkpoint) whose rows were published (read-committed
+    /// sinks), so a restore never publishes them twice.
+    published: Mutex<std::collections::HashSet<(usize, u64)>>,
     /// Wakes readers waiting for rows or the end.
     changed: tokio::sync::Notify,
 }
@@ -169,6 +172,22 @@ impl SinkBuffer {
         self.changed.notified()
     }
 
+    /// Publish the rows subtask `subtask` staged up to checkpoint
+    /// `checkpoint`, once: false when they were published already.
+    pub fn publish(&self, subtask: usize, checkpoint: u64, batches: Vec<RecordBatch>) -> bool {
+        let fresh = self
+            .published
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((subtask, checkpoint));
+        if fresh {
+            for b in batches {
+                self.push(b);
+            }
+        }
+        fresh
+    }
+
     /// A sink subtask starts writing.
     pub fn open_writer(&self) {
         self.opened.store(true, Ordering::SeqCst);
@@ -228,6 +247,7 @@ impl SinkHub {
                 retained: Mutex::new(Retained::default()),
                 writers: AtomicUsize::new(0),
                 opened: AtomicBool::new(false),
+                published: Mutex::default(),
                 changed: tokio::sync::Notify::new(),
             })
         }))

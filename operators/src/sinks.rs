@@ -74,7 +74,15 @@ pub(crate) fn create(
             let buffer =
                 SinkHub::global().sink(sink, Arc::clone(&node.schema), ctx.config.sink_retention);
             buffer.open_writer();
-            Box::new(FlightSink { name, buffer })
+            Box::new(FlightSink {
+                name,
+                buffer,
+                subtask: ctx.subtask,
+                read_committed: ctx.config.checkpoint_interval.is_some()
+                    && !ctx.config.sink_read_uncommitted,
+                staged: Vec::new(),
+                pending: Vec::new(),
+            })
         }
     })
 }
@@ -465,25 +473,115 @@ impl Operator for CollectSink {
 }
 
 /// Keeps the output in the process's sink hub for Flight clients.
+/// Serves rows to Flight clients. In read-committed mode (a checkpointing
+/// job) rows are staged and published when the checkpoint covering them
+/// completes — clients never see rows a restore would take back; the
+/// staged rows of each checkpoint are part of its snapshot (table
+/// `pending`), so a restore publishes them if the notification was lost.
 struct FlightSink {
     name: String,
     buffer: Arc<SinkBuffer>,
+    subtask: usize,
+    read_committed: bool,
+    /// Rows since the last barrier.
+    staged: Vec<RecordBatch>,
+    /// Rows of checkpoints taken but not yet completed.
+    pending: Vec<(u64, Vec<RecordBatch>)>,
 }
 
 impl Operator for FlightSink {
-    stateless!();
-
     fn name(&self) -> &str {
         &self.name
     }
 
     fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
-        self.buffer.push(batch);
+        if self.read_committed {
+            self.staged.push(batch);
+        } else {
+            self.buffer.push(batch);
+        }
         Ok(())
     }
 
     fn finish(&mut self, _out: &mut dyn Output) -> Result<()> {
+        // The end of input commits everything.
+        for (c, rows) in std::mem::take(&mut self.pending) {
+            self.buffer.publish(self.subtask, c, rows);
+        }
+        for b in std::mem::take(&mut self.staged) {
+            self.buffer.push(b);
+        }
         self.buffer.close_writer();
+        Ok(())
+    }
+
+    /// Table `pending`: the rows staged for this checkpoint, with the sink's
+    /// schema plus `__checkpoint` and `__subtask` columns.
+    fn snapshot_state(&mut self, checkpoint: u64) -> Result<Vec<StateTable>> {
+        if !self.read_committed {
+            return Ok(vec![]);
+        }
+        let rows = std::mem::take(&mut self.staged);
+        let schema = Arc::clone(&self.buffer.schema);
+        let data = arrow::compute::concat_batches(&schema, &rows)?;
+        self.pending.push((checkpoint, rows));
+        let n = data.num_rows();
+        let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+        fields.push(Arc::new(arrow::datatypes::Field::new(
+            "__checkpoint",
+            arrow::datatypes::DataType::UInt64,
+            false,
+        )));
+        fields.push(Arc::new(arrow::datatypes::Field::new(
+            "__subtask",
+            arrow::datatypes::DataType::UInt64,
+            false,
+        )));
+        let mut columns = data.columns().to_vec();
+        columns.push(Arc::new(arrow::array::UInt64Array::from(vec![
+            checkpoint;
+            n
+        ])));
+        columns.push(Arc::new(arrow::array::UInt64Array::from(vec![
+            self.subtask
+                as u64;
+            n
+        ])));
+        let table = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?;
+        Ok(vec![StateTable::new("pending", table)])
+    }
+
+    fn notify_checkpoint_complete(&mut self, checkpoint: u64) -> Result<()> {
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|(c, _)| *c <= checkpoint);
+        self.pending = waiting;
+        for (c, rows) in done {
+            self.buffer.publish(self.subtask, c, rows);
+        }
+        Ok(())
+    }
+
+    /// The restored checkpoint completed: publish its staged rows (once —
+    /// the buffer remembers what each subtask published).
+    fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
+        use arrow::array::AsArray;
+        use arrow::datatypes::UInt64Type;
+        let width = self.buffer.schema.fields().len();
+        for t in tables.into_iter().filter(|t| t.name == "pending") {
+            let b = t.batch;
+            if b.num_rows() == 0 || b.num_columns() != width + 2 {
+                continue;
+            }
+            let checkpoint = b.column(width).as_primitive::<UInt64Type>().value(0);
+            let subtask = b.column(width + 1).as_primitive::<UInt64Type>().value(0);
+            let rows = RecordBatch::try_new(
+                Arc::clone(&self.buffer.schema),
+                b.columns()[..width].to_vec(),
+            )?;
+            self.buffer
+                .publish(subtask as usize, checkpoint, vec![rows]);
+        }
         Ok(())
     }
 }
