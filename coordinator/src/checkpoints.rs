@@ -167,6 +167,11 @@ fn start(job: &mut crate::jobs::JobInfo, id: &str, savepoint: Option<SavepointRe
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
     let savepoint_dir = savepoint.as_ref().map(|r| r.path.clone());
+    let unaligned = savepoint.is_none()
+        && job
+            .graph
+            .as_ref()
+            .is_some_and(|g| g.config.checkpoint_unaligned);
     job.pending = Some(PendingCheckpoint {
         savepoint,
         id: checkpoint_id,
@@ -182,6 +187,7 @@ fn start(job: &mut crate::jobs::JobInfo, id: &str, savepoint: Option<SavepointRe
             checkpoint_id,
             timestamp,
             savepoint_dir,
+            unaligned,
         },
     )
 }

@@ -22,6 +22,13 @@ pub trait ChannelSender: Send {
     /// Send one message, waiting while the channel is full. Fails when the
     /// consumer is gone (its task failed or was cancelled).
     fn send(&mut self, message: StreamMessage) -> SendFuture<'_>;
+
+    /// Send an unaligned barrier ahead of the queued messages, when the
+    /// channel has a priority lane (local channels do). Without one this
+    /// does nothing: the in-band barrier that follows carries it.
+    fn send_priority(&mut self, _barrier: crate::message::CheckpointBarrier) -> SendFuture<'_> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// The consuming end of a channel.

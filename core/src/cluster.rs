@@ -179,6 +179,9 @@ pub struct TriggerCheckpoint {
     /// For a savepoint: the storage its files go to (else the job's own).
     #[serde(default)]
     pub savepoint_dir: Option<String>,
+    /// An unaligned checkpoint (savepoints are always aligned).
+    #[serde(default)]
+    pub unaligned: bool,
 }
 
 /// Checkpoint `checkpoint_id` of a job's attempt completed.

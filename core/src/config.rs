@@ -94,6 +94,12 @@ pub struct WeirConfig {
     /// `{temp dir}/weir-checkpoints`. `WEIR_CHECKPOINT_DIR`.
     #[serde(default)]
     pub checkpoint_dir: Option<String>,
+    /// Unaligned checkpoints: barriers overtake queued data (on local
+    /// channels) and tasks snapshot at the first barrier, storing the data
+    /// in flight with the checkpoint — fast checkpoints under back-pressure.
+    /// Default false (aligned). `WEIR_CHECKPOINT_UNALIGNED`.
+    #[serde(default)]
+    pub checkpoint_unaligned: bool,
     /// A checkpoint not completed within this is abandoned. Default 10 min.
     #[serde(default = "default_checkpoint_timeout")]
     pub checkpoint_timeout: Duration,
@@ -282,6 +288,7 @@ impl Default for WeirConfig {
             sink_read_uncommitted: false,
             checkpoint_interval: None,
             checkpoint_dir: None,
+            checkpoint_unaligned: false,
             checkpoint_timeout: default_checkpoint_timeout(),
             checkpoint_retained: default_retained(),
             restart_attempts: default_restart_attempts(),
@@ -322,6 +329,9 @@ impl WeirConfig {
         }
         if let Some(v) = parse_env::<u64>("WEIR_CHECKPOINT_INTERVAL_MS")? {
             self.checkpoint_interval = Some(Duration::from_millis(v));
+        }
+        if let Some(v) = parse_env("WEIR_CHECKPOINT_UNALIGNED")? {
+            self.checkpoint_unaligned = v;
         }
         if let Ok(v) = std::env::var("WEIR_CHECKPOINT_DIR") {
             self.checkpoint_dir = Some(v);

@@ -64,6 +64,9 @@ pub enum StreamMessage {
     Watermark(Watermark),
     /// A checkpoint barrier.
     Barrier(CheckpointBarrier),
+    /// An unaligned barrier that overtook the data queued in a local
+    /// channel; the same barrier in-band (`Barrier`) later marks its place.
+    PriorityBarrier(CheckpointBarrier),
     /// The channel became idle (`true`) or active again (`false`); idle channels
     /// are excluded from the watermark minimum.
     Idle(bool),
@@ -78,6 +81,7 @@ impl StreamMessage {
             StreamMessage::Data(_) => "data",
             StreamMessage::Watermark(_) => "watermark",
             StreamMessage::Barrier(_) => "barrier",
+            StreamMessage::PriorityBarrier(_) => "priority barrier",
             StreamMessage::Idle(_) => "idle",
             StreamMessage::EndOfStream => "end-of-stream",
         }

@@ -42,7 +42,7 @@ pub fn encode_control(message: &StreamMessage) -> Option<Bytes> {
             b.push(WATERMARK);
             b.extend_from_slice(&w.0.to_le_bytes());
         }
-        StreamMessage::Barrier(barrier) => {
+        StreamMessage::Barrier(barrier) | StreamMessage::PriorityBarrier(barrier) => {
             b.push(BARRIER);
             b.extend_from_slice(&barrier.id.to_le_bytes());
             b.extend_from_slice(&barrier.timestamp.to_le_bytes());

@@ -14,14 +14,21 @@ pub fn local_channel(
     name: String,
 ) -> (Box<dyn ChannelSender>, Box<dyn ChannelReceiver>) {
     let (tx, rx) = mpsc::channel(capacity.max(1));
+    let (priority_tx, priority) = mpsc::unbounded_channel();
     (
-        Box::new(LocalSender { tx, name }),
-        Box::new(LocalReceiver { rx }),
+        Box::new(LocalSender {
+            tx,
+            priority: priority_tx,
+            name,
+        }),
+        Box::new(LocalReceiver { rx, priority }),
     )
 }
 
 struct LocalSender {
     tx: mpsc::Sender<StreamMessage>,
+    /// Unaligned barriers overtake the queue here.
+    priority: mpsc::UnboundedSender<StreamMessage>,
     name: String,
 }
 
@@ -33,14 +40,24 @@ impl ChannelSender for LocalSender {
             })
         })
     }
+
+    fn send_priority(&mut self, barrier: weir_core::message::CheckpointBarrier) -> SendFuture<'_> {
+        // Never blocks: a consumer that is gone shows up on the next send.
+        let _ = self.priority.send(StreamMessage::PriorityBarrier(barrier));
+        Box::pin(async { Ok(()) })
+    }
 }
 
 struct LocalReceiver {
     rx: mpsc::Receiver<StreamMessage>,
+    priority: mpsc::UnboundedReceiver<StreamMessage>,
 }
 
 impl ChannelReceiver for LocalReceiver {
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<StreamMessage>>> {
+        if let Poll::Ready(Some(m)) = self.priority.poll_recv(cx) {
+            return Poll::Ready(Some(Ok(m)));
+        }
         self.rx.poll_recv(cx).map(|m| m.map(Ok))
     }
 }

@@ -178,7 +178,11 @@ impl LocalCheckpointCoordinator {
                 id,
                 timestamp: weir_operators::process::now_ms(),
                 kind: BarrierKind::Checkpoint,
-                mode: AlignmentMode::Aligned,
+                mode: if self.job.config.checkpoint_unaligned {
+                    AlignmentMode::Unaligned
+                } else {
+                    AlignmentMode::Aligned
+                },
             };
             if self.triggers.iter().any(|t| t.send(barrier).is_err()) {
                 // A source has finished: no further checkpoint can complete.

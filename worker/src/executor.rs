@@ -540,6 +540,8 @@ pub fn build_placed_tasks(
                 source_rows: Arc::default(),
                 key_groups: ctx.key_groups,
                 checkpoints: None,
+                unaligned_snapshot: None,
+                replay: Vec::new(),
             },
             input,
         ));

@@ -18,8 +18,13 @@ pub enum GateEvent {
     Watermark(Watermark),
     /// Every input channel became idle (`true`) or one became active (`false`).
     Idle(bool),
-    /// A checkpoint barrier arrived on a channel.
+    /// A checkpoint barrier arrived on a channel (aligned: on every channel;
+    /// unaligned: on the first one — snapshot now).
     Barrier(CheckpointBarrier),
+    /// Unaligned checkpoint `.0`: every channel's in-band barrier arrived;
+    /// `.1` are the batches (with their input) that were in flight — received
+    /// after the snapshot but sent before the barrier — to store with it.
+    InFlight(u64, Vec<(usize, RecordBatch)>),
     /// Every channel delivered end-of-stream.
     EndOfInput,
 }
@@ -47,6 +52,21 @@ pub struct InputGate {
     stashed: Option<GateEvent>,
     /// The barrier being aligned.
     aligning: Option<CheckpointBarrier>,
+    /// The unaligned checkpoint whose in-flight data is being recorded.
+    unaligned: Option<Unaligned>,
+    /// Messages taken out of their channels early (to complete an unaligned
+    /// checkpoint's in-flight record), still to be processed, in order.
+    backlog: std::collections::VecDeque<(usize, StreamMessage)>,
+}
+
+/// An unaligned checkpoint between its snapshot and the last in-band
+/// barrier.
+struct Unaligned {
+    id: u64,
+    /// Channels whose in-band barrier has not come: their data is recorded.
+    recording: Vec<bool>,
+    /// Recorded batches and their input.
+    in_flight: Vec<(usize, RecordBatch)>,
 }
 
 impl InputGate {
@@ -77,6 +97,8 @@ impl InputGate {
             remaining,
             stashed: None,
             aligning: None,
+            unaligned: None,
+            backlog: Default::default(),
         }
     }
 
@@ -93,6 +115,22 @@ impl InputGate {
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Result<GateEvent>> {
         if let Some(event) = self.stashed.take() {
             return Poll::Ready(Ok(event));
+        }
+        // An unaligned checkpoint does not wait for queued data: everything
+        // queued before each channel's barrier is read out now, recorded
+        // with the checkpoint and processed afterwards.
+        if self.unaligned.is_some() {
+            if let Err(e) = self.drain_in_flight(cx) {
+                return Poll::Ready(Err(e));
+            }
+            if let Some(done) = self.in_flight_complete() {
+                return Poll::Ready(Ok(done));
+            }
+        }
+        while let Some((i, message)) = self.backlog.pop_front() {
+            if let Some(event) = self.on_message_from(i, message, true) {
+                return Poll::Ready(Ok(event));
+            }
         }
         if self.remaining == 0 {
             return Poll::Ready(Ok(GateEvent::EndOfInput));
@@ -134,12 +172,64 @@ impl InputGate {
         Poll::Pending
     }
 
+    /// Read the recording channels up to their in-band barrier.
+    fn drain_in_flight(&mut self, cx: &mut Context<'_>) -> Result<()> {
+        let Some(id) = self.unaligned.as_ref().map(|u| u.id) else {
+            return Ok(());
+        };
+        for j in 0..self.channels.len() {
+            while self.unaligned.as_ref().is_some_and(|u| u.recording[j]) {
+                let message = match self.channels[j].receiver.poll_recv(cx) {
+                    Poll::Pending => break,
+                    Poll::Ready(None) => {
+                        return Err(WeirError::Execution(format!(
+                            "input channel {j} closed before end of stream (upstream task failed or was cancelled)"
+                        )));
+                    }
+                    Poll::Ready(Some(m)) => m?,
+                };
+                let u = self.unaligned.as_mut().expect("checked in the loop");
+                match message {
+                    StreamMessage::Barrier(b) if b.id == id => u.recording[j] = false,
+                    StreamMessage::PriorityBarrier(_) => {}
+                    StreamMessage::Data(b) => {
+                        u.in_flight.push((self.channels[j].input, b.clone()));
+                        self.backlog.push_back((j, StreamMessage::Data(b)));
+                    }
+                    StreamMessage::EndOfStream => {
+                        u.recording[j] = false;
+                        self.backlog.push_back((j, StreamMessage::EndOfStream));
+                    }
+                    other => self.backlog.push_back((j, other)),
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn on_message(&mut self, i: usize, message: StreamMessage) -> Option<GateEvent> {
+        self.on_message_from(i, message, false)
+    }
+
+    /// `from_backlog`: the message was read early and is already recorded.
+    fn on_message_from(
+        &mut self,
+        i: usize,
+        message: StreamMessage,
+        from_backlog: bool,
+    ) -> Option<GateEvent> {
         let ch = &mut self.channels[i];
         match message {
             StreamMessage::Data(b) => {
                 ch.idle = false;
                 let input = ch.input;
+                if let Some(u) = self
+                    .unaligned
+                    .as_mut()
+                    .filter(|u| u.recording[i] && !from_backlog)
+                {
+                    u.in_flight.push((input, b.clone()));
+                }
                 self.wake(Some(GateEvent::Data(input, b)))
             }
             StreamMessage::Watermark(w) => {
@@ -171,6 +261,10 @@ impl InputGate {
                 }
                 self.advance_watermark()
             }
+            StreamMessage::PriorityBarrier(b) => self.on_unaligned(i, b, false),
+            StreamMessage::Barrier(b) if b.mode == weir_core::message::AlignmentMode::Unaligned => {
+                self.on_unaligned(i, b, true)
+            }
             StreamMessage::Barrier(b) => {
                 match &self.aligning {
                     Some(a) if a.id > b.id => return None, // an abandoned checkpoint
@@ -190,6 +284,13 @@ impl InputGate {
             StreamMessage::EndOfStream => {
                 ch.finished = true;
                 self.remaining -= 1;
+                if let Some(u) = self.unaligned.as_mut() {
+                    u.recording[i] = false;
+                }
+                if let Some(done) = self.in_flight_complete() {
+                    self.stashed = self.advance_watermark();
+                    return Some(done);
+                }
                 if self.remaining == 0 {
                     return None;
                 }
@@ -200,6 +301,48 @@ impl InputGate {
                 self.advance_watermark()
             }
         }
+    }
+
+    /// Unaligned barrier `b` on channel `i`, overtaking (`in_band` false) or
+    /// at its place in the stream (`in_band` true). The first sighting of a
+    /// checkpoint snapshots at once; each channel's data is recorded until
+    /// its in-band barrier arrives.
+    fn on_unaligned(&mut self, i: usize, b: CheckpointBarrier, in_band: bool) -> Option<GateEvent> {
+        let mut snapshot = None;
+        match &self.unaligned {
+            Some(u) if u.id > b.id => return None, // an abandoned checkpoint
+            Some(u) if u.id == b.id => {}
+            _ => {
+                self.unaligned = Some(Unaligned {
+                    id: b.id,
+                    recording: self.channels.iter().map(|c| !c.finished).collect(),
+                    in_flight: Vec::new(),
+                });
+                snapshot = Some(GateEvent::Barrier(b));
+            }
+        }
+        if in_band && let Some(u) = self.unaligned.as_mut() {
+            u.recording[i] = false;
+        }
+        let done = self.in_flight_complete();
+        match (snapshot, done) {
+            (Some(s), Some(d)) => {
+                self.stashed = Some(d);
+                Some(s)
+            }
+            (Some(s), None) => Some(s),
+            (None, d) => d,
+        }
+    }
+
+    /// The in-flight data of the unaligned checkpoint, once every channel's
+    /// in-band barrier has arrived.
+    fn in_flight_complete(&mut self) -> Option<GateEvent> {
+        if self.unaligned.as_ref()?.recording.iter().any(|r| *r) {
+            return None;
+        }
+        let u = self.unaligned.take()?;
+        Some(GateEvent::InFlight(u.id, u.in_flight))
     }
 
     /// The barrier being aligned, once every unfinished channel delivered

@@ -598,7 +598,11 @@ impl ActionHandler for WorkerActions {
                     id: t.checkpoint_id,
                     timestamp: t.timestamp,
                     kind: weir_core::message::BarrierKind::Checkpoint,
-                    mode: weir_core::message::AlignmentMode::Aligned,
+                    mode: if t.unaligned {
+                        weir_core::message::AlignmentMode::Unaligned
+                    } else {
+                        weir_core::message::AlignmentMode::Aligned
+                    },
                 };
                 if let Some(job) = lock(&state.jobs).get(&job_key(&t.job_id, t.attempt)) {
                     if let Some(dir) = &t.savepoint_dir {

@@ -236,10 +236,35 @@ pub async fn restore(
             }
             TaskInput::Gate(_) => &nodes[..],
         };
-        let states = chain_nodes
+        let rescaled = manifest.is_some_and(|m| {
+            m.subtasks
+                .iter()
+                .filter(|s| s.vertex == task.vertex)
+                .count()
+                != job.vertices[task.vertex].parallelism
+        });
+        let mut states: Vec<Vec<weir_operators::StateTable>> = chain_nodes
             .iter()
             .map(|n| tables.remove(n).unwrap_or_default())
             .collect();
+        // In-flight data of an unaligned checkpoint: replayed first.
+        if let Some(head) = states.first_mut() {
+            let (in_flight, own): (Vec<_>, Vec<_>) = std::mem::take(head)
+                .into_iter()
+                .partition(|t| t.name.starts_with("__inflight_"));
+            *head = own;
+            if rescaled && !in_flight.is_empty() {
+                return Err(WeirError::Execution(format!(
+                    "{}: an unaligned checkpoint with in-flight data cannot be restored at \
+                     another parallelism; take a savepoint (aligned) to rescale",
+                    task.name
+                )));
+            }
+            for t in in_flight {
+                let input = t.name["__inflight_".len()..].parse().unwrap_or(0);
+                task.replay.push((input, t.batch));
+            }
+        }
         task.chain.restore(states).map_err(|e| WeirError::Task {
             task: task.name.clone(),
             source: Box::new(e),

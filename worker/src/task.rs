@@ -70,6 +70,13 @@ impl RecordWriter {
         }
         Ok(())
     }
+
+    async fn broadcast_priority(&mut self, barrier: CheckpointBarrier) -> Result<()> {
+        for s in &mut self.senders {
+            s.send_priority(barrier).await?;
+        }
+        Ok(())
+    }
 }
 
 /// Where a task's records come from.
@@ -117,7 +124,15 @@ pub struct Task {
     pub key_groups: weir_core::keys::KeyGroupRange,
     /// Checkpointing, when the job checkpoints.
     pub checkpoints: Option<crate::checkpoint::TaskCheckpoints>,
+    /// An unaligned snapshot waiting for its in-flight data.
+    pub unaligned_snapshot: Option<(u64, UnalignedResult)>,
+    /// In-flight batches of a restored unaligned checkpoint, processed
+    /// before any new input.
+    pub replay: Vec<(usize, RecordBatch)>,
 }
+
+/// A task's snapshot tables per stream node, or why it declined.
+pub type UnalignedResult = std::result::Result<Vec<(usize, Vec<StateTable>)>, String>;
 
 impl Task {
     /// Run until `input` ends. Returns the task's metrics.
@@ -276,6 +291,7 @@ impl Task {
         let Some(c) = &self.checkpoints else {
             return Ok(());
         };
+        let is_source = c.source_node.is_some();
         let mut states = Vec::new();
         let mut failure = None;
         if let (Some(node), Some(position)) = (c.source_node, source) {
@@ -289,20 +305,80 @@ impl Task {
             Ok(tables) => states.extend(nodes.into_iter().zip(tables)),
             Err(e) => failure = failure.or(Some(e.to_string())),
         }
-        let ack = crate::checkpoint::CheckpointAck {
-            checkpoint: barrier.id,
-            vertex: self.vertex,
-            subtask: self.subtask,
-            key_groups: self.key_groups,
-            result: match failure {
-                None => Ok(states),
-                Some(reason) => Err(reason),
-            },
+        let result = match failure {
+            None => Ok(states),
+            Some(reason) => Err(reason),
         };
-        if let Some(c) = &self.checkpoints {
-            let _ = c.acks.send(ack);
+        let unaligned = barrier.mode == weir_core::message::AlignmentMode::Unaligned;
+        if unaligned && !is_source {
+            // The in-flight data still to come completes the snapshot.
+            self.unaligned_snapshot = Some((barrier.id, result));
+        } else {
+            self.acknowledge(barrier.id, result);
+        }
+        if unaligned {
+            // Overtake what is queued downstream; the in-band copy below
+            // marks the barrier's place for the consumers' in-flight record.
+            let side = self.side_outputs.iter_mut().map(|(_, _, w)| w);
+            for w in self.outputs.iter_mut().chain(side) {
+                w.broadcast_priority(barrier).await?;
+            }
         }
         self.broadcast(StreamMessage::Barrier(barrier)).await
+    }
+
+    /// Hand a snapshot (or a decline) to the checkpoint coordinator.
+    fn acknowledge(
+        &mut self,
+        checkpoint: u64,
+        result: std::result::Result<Vec<(usize, Vec<StateTable>)>, String>,
+    ) {
+        if let Some(c) = &self.checkpoints {
+            let _ = c.acks.send(crate::checkpoint::CheckpointAck {
+                checkpoint,
+                vertex: self.vertex,
+                subtask: self.subtask,
+                key_groups: self.key_groups,
+                result,
+            });
+        }
+    }
+
+    /// The in-flight data of unaligned checkpoint `id` is complete: store
+    /// it with the snapshot, as tables `__inflight_{input}` of the head.
+    fn complete_unaligned(&mut self, id: u64, in_flight: Vec<(usize, RecordBatch)>) {
+        let Some((pending, result)) = self.unaligned_snapshot.take() else {
+            return;
+        };
+        if pending != id {
+            return;
+        }
+        let head = self
+            .checkpoints
+            .as_ref()
+            .and_then(|c| c.chain_nodes.first().copied());
+        let result = result.and_then(|mut states| {
+            let mut by_input: std::collections::BTreeMap<usize, Vec<RecordBatch>> =
+                Default::default();
+            for (input, b) in in_flight {
+                by_input.entry(input).or_default().push(b);
+            }
+            let mut tables = Vec::new();
+            for (input, batches) in by_input {
+                let schema = batches[0].schema();
+                let all =
+                    arrow::compute::concat_batches(&schema, &batches).map_err(|e| e.to_string())?;
+                tables.push(StateTable::new(format!("__inflight_{input}"), all));
+            }
+            if let (Some(head), false) = (head, tables.is_empty()) {
+                match states.iter_mut().find(|(n, _)| *n == head) {
+                    Some((_, t)) => t.extend(tables),
+                    None => states.push((head, tables)),
+                }
+            }
+            Ok(states)
+        });
+        self.acknowledge(id, result);
     }
 
     /// Tell the chain about checkpoints completed since the last look.
@@ -329,6 +405,10 @@ impl Task {
 
     async fn run_gate(&mut self, mut gate: InputGate) -> Result<()> {
         let mut tail = ChainOutput::default();
+        for (input, batch) in std::mem::take(&mut self.replay) {
+            self.chain.process_input(input, batch, &mut tail)?;
+            self.flush(&mut tail).await?;
+        }
         loop {
             self.checkpoint_notifications()?;
             let event = match self.chain.next_processing_timer() {
@@ -360,6 +440,7 @@ impl Task {
                     }
                     self.checkpoint(b, None).await?;
                 }
+                GateEvent::InFlight(id, data) => self.complete_unaligned(id, data),
                 GateEvent::EndOfInput => break,
             }
         }
