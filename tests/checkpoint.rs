@@ -584,3 +584,49 @@ fn unaligned_checkpoints_are_fast_under_back_pressure_and_restore_exactly_once()
         "unaligned checkpoints ({u} ms) beat aligned ones ({a} ms) under back-pressure"
     );
 }
+
+#[test]
+fn too_many_failed_checkpoints_fail_the_job_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = weir_worker::local_environment().unwrap();
+    env.configure(|c| {
+        c.checkpoint_interval = Some(Duration::from_millis(100));
+        c.checkpoint_dir = Some(tmp.path().display().to_string());
+        c.checkpoint_tolerable_failures = Some(2);
+        c.restart_strategy = weir_core::RestartStrategy::None;
+    });
+    // Session windows cannot snapshot yet: every checkpoint is declined.
+    env.from_source(
+        SourceSpec::Generator(
+            GeneratorSpec::new(None)
+                .column("key", ColumnGen::Key { cardinality: 10 })
+                .column(
+                    "ts",
+                    ColumnGen::EventTime {
+                        start_ms: 0,
+                        events_per_second: 1000,
+                        max_out_of_orderness_ms: 0,
+                    },
+                )
+                .rate(10_000),
+        ),
+        WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::ZERO),
+        "events",
+    )
+    .unwrap()
+    .key_by(&["key"])
+    .unwrap()
+    .window(weir_core::time::EventTimeSessionWindows::with_gap(
+        Duration::from_millis(50),
+    ))
+    .aggregate(vec![AggregateSpec::count_star()])
+    .unwrap()
+    .sink_to(SinkSpec::Blackhole, "out")
+    .unwrap();
+    let err = env.execute("declining").unwrap_err().to_string();
+    assert!(
+        err.contains("3 checkpoints failed in a row (tolerable: 2)")
+            && err.contains("does not support checkpoints yet"),
+        "{err}"
+    );
+}

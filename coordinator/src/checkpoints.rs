@@ -53,6 +53,34 @@ pub struct PendingCheckpoint {
     pub acks: BTreeMap<(usize, usize), SubtaskHandle>,
 }
 
+/// Record an abandoned checkpoint; past the tolerable count the job fails
+/// over. Returns the workers to cancel when it does.
+fn declined(job: &mut crate::jobs::JobInfo, reason: String) -> Vec<String> {
+    job.history.push(reason.clone());
+    job.checkpoints_declined += 1;
+    job.declined_in_a_row += 1;
+    job.last_checkpoint_end = Some(Instant::now());
+    if job.pending.take().and_then(|p| p.savepoint).is_some() {
+        job.savepoint_request = None;
+    }
+    let tolerable = job
+        .graph
+        .as_ref()
+        .and_then(|g| g.config.checkpoint_tolerable_failures);
+    match tolerable {
+        Some(t) if job.declined_in_a_row > t => {
+            let cause = format!(
+                "{} checkpoints failed in a row (tolerable: {t}); the last: {reason}",
+                job.declined_in_a_row
+            );
+            job.declined_in_a_row = 0;
+            job.fail_or_restart(cause);
+            job.worker_addresses()
+        }
+        _ => vec![],
+    }
+}
+
 /// How long a restarting job waits for free slots.
 const SLOT_WAIT: Duration = Duration::from_secs(60);
 
@@ -80,15 +108,24 @@ pub async fn run(state: Arc<Mutex<ClusterState>>) {
             }
             (triggers, deploys, failed, credentials)
         };
-        for (addresses, trigger) in triggers {
-            let body = serde_json::to_vec(&trigger).unwrap_or_default();
+        for call in triggers {
+            let (addresses, kind, body) = match call {
+                Call::Trigger(a, t) => (
+                    a,
+                    cluster::TRIGGER_CHECKPOINT,
+                    serde_json::to_vec(&t).unwrap_or_default(),
+                ),
+                Call::Cancel(a, job_id) => (
+                    a,
+                    cluster::CANCEL,
+                    serde_json::to_vec(&cluster::Cancel { job_id }).unwrap_or_default(),
+                ),
+            };
             for addr in addresses {
                 let (credentials, body) = (credentials.clone(), body.clone());
                 tokio::spawn(async move {
-                    if let Err(e) =
-                        call_action(&addr, &credentials, cluster::TRIGGER_CHECKPOINT, body).await
-                    {
-                        tracing::warn!("checkpoint trigger to {addr}: {e}");
+                    if let Err(e) = call_action(&addr, &credentials, kind, body).await {
+                        tracing::warn!("{kind} to {addr}: {e}");
                     }
                 });
             }
@@ -109,9 +146,15 @@ pub async fn run(state: Arc<Mutex<ClusterState>>) {
     }
 }
 
-type Trigger = (Vec<String>, TriggerCheckpoint);
+/// What the loop sends to workers for a job.
+enum Call {
+    /// Trigger a checkpoint on these workers.
+    Trigger(Vec<String>, TriggerCheckpoint),
+    /// Cancel the job's current attempt on these workers.
+    Cancel(Vec<String>, String),
+}
 
-fn trigger_if_due(s: &mut ClusterState, id: &str) -> Option<Trigger> {
+fn trigger_if_due(s: &mut ClusterState, id: &str) -> Option<Call> {
     let job = s.job_mut(id)?;
     let config = job.graph.as_ref()?.config.clone();
     if job.status != JobStatus::Running {
@@ -126,7 +169,10 @@ fn trigger_if_due(s: &mut ClusterState, id: &str) -> Option<Trigger> {
         if let Some(r) = job.savepoint_request.as_mut() {
             r.triggered = true;
         }
-        return Some(start(job, id, Some(request)));
+        return Some(Call::Trigger(
+            job.worker_addresses(),
+            start(job, id, Some(request)),
+        ));
     }
     let interval = config.checkpoint_interval?;
     if let Some(p) = &job.pending {
@@ -138,15 +184,18 @@ fn trigger_if_due(s: &mut ClusterState, id: &str) -> Option<Trigger> {
                 p.acks.len(),
                 job.tasks().count()
             );
-            job.history.push(reason);
-            job.checkpoints_declined += 1;
-            if job.pending.take().and_then(|p| p.savepoint).is_some() {
-                job.savepoint_request = None;
+            let cancel = declined(job, reason);
+            if !cancel.is_empty() {
+                return Some(Call::Cancel(cancel, id.to_string()));
             }
         }
         return None;
     }
-    if job.last_trigger.is_some_and(|t| t.elapsed() < interval) {
+    if job.last_trigger.is_some_and(|t| t.elapsed() < interval)
+        || job
+            .last_checkpoint_end
+            .is_some_and(|t| t.elapsed() < config.checkpoint_min_pause)
+    {
         return None;
     }
     if job.last_trigger.is_none() {
@@ -154,11 +203,15 @@ fn trigger_if_due(s: &mut ClusterState, id: &str) -> Option<Trigger> {
         job.last_trigger = Some(Instant::now());
         return None;
     }
-    Some(start(job, id, None))
+    Some(Call::Trigger(job.worker_addresses(), start(job, id, None)))
 }
 
 /// Start checkpoint (or savepoint) number `next_checkpoint` of `job`.
-fn start(job: &mut crate::jobs::JobInfo, id: &str, savepoint: Option<SavepointRequest>) -> Trigger {
+fn start(
+    job: &mut crate::jobs::JobInfo,
+    id: &str,
+    savepoint: Option<SavepointRequest>,
+) -> TriggerCheckpoint {
     let checkpoint_id = job.next_checkpoint;
     job.next_checkpoint += 1;
     job.last_trigger = Some(Instant::now());
@@ -179,17 +232,14 @@ fn start(job: &mut crate::jobs::JobInfo, id: &str, savepoint: Option<SavepointRe
         timestamp,
         acks: BTreeMap::new(),
     });
-    (
-        job.worker_addresses(),
-        TriggerCheckpoint {
-            job_id: id.to_string(),
-            attempt: job.attempt,
-            checkpoint_id,
-            timestamp,
-            savepoint_dir,
-            unaligned,
-        },
-    )
+    TriggerCheckpoint {
+        job_id: id.to_string(),
+        attempt: job.attempt,
+        checkpoint_id,
+        timestamp,
+        savepoint_dir,
+        unaligned,
+    }
 }
 
 type Deployment = (String, String, cluster::Deploy);
@@ -235,24 +285,31 @@ pub async fn acknowledge(state: &Arc<Mutex<ClusterState>>, ack: CheckpointAckMes
         };
         match ack.result {
             Err(reason) => {
-                job.history.push(format!(
+                let reason = format!(
                     "checkpoint {} declined by {}: {reason}",
                     ack.checkpoint_id, ack.worker_id
-                ));
-                job.checkpoints_declined += 1;
-                if job.pending.take().and_then(|p| p.savepoint).is_some() {
-                    job.savepoint_request = None;
-                }
-                None
+                );
+                let cancel = declined(job, reason);
+                Err((cancel, s.credentials()))
             }
             Ok(handle) => {
                 pending.acks.insert((handle.vertex, handle.subtask), handle);
-                take_if_complete(job)
+                Ok(take_if_complete(job))
             }
         }
     };
-    if let Some(commit) = commit {
-        complete(state, &ack.job_id, commit).await;
+    match commit {
+        Ok(Some(commit)) => complete(state, &ack.job_id, commit).await,
+        Ok(None) => {}
+        Err((cancel, credentials)) => {
+            let body = serde_json::to_vec(&cluster::Cancel {
+                job_id: ack.job_id.clone(),
+            })
+            .unwrap_or_default();
+            for addr in cancel {
+                let _ = call_action(&addr, &credentials, cluster::CANCEL, body.clone()).await;
+            }
+        }
     }
 }
 
@@ -331,6 +388,8 @@ pub(crate) async fn complete(state: &Arc<Mutex<ClusterState>>, job_id: &str, com
             }
             None => job.checkpoints.push(id),
         }
+        job.declined_in_a_row = 0;
+        job.last_checkpoint_end = Some(Instant::now());
         (job.worker_addresses(), job.attempt, credentials)
     };
     let body = serde_json::to_vec(&CheckpointComplete {

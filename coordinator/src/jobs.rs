@@ -161,6 +161,10 @@ pub struct JobInfo {
     #[serde(skip)]
     failure_times: Vec<Instant>,
     #[serde(skip)]
+    pub(crate) declined_in_a_row: u32,
+    #[serde(skip)]
+    pub(crate) last_checkpoint_end: Option<Instant>,
+    #[serde(skip)]
     pub(crate) graph: Option<JobGraph>,
     #[serde(skip)]
     failed_at: Option<Instant>,
@@ -211,7 +215,7 @@ impl JobInfo {
 
     /// A failure: restart from the latest checkpoint when the job
     /// checkpoints and has restarts left, else fail.
-    fn fail_or_restart(&mut self, cause: String) {
+    pub(crate) fn fail_or_restart(&mut self, cause: String) {
         if self.status.is_terminal() || self.status == JobStatus::Restarting {
             return;
         }
@@ -440,6 +444,8 @@ impl ClusterState {
             savepoint_request: None,
             stopped_with: None,
             failure_times: vec![],
+            declined_in_a_row: 0,
+            last_checkpoint_end: None,
             graph: None,
             failed_at: None,
             slots_held: false,

@@ -100,6 +100,15 @@ pub struct WeirConfig {
     /// Default false (aligned). `WEIR_CHECKPOINT_UNALIGNED`.
     #[serde(default)]
     pub checkpoint_unaligned: bool,
+    /// Least time between the end of one checkpoint and the trigger of the
+    /// next (`execution.checkpointing.min-pause`). Default 0.
+    #[serde(default)]
+    pub checkpoint_min_pause: Duration,
+    /// Consecutive failed checkpoints tolerated before the job fails over
+    /// (`execution.checkpointing.tolerable-failed-checkpoints`). Default
+    /// none: unlimited (Flink's default is 0). `WEIR_CHECKPOINT_TOLERABLE_FAILURES`.
+    #[serde(default)]
+    pub checkpoint_tolerable_failures: Option<u32>,
     /// A checkpoint not completed within this is abandoned. Default 10 min.
     #[serde(default = "default_checkpoint_timeout")]
     pub checkpoint_timeout: Duration,
@@ -289,6 +298,8 @@ impl Default for WeirConfig {
             checkpoint_interval: None,
             checkpoint_dir: None,
             checkpoint_unaligned: false,
+            checkpoint_min_pause: Duration::ZERO,
+            checkpoint_tolerable_failures: None,
             checkpoint_timeout: default_checkpoint_timeout(),
             checkpoint_retained: default_retained(),
             restart_attempts: default_restart_attempts(),
@@ -329,6 +340,9 @@ impl WeirConfig {
         }
         if let Some(v) = parse_env::<u64>("WEIR_CHECKPOINT_INTERVAL_MS")? {
             self.checkpoint_interval = Some(Duration::from_millis(v));
+        }
+        if let Some(v) = parse_env("WEIR_CHECKPOINT_TOLERABLE_FAILURES")? {
+            self.checkpoint_tolerable_failures = Some(v);
         }
         if let Some(v) = parse_env("WEIR_CHECKPOINT_UNALIGNED")? {
             self.checkpoint_unaligned = v;

@@ -71,6 +71,10 @@ pub struct CheckpointConfig {
     pub timeout: Duration,
     /// Completed checkpoints kept.
     pub retained: usize,
+    /// Least time from one checkpoint's end to the next trigger.
+    pub min_pause: Duration,
+    /// Consecutive failures tolerated (none: unlimited).
+    pub tolerable_failures: Option<u32>,
 }
 
 /// The coordinator side, in-process: triggers, collects, writes, commits.
@@ -98,6 +102,8 @@ pub struct CheckpointStats {
     pub sizes: Vec<(u64, Duration, u64)>,
     /// The newest checkpoint id triggered.
     pub last_triggered: u64,
+    /// Why the job must fail over (too many failed checkpoints).
+    pub fatal: Option<String>,
 }
 
 /// The task-side ends made for one run of a job.
@@ -152,7 +158,7 @@ impl LocalCheckpointCoordinator {
 
     /// Trigger checkpoints every interval until `stop` is set or a source has
     /// ended (a finished source can no longer inject barriers).
-    pub fn run(mut self, stop: Arc<AtomicBool>) {
+    pub fn run(mut self, stop: Arc<AtomicBool>, fail_job: Arc<watch::Sender<bool>>) {
         let runtime = match tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -163,10 +169,16 @@ impl LocalCheckpointCoordinator {
                 return;
             }
         };
+        let mut declined_in_a_row = 0u32;
+        let mut last_trigger = Instant::now();
+        let mut last_end = Instant::now();
         while !stop.load(Ordering::SeqCst) {
-            if !sleep_unless(&stop, self.config.interval) {
+            // Trigger to trigger `interval`, end to trigger `min_pause`.
+            let next = (last_trigger + self.config.interval).max(last_end + self.config.min_pause);
+            if !sleep_unless(&stop, next.saturating_duration_since(Instant::now())) {
                 return;
             }
+            last_trigger = Instant::now();
             let id = self.next_id;
             self.next_id += 1;
             self.stats
@@ -188,8 +200,11 @@ impl LocalCheckpointCoordinator {
                 // A source has finished: no further checkpoint can complete.
                 return;
             }
-            match runtime.block_on(self.collect(id, barrier.timestamp, &stop)) {
+            let outcome = runtime.block_on(self.collect(id, barrier.timestamp, &stop));
+            last_end = Instant::now();
+            match outcome {
                 Ok(Some(bytes)) => {
+                    declined_in_a_row = 0;
                     let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
                     s.completed.push(id);
                     s.sizes.push((id, started.elapsed(), bytes));
@@ -202,11 +217,23 @@ impl LocalCheckpointCoordinator {
                 Ok(None) => return,
                 Err(reason) => {
                     tracing::warn!("checkpoint {id} declined: {reason}");
-                    self.stats
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .declined
-                        .push((id, reason.to_string()));
+                    declined_in_a_row += 1;
+                    let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+                    s.declined.push((id, reason.to_string()));
+                    if self
+                        .config
+                        .tolerable_failures
+                        .is_some_and(|t| declined_in_a_row > t)
+                    {
+                        s.fatal = Some(format!(
+                            "{declined_in_a_row} checkpoints failed in a row (tolerable: {}); \
+                             the last: {reason}",
+                            self.config.tolerable_failures.unwrap_or(0)
+                        ));
+                        drop(s);
+                        fail_job.send_replace(true);
+                        return;
+                    }
                 }
             }
         }

@@ -69,6 +69,8 @@ pub fn run_checkpointed(
         interval,
         timeout: job.config.checkpoint_timeout,
         retained: job.config.checkpoint_retained,
+        min_pause: job.config.checkpoint_min_pause,
+        tolerable_failures: job.config.checkpoint_tolerable_failures,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -122,11 +124,12 @@ pub fn run_checkpointed(
         let stats = Arc::clone(&coordinator.stats);
         let stop = Arc::new(AtomicBool::new(false));
         let coordinator_stop = Arc::clone(&stop);
+        let attempt_cancel = Arc::new(watch::channel(false).0);
+        let fail_job = Arc::clone(&attempt_cancel);
         let coordinator_thread = std::thread::Builder::new()
             .name("weir checkpoints".into())
-            .spawn(move || coordinator.run(coordinator_stop))
+            .spawn(move || coordinator.run(coordinator_stop, fail_job))
             .map_err(|e| WeirError::Execution(format!("cannot start checkpointing: {e}")))?;
-        let attempt_cancel = Arc::new(watch::channel(false).0);
         let forwarder = cancel.as_ref().map(|outer| {
             let (outer, inner, stop) = (
                 outer.subscribe(),
@@ -156,6 +159,10 @@ pub fn run_checkpointed(
         completed.extend(stats.completed.iter().copied());
         sizes.extend(stats.sizes.iter().copied());
         declined.extend(stats.declined.iter().cloned());
+        let result = match (result, &stats.fatal) {
+            (Err(_), Some(fatal)) => Err(WeirError::Execution(fatal.clone())),
+            (r, _) => r,
+        };
         let failure = match result {
             Ok(metrics) => {
                 return Ok(JobResult {
