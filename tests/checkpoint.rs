@@ -540,7 +540,7 @@ fn median_ms(result: &weir_core::graph::JobResult) -> u128 {
 }
 
 #[test]
-fn unaligned_checkpoints_are_fast_under_back_pressure_and_restore_exactly_once() {
+fn unaligned_and_aligned_checkpoints_under_back_pressure_restore_exactly_once() {
     let tmp = tempfile::tempdir().unwrap();
     let plain = tmp.path().join("plain");
     backpressured(&plain, None, None);
