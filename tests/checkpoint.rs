@@ -57,6 +57,19 @@ fn run_with(
     build_and_run(out, checkpoints, fail_after, at_failure, |_| {})
 }
 
+/// 1 s tumbling windows, or 30 ms sessions when `out`'s name starts with
+/// `sessions`.
+fn windows_for(out: &Path) -> weir_core::time::WindowAssigner {
+    let sessions = out
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("sessions"));
+    if sessions {
+        weir_core::time::EventTimeSessionWindows::with_gap(Duration::from_millis(30))
+    } else {
+        TumblingEventTimeWindows::of(Duration::from_secs(1))
+    }
+}
+
 /// Parquet into `out`, or the Flight sink NAME for `flight:NAME`.
 fn sink_for(out: &Path) -> SinkSpec {
     match out.to_str().and_then(|o| o.strip_prefix("flight:")) {
@@ -125,7 +138,7 @@ fn build_and_run(
         .unwrap()
         .key_by(&["key"])
         .unwrap()
-        .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
+        .window(windows_for(out))
         .aggregate(vec![
             AggregateSpec::count_star(),
             AggregateSpec::sum("amount"),
@@ -593,7 +606,7 @@ fn too_many_failed_checkpoints_fail_the_job_with_the_reason() {
         c.checkpoint_tolerable_failures = Some(2);
         c.restart_strategy = weir_core::RestartStrategy::None;
     });
-    // Session windows cannot snapshot yet: every checkpoint is declined.
+    // Count windows cannot snapshot yet: every checkpoint is declined.
     env.from_source(
         SourceSpec::Generator(
             GeneratorSpec::new(None)
@@ -614,9 +627,7 @@ fn too_many_failed_checkpoints_fail_the_job_with_the_reason() {
     .unwrap()
     .key_by(&["key"])
     .unwrap()
-    .window(weir_core::time::EventTimeSessionWindows::with_gap(
-        Duration::from_millis(50),
-    ))
+    .count_window(100)
     .aggregate(vec![AggregateSpec::count_star()])
     .unwrap()
     .sink_to(SinkSpec::Blackhole, "out")
@@ -626,5 +637,32 @@ fn too_many_failed_checkpoints_fail_the_job_with_the_reason() {
         err.contains("3 checkpoints failed in a row (tolerable: 2)")
             && err.contains("does not support checkpoints yet"),
         "{err}"
+    );
+}
+
+#[test]
+fn session_windows_resume_from_a_checkpoint_exactly_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("sessions-plain");
+    run(&plain, None, None);
+    let expected = sorted_rows(&committed(&plain));
+    assert!(expected.len() > 1000, "{} sessions", expected.len());
+    let recovered = tmp.path().join("sessions-recovered");
+    let result = run(
+        &recovered,
+        Some((&tmp.path().join("chk"), 200)),
+        Some(EVENTS * 2 / 3),
+    );
+    assert_eq!(result.restarts.len(), 1, "{:?}", result.restarts);
+    assert!(
+        result.restarts[0].contains("restarted from checkpoint"),
+        "{:?} (declined {:?})",
+        result.restarts,
+        result.checkpoints_declined
+    );
+    assert_same(
+        sorted_rows(&committed(&recovered)),
+        &expected,
+        "sessions after a restart",
     );
 }

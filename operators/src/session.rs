@@ -31,7 +31,7 @@ use weir_core::{Result, WeirError};
 use crate::process::now_ms;
 use crate::sessions::{LATE, Session, SessionSet};
 use crate::window::{Aggregates, drain_states, regroup, timestamps};
-use crate::{LateRecords, Operator, OperatorContext, Output};
+use crate::{LateRecords, Operator, OperatorContext, Output, StateTable};
 
 /// Keyed session windows with incremental aggregation.
 pub struct SessionWindowOperator {
@@ -51,6 +51,8 @@ pub struct SessionWindowOperator {
     key_ids: Vec<usize>,
     windows_fired: u64,
     state_bytes_max: u64,
+    key_groups: weir_core::keys::KeyGroupRange,
+    max_parallelism: u32,
 }
 
 impl SessionWindowOperator {
@@ -88,6 +90,8 @@ impl SessionWindowOperator {
             key_ids: Vec::new(),
             windows_fired: 0,
             state_bytes_max: 0,
+            key_groups: ctx.key_groups,
+            max_parallelism: ctx.config.max_parallelism,
             aggregates,
         })
     }
@@ -312,5 +316,174 @@ impl Operator for SessionWindowOperator {
             ("num_late_records_dropped".into(), self.late.dropped()),
             ("state_bytes_max".into(), self.state_bytes_max),
         ]
+    }
+
+    /// Tables `sessions` (one row per open session: the key columns,
+    /// `session_start`, `session_end`, `fired`, then each aggregate's
+    /// intermediate state as `a{i}_{field}`) and `meta` (`watermark`).
+    fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<StateTable>> {
+        const NONE: usize = usize::MAX;
+        let groups = self.sessions.parent.len();
+        let roots = self.sessions.roots();
+        let mut index = vec![NONE; groups];
+        let (mut starts, mut ends, mut fired, mut key_rows) = (vec![], vec![], vec![], vec![]);
+        for (key, list) in self.sessions.sessions.iter_mut().enumerate() {
+            for s in list.iter_mut() {
+                index[s.group] = starts.len();
+                s.group = starts.len();
+                starts.push(s.start);
+                ends.push(s.end);
+                fired.push(s.fired);
+                key_rows.push(key as u32);
+            }
+        }
+        let n = starts.len();
+        // One group per open session (merged sessions folded), then back.
+        let states = drain_states(&mut self.accumulators)?;
+        let target: Vec<Option<usize>> = (0..groups)
+            .map(|g| Some(index[roots[g]]).filter(|&i| i != NONE))
+            .collect();
+        let mut compact = self.aggregates.new_accumulation()?.accumulators;
+        regroup(&states, &target, &mut compact, n)?;
+        let session_states = drain_states(&mut compact)?;
+        let ids: Vec<usize> = (0..n).collect();
+        let mut fresh = self.aggregates.new_accumulation()?.accumulators;
+        for (a, state) in fresh.iter_mut().zip(&session_states) {
+            a.merge_batch(state, &ids, n)?;
+        }
+        self.accumulators = fresh;
+        self.sessions.parent = ids;
+        // Key ids stay as they are: re-intern the emitted keys in order.
+        let all_keys = self.keys.emit(EmitTo::All)?;
+        let mut fresh_keys = self.aggregates.new_accumulation()?.groups;
+        if all_keys.first().is_some_and(|k| !k.is_empty()) {
+            fresh_keys.intern(&all_keys, &mut self.key_ids)?;
+        }
+        self.keys = fresh_keys;
+        let key_idx = UInt32Array::from(key_rows);
+        let mut columns: Vec<ArrayRef> = all_keys
+            .iter()
+            .map(|k| take(k.as_ref(), &key_idx, None))
+            .collect::<std::result::Result<_, _>>()?;
+        columns.push(Arc::new(arrow::array::Int64Array::from(starts)));
+        columns.push(Arc::new(arrow::array::Int64Array::from(ends)));
+        columns.push(Arc::new(BooleanArray::from(fired)));
+        columns.extend(session_states.into_iter().flatten());
+        let schema = self.aggregates.session_snapshot_schema()?;
+        let sessions = RecordBatch::try_new(schema, columns)?;
+        let meta = RecordBatch::try_new(
+            Arc::new(arrow::datatypes::Schema::new(vec![
+                arrow::datatypes::Field::new("watermark", arrow::datatypes::DataType::Int64, false),
+            ])),
+            vec![Arc::new(arrow::array::Int64Array::from(vec![
+                self.watermark,
+            ]))],
+        )?;
+        Ok(vec![
+            StateTable::new("sessions", sessions),
+            StateTable::new("meta", meta),
+        ])
+    }
+
+    fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
+        use arrow::array::AsArray;
+        use arrow::datatypes::Int64Type;
+        let keys = self.aggregates.key_schema().fields().len();
+        let widths = self.aggregates.state_widths()?;
+        let malformed =
+            |what: &str| WeirError::Execution(format!("{}: malformed {what} state", self.name));
+        let mut watermark = None::<i64>;
+        for t in tables {
+            match t.name.as_str() {
+                "meta" => {
+                    let w = t
+                        .batch
+                        .column_by_name("watermark")
+                        .and_then(|c| c.as_primitive_opt::<Int64Type>())
+                        .ok_or_else(|| malformed("meta"))?;
+                    for v in w.values() {
+                        watermark = Some(watermark.map_or(*v, |m| m.min(*v)));
+                    }
+                }
+                "sessions" => {
+                    if t.batch.num_columns() != keys + 3 + widths.iter().sum::<usize>() {
+                        return Err(malformed("session"));
+                    }
+                    let b = if self.aggregates.key_indices.is_empty() {
+                        t.batch
+                    } else {
+                        crate::window::keep_key_groups(
+                            t.batch,
+                            0..keys,
+                            self.key_groups,
+                            self.max_parallelism,
+                        )?
+                    };
+                    let n = b.num_rows();
+                    if n == 0 {
+                        continue;
+                    }
+                    let mut key_ids = Vec::new();
+                    self.keys.intern(&b.columns()[..keys], &mut key_ids)?;
+                    let starts = b
+                        .column(keys)
+                        .as_primitive_opt::<Int64Type>()
+                        .ok_or_else(|| malformed("session"))?;
+                    let ends = b
+                        .column(keys + 1)
+                        .as_primitive_opt::<Int64Type>()
+                        .ok_or_else(|| malformed("session"))?;
+                    let fired = b
+                        .column(keys + 2)
+                        .as_boolean_opt()
+                        .ok_or_else(|| malformed("session"))?;
+                    let first = self.sessions.parent.len();
+                    if let Some(&max) = key_ids.iter().max()
+                        && self.sessions.sessions.len() <= max
+                    {
+                        self.sessions.sessions.resize(max + 1, Vec::new());
+                    }
+                    for r in 0..n {
+                        let group = first + r;
+                        self.sessions.parent.push(group);
+                        let (start, end, was_fired) =
+                            (starts.value(r), ends.value(r), fired.value(r));
+                        let last = end.saturating_sub(1);
+                        self.sessions.next_due = self.sessions.next_due.min(if was_fired {
+                            last.saturating_add(self.lateness)
+                        } else {
+                            last
+                        });
+                        self.sessions.sessions[key_ids[r]].push(Session {
+                            start,
+                            end,
+                            group,
+                            fired: was_fired,
+                            dirty: false,
+                        });
+                    }
+                    for list in &mut self.sessions.sessions {
+                        list.sort_by_key(|s| s.start);
+                    }
+                    let ids: Vec<usize> = (first..first + n).collect();
+                    let total = first + n;
+                    let mut at = keys + 3;
+                    for (a, &w) in self.accumulators.iter_mut().zip(&widths) {
+                        a.merge_batch(&b.columns()[at..at + w], &ids, total)?;
+                        at += w;
+                    }
+                }
+                other => {
+                    return Err(WeirError::Execution(format!(
+                        "{}: unknown state table '{other}'",
+                        self.name
+                    )));
+                }
+            }
+        }
+        if let Some(w) = watermark {
+            self.watermark = w;
+        }
+        Ok(())
     }
 }

@@ -169,6 +169,26 @@ impl Aggregates {
         Ok(Arc::new(Schema::new(fields)))
     }
 
+    /// The schema of a session snapshot: the key columns, `session_start`,
+    /// `session_end`, `fired`, then the accumulators' state columns.
+    pub(crate) fn session_snapshot_schema(&self) -> Result<SchemaRef> {
+        let panes = self.snapshot_schema()?;
+        let keys = self.key_schema.fields().len();
+        let mut fields: Vec<Field> = panes.fields()[1..1 + keys]
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new("session_start", DataType::Int64, false));
+        fields.push(Field::new("session_end", DataType::Int64, false));
+        fields.push(Field::new("fired", DataType::Boolean, false));
+        fields.extend(
+            panes.fields()[1 + keys..]
+                .iter()
+                .map(|f| f.as_ref().clone()),
+        );
+        Ok(Arc::new(Schema::new(fields)))
+    }
+
     /// Number of state columns of each accumulator.
     pub(crate) fn state_widths(&self) -> Result<Vec<usize>> {
         self.functions
@@ -208,6 +228,24 @@ impl Aggregates {
         }
         Ok(())
     }
+}
+
+/// The rows of `batch` whose key (columns `keys`) hashes into `range`.
+pub(crate) fn keep_key_groups(
+    batch: RecordBatch,
+    keys: std::ops::Range<usize>,
+    range: weir_core::keys::KeyGroupRange,
+    max_parallelism: u32,
+) -> Result<RecordBatch> {
+    let mut groups = Vec::new();
+    weir_core::keys::key_groups(
+        &batch.columns()[keys],
+        max_parallelism,
+        &mut Vec::new(),
+        &mut groups,
+    )?;
+    let mask: BooleanArray = groups.iter().map(|g| Some(range.contains(*g))).collect();
+    Ok(filter_record_batch(&batch, &mask)?)
 }
 
 /// Move groups between accumulators: merge the intermediate `states` of
@@ -971,18 +1009,7 @@ impl WindowAggregateOperator {
         if self.aggregates.key_indices.is_empty() {
             return Ok(batch);
         }
-        let mut groups = Vec::new();
-        weir_core::keys::key_groups(
-            &batch.columns()[1..1 + keys],
-            self.max_parallelism,
-            &mut Vec::new(),
-            &mut groups,
-        )?;
-        let mask: BooleanArray = groups
-            .iter()
-            .map(|g| Some(self.key_groups.contains(*g)))
-            .collect();
-        Ok(filter_record_batch(&batch, &mask)?)
+        keep_key_groups(batch, 1..1 + keys, self.key_groups, self.max_parallelism)
     }
 
     /// Time (the watermark, or the clock for processing-time windows)
