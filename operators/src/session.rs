@@ -443,7 +443,7 @@ impl Operator for SessionWindowOperator {
                     {
                         self.sessions.sessions.resize(max + 1, Vec::new());
                     }
-                    for r in 0..n {
+                    for (r, &key) in key_ids.iter().enumerate() {
                         let group = first + r;
                         self.sessions.parent.push(group);
                         let (start, end, was_fired) =
@@ -454,7 +454,7 @@ impl Operator for SessionWindowOperator {
                         } else {
                             last
                         });
-                        self.sessions.sessions[key_ids[r]].push(Session {
+                        self.sessions.sessions[key].push(Session {
                             start,
                             end,
                             group,
