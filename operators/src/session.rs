@@ -371,17 +371,9 @@ impl Operator for SessionWindowOperator {
         columns.extend(session_states.into_iter().flatten());
         let schema = self.aggregates.session_snapshot_schema()?;
         let sessions = RecordBatch::try_new(schema, columns)?;
-        let meta = RecordBatch::try_new(
-            Arc::new(arrow::datatypes::Schema::new(vec![
-                arrow::datatypes::Field::new("watermark", arrow::datatypes::DataType::Int64, false),
-            ])),
-            vec![Arc::new(arrow::array::Int64Array::from(vec![
-                self.watermark,
-            ]))],
-        )?;
         Ok(vec![
             StateTable::new("sessions", sessions),
-            StateTable::new("meta", meta),
+            crate::window::meta_table(self.watermark)?,
         ])
     }
 
@@ -395,16 +387,7 @@ impl Operator for SessionWindowOperator {
         let mut watermark = None::<i64>;
         for t in tables {
             match t.name.as_str() {
-                "meta" => {
-                    let w = t
-                        .batch
-                        .column_by_name("watermark")
-                        .and_then(|c| c.as_primitive_opt::<Int64Type>())
-                        .ok_or_else(|| malformed("meta"))?;
-                    for v in w.values() {
-                        watermark = Some(watermark.map_or(*v, |m| m.min(*v)));
-                    }
-                }
+                "meta" => crate::window::restore_meta(&self.name, &t.batch, &mut watermark)?,
                 "sessions" => {
                     if t.batch.num_columns() != keys + 3 + widths.iter().sum::<usize>() {
                         return Err(malformed("session"));

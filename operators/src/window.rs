@@ -230,6 +230,35 @@ impl Aggregates {
     }
 }
 
+/// Table `meta`: an operator's event-time clock (`watermark`) at a barrier.
+pub(crate) fn meta_table(watermark: i64) -> Result<StateTable> {
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new(
+            "watermark",
+            DataType::Int64,
+            false,
+        )])),
+        vec![Arc::new(arrow::array::Int64Array::from(vec![watermark]))],
+    )?;
+    Ok(StateTable::new("meta", batch))
+}
+
+/// Fold a restored `meta` table into `watermark`: the smallest of them.
+pub(crate) fn restore_meta(
+    name: &str,
+    batch: &RecordBatch,
+    watermark: &mut Option<i64>,
+) -> Result<()> {
+    let w = batch
+        .column_by_name("watermark")
+        .and_then(|c| c.as_primitive_opt::<arrow::datatypes::Int64Type>())
+        .ok_or_else(|| WeirError::Execution(format!("{name}: malformed meta state")))?;
+    for v in w.values() {
+        *watermark = Some(watermark.map_or(*v, |m| m.min(*v)));
+    }
+    Ok(())
+}
+
 /// The rows of `batch` whose key (columns `keys`) hashes into `range`.
 pub(crate) fn keep_key_groups(
     batch: RecordBatch,
@@ -908,19 +937,9 @@ impl Operator for WindowAggregateOperator {
             }
         }
         let panes = arrow::compute::concat_batches(&schema, &parts)?;
-        let meta = RecordBatch::try_new(
-            Arc::new(Schema::new(vec![Field::new(
-                "watermark",
-                DataType::Int64,
-                false,
-            )])),
-            vec![Arc::new(arrow::array::Int64Array::from(vec![
-                self.watermark,
-            ]))],
-        )?;
         Ok(vec![
             StateTable::new("panes", panes),
-            StateTable::new("meta", meta),
+            meta_table(self.watermark)?,
         ])
     }
 
@@ -931,17 +950,7 @@ impl Operator for WindowAggregateOperator {
         for table in tables {
             let batch = table.batch;
             match table.name.as_str() {
-                "meta" => {
-                    let w = batch
-                        .column_by_name("watermark")
-                        .and_then(|c| c.as_primitive_opt::<arrow::datatypes::Int64Type>())
-                        .ok_or_else(|| {
-                            WeirError::Execution(format!("{}: malformed meta state", self.name))
-                        })?;
-                    for v in w.values() {
-                        watermark = Some(watermark.map_or(*v, |m| m.min(*v)));
-                    }
-                }
+                "meta" => restore_meta(&self.name, &batch, &mut watermark)?,
                 "panes" => {
                     if batch.num_columns() != 1 + keys + widths.iter().sum::<usize>() {
                         return Err(WeirError::Execution(format!(
