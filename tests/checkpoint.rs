@@ -100,23 +100,46 @@ fn build_and_run(
             c.restart_delay = Duration::from_millis(100);
         }
     });
-    let generator = GeneratorSpec::new(Some(EVENTS))
-        .column("key", ColumnGen::Key { cardinality: 500 })
-        .column("amount", ColumnGen::UniformInt { min: 1, max: 100 })
-        .column(
-            "ts",
-            ColumnGen::EventTime {
-                start_ms: 1_700_000_000_000,
-                events_per_second: 20_000,
-                max_out_of_orderness_ms: 200,
-            },
-        )
-        .rate(120_000)
-        .seed(3);
+    failing_events(
+        &env,
+        events(EVENTS, 500, 20_000, 200, 3).rate(120_000),
+        Duration::from_millis(200),
+        fail_after,
+        move || {
+            if let Some(dir) = &chk_dir {
+                at_failure(dir);
+            }
+        },
+        hook,
+    )
+    .key_by(&["key"])
+    .unwrap()
+    .window(windows_for(out))
+    .aggregate(vec![
+        AggregateSpec::count_star(),
+        AggregateSpec::sum("amount"),
+    ])
+    .unwrap()
+    .sink_to(sink_for(out), "out")
+    .unwrap();
+    env.execute("checkpointed windows")
+}
+
+/// Generated (key, amount, ts) events whose batches pass `FailOnce`: it
+/// calls `hook(rows)` for each and fails once when `fail_after` rows have
+/// passed (calling `at_failure` first).
+fn failing_events(
+    env: &weir_core::StreamExecutionEnvironment,
+    generator: GeneratorSpec,
+    out_of_orderness: Duration,
+    fail_after: Option<u64>,
+    at_failure: impl Fn() + Send + Sync + 'static,
+    hook: impl Fn(u64) + Send + Sync + 'static,
+) -> weir_core::DataStream {
     let stream = env
         .from_source(
             SourceSpec::Generator(generator),
-            WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(200)),
+            WatermarkStrategy::for_bounded_out_of_orderness("ts", out_of_orderness),
             "events",
         )
         .unwrap();
@@ -128,25 +151,29 @@ fn build_and_run(
             hook(b.num_rows() as u64);
             let n = seen.fetch_add(b.num_rows() as u64, Ordering::SeqCst);
             if fail_after.is_some_and(|f| n >= f) && !failed.swap(true, Ordering::SeqCst) {
-                if let Some(dir) = &chk_dir {
-                    at_failure(dir);
-                }
+                at_failure();
                 return Err(weir_core::WeirError::Execution("injected failure".into()));
             }
             Ok(b)
         })
         .unwrap()
-        .key_by(&["key"])
-        .unwrap()
-        .window(windows_for(out))
-        .aggregate(vec![
-            AggregateSpec::count_star(),
-            AggregateSpec::sum("amount"),
-        ])
-        .unwrap()
-        .sink_to(sink_for(out), "out")
-        .unwrap();
-    env.execute("checkpointed windows")
+}
+
+/// Generated events: `rows` over `keys` keys, event time advancing
+/// `per_second` events per second, up to `ooo` late.
+fn events(rows: u64, keys: u64, per_second: u64, ooo: i64, seed: u64) -> GeneratorSpec {
+    GeneratorSpec::new(Some(rows))
+        .column("key", ColumnGen::Key { cardinality: keys })
+        .column("amount", ColumnGen::UniformInt { min: 1, max: 100 })
+        .column(
+            "ts",
+            ColumnGen::EventTime {
+                start_ms: 1_700_000_000_000,
+                events_per_second: per_second,
+                max_out_of_orderness_ms: ooo,
+            },
+        )
+        .seed(seed)
 }
 
 /// Compare without printing thousands of rows.
@@ -490,37 +517,16 @@ fn backpressured(
             c.restart_delay = Duration::from_millis(100);
         }
     });
-    let generator = GeneratorSpec::new(Some(ROWS))
-        .column("key", ColumnGen::Key { cardinality: 200 })
-        .column("amount", ColumnGen::UniformInt { min: 1, max: 100 })
-        .column(
-            "ts",
-            ColumnGen::EventTime {
-                start_ms: 1_700_000_000_000,
-                events_per_second: 10_000,
-                max_out_of_orderness_ms: 100,
-            },
-        )
-        .seed(11);
-    let stream = env
-        .from_source(
-            SourceSpec::Generator(generator),
-            WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(100)),
-            "events",
-        )
-        .unwrap();
+    let stream = failing_events(
+        &env,
+        events(ROWS, 200, 10_000, 100, 11),
+        Duration::from_millis(100),
+        fail_after,
+        || {},
+        |_| {},
+    );
     let schema = Arc::clone(stream.schema());
-    let seen = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicBool::new(false));
     stream
-        .map_batches("FailOnce", Arc::clone(&schema), move |b| {
-            let n = seen.fetch_add(b.num_rows() as u64, Ordering::SeqCst);
-            if fail_after.is_some_and(|f| n >= f) && !failed.swap(true, Ordering::SeqCst) {
-                return Err(weir_core::WeirError::Execution("injected failure".into()));
-            }
-            Ok(b)
-        })
-        .unwrap()
         .key_by(&["key"])
         .unwrap()
         .as_stream()
