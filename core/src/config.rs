@@ -100,6 +100,11 @@ pub struct WeirConfig {
     /// Default false (aligned). `WEIR_CHECKPOINT_UNALIGNED`.
     #[serde(default)]
     pub checkpoint_unaligned: bool,
+    /// An aligned checkpoint still aligning a task's inputs after this long
+    /// continues unaligned there (`aligned-checkpoint-timeout`). Default
+    /// none. `WEIR_CHECKPOINT_ALIGNED_TIMEOUT_MS`.
+    #[serde(default)]
+    pub checkpoint_aligned_timeout: Option<Duration>,
     /// Least time between the end of one checkpoint and the trigger of the
     /// next (`execution.checkpointing.min-pause`). Default 0.
     #[serde(default)]
@@ -298,6 +303,7 @@ impl Default for WeirConfig {
             checkpoint_interval: None,
             checkpoint_dir: None,
             checkpoint_unaligned: false,
+            checkpoint_aligned_timeout: None,
             checkpoint_min_pause: Duration::ZERO,
             checkpoint_tolerable_failures: None,
             checkpoint_timeout: default_checkpoint_timeout(),
@@ -340,6 +346,9 @@ impl WeirConfig {
         }
         if let Some(v) = parse_env::<u64>("WEIR_CHECKPOINT_INTERVAL_MS")? {
             self.checkpoint_interval = Some(Duration::from_millis(v));
+        }
+        if let Some(v) = parse_env::<u64>("WEIR_CHECKPOINT_ALIGNED_TIMEOUT_MS")? {
+            self.checkpoint_aligned_timeout = Some(Duration::from_millis(v));
         }
         if let Some(v) = parse_env("WEIR_CHECKPOINT_TOLERABLE_FAILURES")? {
             self.checkpoint_tolerable_failures = Some(v);

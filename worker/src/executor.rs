@@ -542,6 +542,7 @@ pub fn build_placed_tasks(
                 checkpoints: None,
                 unaligned_snapshot: None,
                 replay: Vec::new(),
+                aligned_timeout: job.config.checkpoint_aligned_timeout,
             },
             input,
         ));

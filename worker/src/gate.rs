@@ -50,8 +50,9 @@ pub struct InputGate {
     next: usize,
     remaining: usize,
     stashed: Option<GateEvent>,
-    /// The barrier being aligned.
+    /// The barrier being aligned, and since when.
     aligning: Option<CheckpointBarrier>,
+    aligning_since: Option<std::time::Instant>,
     /// The unaligned checkpoint whose in-flight data is being recorded.
     unaligned: Option<Unaligned>,
     /// Messages taken out of their channels early (to complete an unaligned
@@ -97,6 +98,7 @@ impl InputGate {
             remaining,
             stashed: None,
             aligning: None,
+            aligning_since: None,
             unaligned: None,
             backlog: Default::default(),
         }
@@ -265,6 +267,11 @@ impl InputGate {
             StreamMessage::Barrier(b) if b.mode == weir_core::message::AlignmentMode::Unaligned => {
                 self.on_unaligned(i, b, true)
             }
+            StreamMessage::Barrier(b) if self.unaligned.as_ref().is_some_and(|u| u.id == b.id) => {
+                // An aligned checkpoint that switched to unaligned: this
+                // barrier marks the channel's place.
+                self.on_unaligned(i, b, true)
+            }
             StreamMessage::Barrier(b) => {
                 match &self.aligning {
                     Some(a) if a.id > b.id => return None, // an abandoned checkpoint
@@ -276,7 +283,10 @@ impl InputGate {
                         self.aligning = Some(b);
                     }
                     Some(_) => {}
-                    None => self.aligning = Some(b),
+                    None => {
+                        self.aligning = Some(b);
+                        self.aligning_since = Some(std::time::Instant::now());
+                    }
                 }
                 self.channels[i].blocked = true;
                 self.aligned()
@@ -355,7 +365,34 @@ impl InputGate {
         for c in &mut self.channels {
             c.blocked = false;
         }
+        self.aligning_since = None;
         self.aligning.take().map(GateEvent::Barrier)
+    }
+
+    /// When the barrier being aligned arrived on its first channel.
+    pub fn aligning_since(&self) -> Option<std::time::Instant> {
+        self.aligning.as_ref().and(self.aligning_since)
+    }
+
+    /// Give up aligning: the checkpoint continues unaligned — snapshot now,
+    /// record what the channels still missing the barrier deliver before it.
+    pub fn switch_to_unaligned(&mut self) -> Option<GateEvent> {
+        let mut barrier = self.aligning.take()?;
+        self.aligning_since = None;
+        barrier.mode = weir_core::message::AlignmentMode::Unaligned;
+        self.unaligned = Some(Unaligned {
+            id: barrier.id,
+            recording: self
+                .channels
+                .iter()
+                .map(|c| !c.finished && !c.blocked)
+                .collect(),
+            in_flight: Vec::new(),
+        });
+        for c in &mut self.channels {
+            c.blocked = false;
+        }
+        Some(GateEvent::Barrier(barrier))
     }
 
     /// A channel showed activity: if every channel had been idle, announce

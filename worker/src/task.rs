@@ -129,6 +129,9 @@ pub struct Task {
     /// In-flight batches of a restored unaligned checkpoint, processed
     /// before any new input.
     pub replay: Vec<(usize, RecordBatch)>,
+    /// An aligned checkpoint still aligning after this long continues as
+    /// an unaligned one.
+    pub aligned_timeout: Option<Duration>,
 }
 
 /// A task's snapshot tables per stream node, or why it declined.
@@ -411,15 +414,33 @@ impl Task {
         }
         loop {
             self.checkpoint_notifications()?;
-            let event = match self.chain.next_processing_timer() {
+            // Wake for processing-time timers and for an alignment that
+            // has taken longer than the aligned-checkpoint timeout.
+            let alignment = self
+                .aligned_timeout
+                .and_then(|t| gate.aligning_since().map(|since| since + t));
+            let timer = self.chain.next_processing_timer().map(|at| {
+                std::time::Instant::now()
+                    + Duration::from_millis(at.saturating_sub(now_ms()).max(0) as u64)
+            });
+            let wake = match (timer, alignment) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let event = match wake {
                 None => gate.next().await?,
                 Some(at) => {
-                    let wait = Duration::from_millis(at.saturating_sub(now_ms()).max(0) as u64);
                     tokio::select! {
                         event = gate.next() => event?,
-                        _ = tokio::time::sleep(wait) => {
+                        _ = tokio::time::sleep_until(at.into()) => {
                             self.processing_time(&mut tail).await?;
-                            continue;
+                            match alignment.filter(|a| *a <= std::time::Instant::now()) {
+                                Some(_) => match gate.switch_to_unaligned() {
+                                    Some(event) => event,
+                                    None => continue,
+                                },
+                                None => continue,
+                            }
                         }
                     }
                 }
