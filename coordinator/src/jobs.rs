@@ -420,8 +420,6 @@ impl ClusterState {
             .map(|v| v.parallelism)
             .max()
             .unwrap_or(1);
-        let free = self.free_slots();
-        let available: usize = free.iter().map(|(_, n)| n).sum();
         let mut info = JobInfo {
             id: id.clone(),
             name: job.job_name.clone(),
@@ -455,20 +453,6 @@ impl ClusterState {
             restart_at: None,
             storage: None,
         };
-        if available < needed {
-            let message = format!(
-                "job '{}' needs {needed} slots (its largest parallelism) but the cluster has \
-                 {available} free ({} live workers)",
-                job.job_name,
-                free.len()
-            );
-            info.fail(message.clone());
-            self.jobs.insert(id.clone(), info);
-            return Err(SubmitError::InsufficientSlots {
-                job_id: id,
-                message,
-            });
-        }
         if job.config.runtime_mode == weir_core::config::RuntimeMode::Streaming {
             let base = job.config.checkpoint_dir.clone().unwrap_or_else(|| {
                 std::env::temp_dir()
@@ -493,12 +477,14 @@ impl ClusterState {
         }
         info.graph = Some(job);
         self.jobs.insert(id.clone(), info);
-        let deploys = self
-            .place(&id)
-            .map_err(|message| SubmitError::InsufficientSlots {
+        let deploys = self.place(&id).map_err(|message| {
+            // Recorded as FAILED, with both numbers, and refused.
+            self.job_failed(&id, message.clone());
+            SubmitError::InsufficientSlots {
                 job_id: id.clone(),
                 message,
-            })?;
+            }
+        })?;
         Ok((id, deploys))
     }
 
@@ -634,19 +620,13 @@ impl ClusterState {
         if !std::mem::take(&mut job.slots_held) {
             return;
         }
-        let job = &self.jobs[job_id];
-        let mut per_worker: BTreeMap<String, usize> = BTreeMap::new();
-        for v in &job.vertices {
-            for t in &v.subtasks {
-                // Slot sharing: count each (worker, subtask index) once.
-                per_worker
-                    .entry(format!("{}#{}", t.worker, t.subtask))
-                    .or_insert(1);
-            }
-        }
-        for key in per_worker.keys() {
-            let worker = key.split('#').next().unwrap_or_default();
-            if let Some(w) = self.workers.get_mut(worker) {
+        // Slot sharing: one slot per (worker, subtask index).
+        let slots: std::collections::BTreeSet<(String, usize)> = self.jobs[job_id]
+            .tasks()
+            .map(|t| (t.worker.clone(), t.subtask))
+            .collect();
+        for (worker, _) in slots {
+            if let Some(w) = self.workers.get_mut(&worker) {
                 w.slots_used = w.slots_used.saturating_sub(1);
             }
         }

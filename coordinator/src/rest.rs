@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::extract::{Path, RawQuery, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -141,46 +141,21 @@ async fn job_details(State(state): State<Shared>, Path(id): Path<String>) -> Res
     }
 }
 
-/// The value of `key` in a query string (percent-decoded).
-fn query_value(query: Option<&str>, key: &str) -> Option<String> {
-    query?.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (k == key).then(|| percent_decode(v))
-    })
+/// `POST /v1/jobs` options.
+#[derive(serde::Deserialize, Default)]
+struct SubmitParams {
+    from_savepoint: Option<String>,
+    #[serde(default)]
+    allow_non_restored_state: bool,
 }
 
-fn percent_decode(v: &str) -> String {
-    let bytes = v.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b'+', _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-async fn submit(State(state): State<Shared>, RawQuery(query): RawQuery, body: String) -> Response {
-    let from = query_value(query.as_deref(), "from_savepoint");
-    let allow = query_value(query.as_deref(), "allow_non_restored_state")
-        .is_some_and(|v| v == "true" || v.is_empty());
-    match jobs::submit_json(&state, &body, from.as_deref(), allow).await {
+async fn submit(
+    State(state): State<Shared>,
+    Query(params): Query<SubmitParams>,
+    body: String,
+) -> Response {
+    let from = params.from_savepoint.as_deref();
+    match jobs::submit_json(&state, &body, from, params.allow_non_restored_state).await {
         Ok(id) => (StatusCode::CREATED, axum::Json(json!({ "job_id": id }))).into_response(),
         Err(SubmitError::Invalid(e)) => error(StatusCode::BAD_REQUEST, e.to_string()),
         Err(SubmitError::InsufficientSlots { job_id, message }) => (
