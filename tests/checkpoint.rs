@@ -671,3 +671,269 @@ fn session_windows_resume_from_a_checkpoint_exactly_once() {
         "sessions after a restart",
     );
 }
+
+/// Counts records in checkpointed state (Flink's `StateCheckpointedITCase`
+/// idea): per key in a `ValueState`, per subtask in operator list state;
+/// an event-time timer registered when a key is first seen emits
+/// `(stage, key, count)` at the end of input, and the first timer batch
+/// also emits the subtask's total as key -1. `pass_through` re-emits the
+/// input and sends the counts to side output `counts`.
+struct Counting {
+    stage: i64,
+    pass_through: bool,
+    per_key: weir_core::process::ValueState<i64>,
+    seen: u64,
+}
+
+fn counts_schema() -> arrow::datatypes::SchemaRef {
+    use arrow::datatypes::{DataType, Field, Schema};
+    Arc::new(Schema::new(vec![
+        Field::new("stage", DataType::Int64, false),
+        Field::new("key", DataType::Int64, false),
+        Field::new("count", DataType::Int64, false),
+    ]))
+}
+
+impl weir_core::process::KeyedProcessFunction for Counting {
+    fn process_batch(
+        &mut self,
+        batch: &RecordBatch,
+        ctx: &mut weir_core::process::ProcessContext,
+    ) -> weir_core::Result<()> {
+        let ids = ctx.key_ids().to_vec();
+        for k in ids {
+            let n = self.per_key.get(k).copied().unwrap_or(0);
+            if n == 0 {
+                // Only once per key: restored keys rely on restored timers.
+                ctx.timers.register_event_time_timer(k, i64::MAX);
+            }
+            self.per_key.set(k, n + 1);
+        }
+        self.seen += batch.num_rows() as u64;
+        if self.pass_through {
+            ctx.emit(batch.clone());
+        }
+        Ok(())
+    }
+
+    fn on_timers(
+        &mut self,
+        timers: &weir_core::process::FiredTimers,
+        ctx: &mut weir_core::process::ProcessContext,
+    ) -> weir_core::Result<()> {
+        use arrow::array::{ArrayRef, Int64Array};
+        let keys: Vec<_> = timers.timers.iter().map(|t| t.1).collect();
+        let mut key_col: Vec<i64> = ctx.key_values(&keys)?[0]
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap()
+            .values()
+            .to_vec();
+        let mut counts: Vec<i64> = keys
+            .iter()
+            .map(|&k| self.per_key.get(k).copied().unwrap_or(0))
+            .collect();
+        key_col.push(-1);
+        counts.push(std::mem::take(&mut self.seen) as i64);
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(vec![self.stage; counts.len()])),
+            Arc::new(Int64Array::from(key_col)),
+            Arc::new(Int64Array::from(counts)),
+        ];
+        let batch = RecordBatch::try_new(counts_schema(), columns)?;
+        if self.pass_through {
+            ctx.emit_side("counts", batch);
+        } else {
+            ctx.emit(batch);
+        }
+        Ok(())
+    }
+
+    fn snapshot_state(&self, state: &mut weir_core::process::StateWriter) -> weir_core::Result<()> {
+        state.value("per_key", &self.per_key)?;
+        state.operator_list("seen", &[self.seen])
+    }
+
+    fn restore_state(
+        &mut self,
+        state: &mut weir_core::process::StateReader,
+    ) -> weir_core::Result<()> {
+        state.value("per_key", &mut self.per_key)?;
+        self.seen = state.operator_list::<u64>("seen")?.iter().sum();
+        Ok(())
+    }
+}
+
+/// events -> [fail once] -> key_by(key) Counting(1, pass-through) ->
+/// key_by(amount) Counting(2); both stages' counts -> Parquet in `out`.
+fn counting_job(
+    out: &Path,
+    parallelism: usize,
+    checkpoints: Option<&Path>,
+    fail_after: Option<u64>,
+    configure: impl Fn(&mut weir_core::config::WeirConfig),
+    at_failure: impl Fn() + Send + Sync + 'static,
+) -> weir_core::Result<weir_core::graph::JobResult> {
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(parallelism);
+    env.configure(|c| {
+        c.batch_size = 2000;
+        c.watermark_interval = Duration::from_millis(50);
+        if let Some(dir) = checkpoints {
+            c.checkpoint_interval = Some(Duration::from_millis(150));
+            c.checkpoint_dir = Some(dir.display().to_string());
+            c.restart_delay = Duration::from_millis(100);
+        }
+        configure(c);
+    });
+    let events = failing_events(
+        &env,
+        events(EVENTS, 500, 20_000, 200, 5).rate(120_000),
+        Duration::from_millis(200),
+        fail_after,
+        at_failure,
+        |_| {},
+    );
+    let schema = Arc::clone(events.schema());
+    let first = events
+        .key_by(&["key"])?
+        .process(
+            "count by key",
+            schema,
+            vec![("counts".into(), counts_schema())],
+            || {
+                Box::new(Counting {
+                    stage: 1,
+                    pass_through: true,
+                    per_key: Default::default(),
+                    seen: 0,
+                })
+            },
+        )?
+        .uid("count-by-key")?;
+    let second = first
+        .key_by(&["amount"])?
+        .process("count by amount", counts_schema(), vec![], || {
+            Box::new(Counting {
+                stage: 2,
+                pass_through: false,
+                per_key: Default::default(),
+                seen: 0,
+            })
+        })?
+        .uid("count-by-amount")?;
+    first
+        .side_output("counts")?
+        .union(&[second])?
+        .sink_to(SinkSpec::Parquet { dir: out.into() }, "out")?;
+    env.execute("counting")
+}
+
+/// Per stage: the sum of the per-key counts and of the subtask totals.
+fn stage_totals(rows: &[RecordBatch]) -> [(i64, i64); 2] {
+    use arrow::array::Int64Array;
+    let mut totals = [(0, 0); 2];
+    for b in rows {
+        let col = |i: usize| b.column(i).as_any().downcast_ref::<Int64Array>().unwrap();
+        for r in 0..b.num_rows() {
+            let t = &mut totals[col(0).value(r) as usize - 1];
+            if col(1).value(r) == -1 {
+                t.1 += col(2).value(r);
+            } else {
+                t.0 += col(2).value(r);
+            }
+        }
+    }
+    totals
+}
+
+#[test]
+fn process_function_state_counts_every_record_exactly_once_after_recovery() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("plain");
+    counting_job(&plain, 2, None, None, |_| {}, || {}).unwrap();
+    let expected = sorted_rows(&committed(&plain));
+    let all = EVENTS as i64;
+    assert_eq!(
+        stage_totals(&committed(&plain)),
+        [(all, all), (all, all)],
+        "the failure-free run counts every record"
+    );
+
+    let recovered = tmp.path().join("recovered");
+    let result = counting_job(
+        &recovered,
+        2,
+        Some(&tmp.path().join("chk")),
+        Some(EVENTS * 2 / 3),
+        |_| {},
+        || {},
+    )
+    .unwrap();
+    assert_eq!(result.restarts.len(), 1, "{:?}", result.restarts);
+    assert!(
+        result.restarts[0].contains("restarted from checkpoint"),
+        "{:?} (declined {:?})",
+        result.restarts,
+        result.checkpoints_declined
+    );
+    let rows = committed(&recovered);
+    // Counts held in keyed and operator state: every operator saw every
+    // record exactly once across the failure.
+    assert_eq!(stage_totals(&rows), [(all, all), (all, all)]);
+    assert_same(sorted_rows(&rows), &expected, "counts after a restart");
+}
+
+#[test]
+fn process_function_state_rescales_from_a_retained_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("plain");
+    counting_job(&plain, 2, None, None, |_| {}, || {}).unwrap();
+    let per_key = |rows: &[RecordBatch]| -> Vec<String> {
+        // Subtask totals differ with the parallelism; per-key counts do not.
+        sorted_rows(rows)
+            .into_iter()
+            .filter(|r| !r.contains("-1"))
+            .collect()
+    };
+    let expected = per_key(&committed(&plain));
+
+    // Fail at p = 2 with no restarts: the job stops, its checkpoints stay.
+    let chk = tmp.path().join("chk");
+    let first = tmp.path().join("first");
+    let err = counting_job(
+        &first,
+        2,
+        Some(&chk),
+        Some(EVENTS / 2),
+        |c| c.restart_strategy = weir_core::config::RestartStrategy::None,
+        || {},
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("injected failure"), "{err}");
+    let run = std::fs::read_dir(&chk)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(newest_checkpoint(&chk).is_some(), "no checkpoint completed");
+
+    // Resume at p = 3 from it: the committed output of both runs together
+    // is the uninterrupted run's.
+    let second = tmp.path().join("second");
+    counting_job(
+        &second,
+        3,
+        None,
+        None,
+        |c| c.restore_from = Some(run.display().to_string()),
+        || {},
+    )
+    .unwrap();
+    let mut rows = committed(&first);
+    rows.extend(committed(&second));
+    let all = EVENTS as i64;
+    assert_eq!(stage_totals(&rows), [(all, all), (all, all)]);
+    assert_same(per_key(&rows), &expected, "counts after rescaling 2 -> 3");
+}

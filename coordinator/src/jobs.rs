@@ -983,6 +983,9 @@ pub async fn submit_json(
     allow_non_restored_state: bool,
 ) -> std::result::Result<String, SubmitError> {
     let job = JobGraph::from_json(text).map_err(SubmitError::Invalid)?;
+    // The job's own `restore_from` applies when the request names none.
+    let from_savepoint = from_savepoint.or(job.config.restore_from.as_deref());
+    let allow_non_restored_state = allow_non_restored_state || job.config.allow_non_restored_state;
     let restore = match from_savepoint {
         Some(path) => {
             let storage =

@@ -135,6 +135,17 @@ pub struct WeirConfig {
     /// `failure-rate` | `none`.
     #[serde(default)]
     pub restart_strategy: RestartStrategy,
+    /// Start from this savepoint or retained checkpoint: a folder holding
+    /// `chk-N/_metadata` (the newest completed one is used), as
+    /// `weir run --from-savepoint` takes (Flink's `execution.savepoint.path`).
+    /// Default none. `WEIR_SAVEPOINT_PATH`.
+    #[serde(default)]
+    pub restore_from: Option<String>,
+    /// With [`Self::restore_from`]: skip state of operators the job no longer
+    /// has instead of refusing to start
+    /// (`execution.savepoint.ignore-unclaimed-state`). Default false.
+    #[serde(default)]
+    pub allow_non_restored_state: bool,
 }
 
 /// Flink's restart strategies.
@@ -311,6 +322,8 @@ impl Default for WeirConfig {
             restart_attempts: default_restart_attempts(),
             restart_delay: default_restart_delay(),
             restart_strategy: RestartStrategy::default(),
+            restore_from: None,
+            allow_non_restored_state: false,
         }
     }
 }
@@ -355,6 +368,9 @@ impl WeirConfig {
         }
         if let Some(v) = parse_env("WEIR_CHECKPOINT_UNALIGNED")? {
             self.checkpoint_unaligned = v;
+        }
+        if let Ok(v) = std::env::var("WEIR_SAVEPOINT_PATH") {
+            self.restore_from = Some(v);
         }
         if let Ok(v) = std::env::var("WEIR_CHECKPOINT_DIR") {
             self.checkpoint_dir = Some(v);

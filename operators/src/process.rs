@@ -3,21 +3,22 @@
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use arrow::array::{Array, ArrayRef};
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringArray};
 use arrow::compute::{interleave, take};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::message::Watermark;
 use weir_core::process::{
-    CoProcessFunction, FiredTimers, KeyId, KeyedProcessFunction, ProcessContext, TimeDomain,
-    TimerService,
+    CoProcessFunction, FiredTimers, KeyId, KeyedProcessFunction, ProcessContext, StateReader,
+    StateWriter, TimeDomain, TimerService, is_keyed_table, is_operator_table,
 };
 use weir_core::spec::{KeyedProcessSpec, ProcessFactory, SecondInput};
 use weir_core::{Result, WeirError};
 
-use crate::{Operator, OperatorContext, Output};
+use crate::window::{keep_key_groups, meta_table, restore_meta};
+use crate::{Operator, OperatorContext, Output, StateTable};
 
 /// Wall-clock time in ms since the epoch.
 pub fn now_ms() -> i64 {
@@ -117,6 +118,11 @@ pub struct KeyedProcessOperator {
     key_ids: Vec<KeyId>,
     timers_fired: u64,
     next_cleanup: i64,
+    key_schema: SchemaRef,
+    subtask: usize,
+    parallelism: usize,
+    key_groups: weir_core::keys::KeyGroupRange,
+    max_parallelism: u32,
 }
 
 /// How often the function's background state cleanup runs.
@@ -129,7 +135,7 @@ impl KeyedProcessOperator {
         spec: &KeyedProcessSpec,
         output_schema: SchemaRef,
         side_schemas: Vec<(String, SchemaRef)>,
-        _ctx: &OperatorContext,
+        ctx: &OperatorContext,
     ) -> Result<Self> {
         let indices = |schema: &arrow::datatypes::Schema, keys: &[String]| {
             keys.iter()
@@ -158,7 +164,7 @@ impl KeyedProcessOperator {
             name,
             function,
             key_indices: [Some(key_indices), second],
-            keys: KeyTable::new(key_schema)?,
+            keys: KeyTable::new(Arc::clone(&key_schema))?,
             timers: TimerService::default(),
             output_schema,
             side_schemas,
@@ -167,6 +173,11 @@ impl KeyedProcessOperator {
             key_ids: Vec::new(),
             timers_fired: 0,
             next_cleanup: now_ms() + CLEANUP_INTERVAL_MS,
+            key_schema,
+            subtask: ctx.subtask,
+            parallelism: ctx.parallelism,
+            key_groups: ctx.key_groups,
+            max_parallelism: ctx.config.max_parallelism,
         })
     }
 
@@ -234,6 +245,76 @@ impl KeyedProcessOperator {
     }
 }
 
+impl KeyedProcessOperator {
+    /// The `timers` table: key columns, `domain` (`event` | `processing`),
+    /// `timestamp`.
+    fn timers_table(&self, writer: &StateWriter) -> Result<StateTable> {
+        let (mut ids, mut domains, mut stamps) = (Vec::new(), Vec::new(), Vec::new());
+        for (domain, ts, key) in self.timers.iter() {
+            ids.push(key);
+            domains.push(match domain {
+                TimeDomain::EventTime => "event",
+                TimeDomain::ProcessingTime => "processing",
+            });
+            stamps.push(ts);
+        }
+        let batch = writer.keyed_batch(
+            &ids,
+            vec![
+                (
+                    Field::new("domain", DataType::Utf8, false),
+                    Arc::new(StringArray::from(domains)) as ArrayRef,
+                ),
+                (
+                    Field::new("timestamp", DataType::Int64, false),
+                    Arc::new(Int64Array::from(stamps)),
+                ),
+            ],
+        )?;
+        Ok(StateTable::new("timers", batch))
+    }
+
+    /// Rows of a restored keyed table in this subtask's key groups: their
+    /// key ids (interned) and the columns after the key columns.
+    fn restore_keys(&mut self, batch: RecordBatch) -> Result<(Vec<KeyId>, RecordBatch)> {
+        let n = self.key_schema.fields().len();
+        if batch.num_columns() < n {
+            return Err(WeirError::Execution(format!(
+                "{}: keyed state table has {} columns, the key alone has {n}",
+                self.name,
+                batch.num_columns()
+            )));
+        }
+        let batch = keep_key_groups(batch, 0..n, self.key_groups, self.max_parallelism)?;
+        let mut ids = Vec::new();
+        self.keys.intern(&batch.columns()[..n], &mut ids)?;
+        let rest = batch.project(&(n..batch.num_columns()).collect::<Vec<_>>())?;
+        Ok((ids.into_iter().map(|i| i as KeyId).collect(), rest))
+    }
+
+    fn restore_timers(&mut self, batch: RecordBatch) -> Result<()> {
+        let (ids, rest) = self.restore_keys(batch)?;
+        let malformed = || WeirError::Execution(format!("{}: malformed timer state", self.name));
+        let domains = rest
+            .column(0)
+            .as_string_opt::<i32>()
+            .ok_or_else(malformed)?;
+        let stamps = rest
+            .column(1)
+            .as_primitive_opt::<Int64Type>()
+            .ok_or_else(malformed)?;
+        for (row, &id) in ids.iter().enumerate() {
+            let ts = stamps.value(row);
+            match domains.value(row) {
+                "event" => self.timers.register_event_time_timer(id, ts),
+                "processing" => self.timers.register_processing_time_timer(id, ts),
+                _ => return Err(malformed()),
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Operator for KeyedProcessOperator {
     fn name(&self) -> &str {
         &self.name
@@ -298,6 +379,63 @@ impl Operator for KeyedProcessOperator {
         }
         let due = self.timers.take_processing_time(now);
         self.fire(TimeDomain::ProcessingTime, due, out)
+    }
+
+    /// Tables: the function's states (see [`weir_core::process::StateWriter`]),
+    /// `timers` and `meta` (the watermark).
+    fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<StateTable>> {
+        let keys = &self.keys;
+        let lookup = |ids: &[KeyId]| keys.values(ids);
+        let mut writer = StateWriter::new(
+            &lookup,
+            Arc::clone(&self.key_schema),
+            self.subtask,
+            self.parallelism,
+        );
+        match &self.function {
+            Function::One(f) => f.snapshot_state(&mut writer),
+            Function::Two(f) => f.snapshot_state(&mut writer),
+        }
+        .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
+        let timers = self.timers_table(&writer)?;
+        let mut tables: Vec<StateTable> = writer
+            .into_tables()
+            .into_iter()
+            .map(|(name, batch)| StateTable::new(name, batch))
+            .collect();
+        tables.push(timers);
+        tables.push(meta_table(self.watermark)?);
+        Ok(tables)
+    }
+
+    fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
+        let mut reader = StateReader::new(self.subtask, self.parallelism);
+        let mut watermark = None;
+        for t in tables {
+            match t.name.as_str() {
+                "meta" => restore_meta(&self.name, &t.batch, &mut watermark)?,
+                "timers" => self.restore_timers(t.batch)?,
+                name if is_keyed_table(name) => {
+                    let (ids, rest) = self.restore_keys(t.batch)?;
+                    reader.add_keyed(t.name, ids, rest);
+                }
+                name if is_operator_table(name) => reader.add_operator(t.name, t.batch),
+                other => {
+                    return Err(WeirError::Execution(format!(
+                        "{}: unknown state table '{other}'",
+                        self.name
+                    )));
+                }
+            }
+        }
+        if let Some(w) = watermark {
+            self.watermark = w;
+        }
+        match &mut self.function {
+            Function::One(f) => f.restore_state(&mut reader),
+            Function::Two(f) => f.restore_state(&mut reader),
+        }
+        .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))
     }
 
     fn metrics(&self) -> Vec<(String, u64)> {

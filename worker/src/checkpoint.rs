@@ -378,7 +378,8 @@ pub fn operator_uid(job: &JobGraph, node: usize) -> String {
 /// the checkpoint was taken with, those its own index wrote; after a
 /// rescale, every subtask's — keyed operators keep the rows of their key
 /// groups, operator state (source splits, sink files) is divided by the
-/// operator (even split by the old subtask index).
+/// operator (even split by the old subtask index). Union list state
+/// (`union.*` tables) comes from every old subtask in either case.
 pub async fn tables_for(
     storage: &CheckpointStorage,
     manifest: &Manifest,
@@ -395,11 +396,9 @@ pub async fn tables_for(
         .count();
     let rescaled = old_parallelism != parallelism;
     let mut out: HashMap<usize, Vec<StateTable>> = HashMap::new();
-    for s in manifest
-        .subtasks
-        .iter()
-        .filter(|s| s.vertex == vertex && (rescaled || s.subtask == subtask))
-    {
+    for s in manifest.subtasks.iter().filter(|s| s.vertex == vertex) {
+        // Union list state reaches every subtask from every old one.
+        let own = rescaled || s.subtask == subtask;
         for op in &s.operators {
             if operator_uid(job, op.node) != op.uid {
                 if allow_non_restored_state {
@@ -411,7 +410,11 @@ pub async fn tables_for(
                     manifest.checkpoint_id, op.uid
                 )));
             }
-            for t in &op.tables {
+            for t in op
+                .tables
+                .iter()
+                .filter(|t| own || weir_core::process::is_union_table(&t.name))
+            {
                 let batch = storage.read_table(t).await?;
                 out.entry(op.node)
                     .or_default()

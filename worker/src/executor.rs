@@ -134,9 +134,10 @@ impl JobClient for LocalJob {
     }
 }
 
-/// Whether `job` checkpoints (streaming jobs with an interval set).
+/// Whether `job` runs under checkpoint control: a streaming job with a
+/// checkpoint interval, or one starting from a savepoint.
 pub fn checkpoints_enabled(job: &JobGraph) -> bool {
-    job.config.checkpoint_interval.is_some()
+    (job.config.checkpoint_interval.is_some() || job.config.restore_from.is_some())
         && job.config.runtime_mode == weir_core::config::RuntimeMode::Streaming
 }
 

@@ -58,10 +58,12 @@ pub fn run_checkpointed(
     cancel: Option<Arc<watch::Sender<bool>>>,
 ) -> Result<JobResult> {
     let started = Instant::now();
+    // A job resumed from a savepoint without an interval takes no
+    // periodic checkpoints.
     let interval = job
         .config
         .checkpoint_interval
-        .ok_or_else(|| WeirError::Config("no checkpoint interval".into()))?;
+        .unwrap_or(Duration::from_secs(u32::MAX as u64));
     let directory = run_directory(&job);
     let storage = CheckpointStorage::open(&directory)?;
     tracing::info!("job '{}' checkpoints to {directory}", job.job_name);
@@ -83,17 +85,28 @@ pub fn run_checkpointed(
     let mut restored: Option<Manifest> = None;
     let mut failures: Vec<Instant> = Vec::new();
     let mut last_id = 0;
+    let initial = match &job.config.restore_from {
+        Some(path) => Some(runtime.block_on(open_restore_point(path))?),
+        None => None,
+    };
     loop {
         let attempt = restarts.len();
         let (mut tasks, host) = build_tasks(&job)?;
-        if attempt > 0 {
-            runtime.block_on(restore(
-                &storage,
-                restored.as_ref(),
-                &job,
-                &mut tasks,
-                false,
-            ))?;
+        // The latest checkpoint of this run, else the savepoint it started
+        // from, else (on a restart) nothing: sinks still clear up.
+        let point = match (&restored, &initial) {
+            (Some(m), _) => Some((&storage, m, false)),
+            (None, Some((s, m))) => Some((s, m, job.config.allow_non_restored_state)),
+            (None, None) => None,
+        };
+        match point {
+            Some((s, m, allow)) => {
+                runtime.block_on(restore(s, Some(m), &job, &mut tasks, allow))?;
+            }
+            None if attempt > 0 => {
+                runtime.block_on(restore(&storage, None, &job, &mut tasks, false))?;
+            }
+            None => {}
         }
         let sources: Vec<(usize, usize)> = tasks
             .iter()
@@ -188,9 +201,10 @@ pub fn run_checkpointed(
             Some(&id) => Some(runtime.block_on(storage.manifest(id))?),
             None => None,
         };
-        let from = match &restored {
-            Some(m) => format!("checkpoint {}", m.checkpoint_id),
-            None => "the beginning (no checkpoint had completed)".into(),
+        let from = match (&restored, &job.config.restore_from) {
+            (Some(m), _) => format!("checkpoint {}", m.checkpoint_id),
+            (None, Some(path)) => format!("the savepoint at {path}"),
+            (None, None) => "the beginning (no checkpoint had completed)".into(),
         };
         tracing::warn!(
             "job '{}' failed: {failure}; restart {} ({:?}) from {from}",
@@ -200,6 +214,19 @@ pub fn run_checkpointed(
         );
         restarts.push(format!("{failure} — restarted from {from}"));
     }
+}
+
+/// The newest completed savepoint or checkpoint in folder `path`, read
+/// whole (a corrupt manifest fails here, before anything runs).
+pub async fn open_restore_point(path: &str) -> Result<(CheckpointStorage, Manifest)> {
+    let storage = CheckpointStorage::open(path)?;
+    let id = *storage.completed().await?.last().ok_or_else(|| {
+        WeirError::Config(format!(
+            "no completed savepoint or checkpoint at {path} (no chk-N/_metadata)"
+        ))
+    })?;
+    let manifest = storage.manifest(id).await?;
+    Ok((storage, manifest))
 }
 
 /// Give every task its state from `manifest` (none: a fresh start, which

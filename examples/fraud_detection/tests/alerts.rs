@@ -60,3 +60,30 @@ fn generated_run_is_the_same_at_any_parallelism_and_mode() {
     assert!(same(3, RuntimeMode::Streaming), "parallelism 3 differs");
     assert!(same(2, RuntimeMode::Batch), "batch mode differs");
 }
+
+#[test]
+fn checkpoints_snapshot_the_detector_state() {
+    let source = || match generated_transactions(40_000, 50) {
+        SourceSpec::Generator(g) => SourceSpec::Generator(g.rate(40_000)),
+        other => other,
+    };
+    let reference = alerts(source(), 2, RuntimeMode::Streaming);
+    let tmp = tempfile::tempdir().unwrap();
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(2);
+    env.configure(|c| {
+        c.checkpoint_interval = Some(std::time::Duration::from_millis(100));
+        c.checkpoint_dir = Some(tmp.path().display().to_string());
+        c.checkpoint_tolerable_failures = Some(0);
+    });
+    let out = CollectHandle::new();
+    build_job(&env, source(), SinkSpec::Collect(out.clone())).unwrap();
+    let result = env.execute("fraud").unwrap();
+    assert!(
+        result.checkpoints.len() >= 2 && result.checkpoints_declined.is_empty(),
+        "completed {:?}, declined {:?}",
+        result.checkpoints,
+        result.checkpoints_declined
+    );
+    assert_eq!(weir_tests::sorted_rows(&out.batches()), reference);
+}

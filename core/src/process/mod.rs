@@ -32,7 +32,10 @@ use std::hash::Hash;
 use arrow::array::ArrayRef;
 use arrow::record_batch::RecordBatch;
 
-use crate::error::Result;
+use crate::error::{Result, WeirError};
+
+mod snapshot;
+pub use snapshot::{StateReader, StateWriter, is_keyed_table, is_operator_table, is_union_table};
 
 /// Dense id of a key within one operator instance (stable for its lifetime).
 pub type KeyId = u32;
@@ -394,6 +397,19 @@ impl TimerService {
         self.processing_time.first().map(|t| t.0)
     }
 
+    /// Every registered timer: `(domain, timestamp, key)`.
+    pub fn iter(&self) -> impl Iterator<Item = (TimeDomain, i64, KeyId)> + '_ {
+        let event = self
+            .event_time
+            .iter()
+            .map(|&(t, k)| (TimeDomain::EventTime, t, k));
+        let processing = self
+            .processing_time
+            .iter()
+            .map(|&(t, k)| (TimeDomain::ProcessingTime, t, k));
+        event.chain(processing)
+    }
+
     /// Registered timers (event time, processing time).
     pub fn len(&self) -> (usize, usize) {
         (self.event_time.len(), self.processing_time.len())
@@ -509,6 +525,21 @@ pub trait KeyedProcessFunction: Send {
     /// Background state cleanup, called about once a second with the wall
     /// clock: expire TTL state here (e.g. `self.seen.expire(now)`).
     fn cleanup(&mut self, _now_ms: i64) {}
+
+    /// Write the function's state for a checkpoint (Flink's
+    /// `CheckpointedFunction::snapshotState`): every keyed state, operator
+    /// list, union list and broadcast state it keeps, by name — see
+    /// [`StateWriter`]. Timers are snapshotted by the operator. The default
+    /// refuses, so a function that keeps state it does not write declines
+    /// checkpoints instead of losing that state on restore.
+    fn snapshot_state(&self, _state: &mut StateWriter) -> Result<()> {
+        Err(unsnapshotted())
+    }
+
+    /// Read back what [`Self::snapshot_state`] wrote, by the same names.
+    fn restore_state(&mut self, state: &mut StateReader) -> Result<()> {
+        refuse_restore(state)
+    }
 }
 
 /// User logic over two connected inputs sharing keyed state and timers
@@ -529,6 +560,37 @@ pub trait CoProcessFunction: Send {
     /// Background state cleanup, called about once a second (see
     /// [`KeyedProcessFunction::cleanup`]).
     fn cleanup(&mut self, _now_ms: i64) {}
+
+    /// Write the function's state for a checkpoint (see
+    /// [`KeyedProcessFunction::snapshot_state`]); broadcast state goes in
+    /// with [`StateWriter::broadcast`].
+    fn snapshot_state(&self, _state: &mut StateWriter) -> Result<()> {
+        Err(unsnapshotted())
+    }
+
+    /// Read back what [`Self::snapshot_state`] wrote.
+    fn restore_state(&mut self, state: &mut StateReader) -> Result<()> {
+        refuse_restore(state)
+    }
+}
+
+fn unsnapshotted() -> WeirError {
+    WeirError::Execution(
+        "the process function does not snapshot its state (implement snapshot_state and \
+         restore_state to take part in checkpoints)"
+            .into(),
+    )
+}
+
+fn refuse_restore(state: &StateReader) -> Result<()> {
+    if state.is_empty() {
+        return Ok(());
+    }
+    Err(WeirError::Execution(
+        "the checkpoint holds state of this process function, which does not implement \
+         restore_state"
+            .into(),
+    ))
 }
 
 /// A function over every row of a fired window (Flink's
