@@ -905,3 +905,73 @@ fn three_kills_in_a_row_still_give_exactly_once_output() {
         "the output after three kills differs from a failure-free run"
     );
 }
+
+/// Under heavy back-pressure across workers (the exchange's queues and
+/// HTTP/2 windows hold seconds of data in front of slow sinks), aligned
+/// barriers queue behind that data and time out, while unaligned barriers
+/// overtake it over Flight and complete.
+#[test]
+fn under_back_pressure_aligned_checkpoints_time_out_and_unaligned_ones_complete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(2, 1, None);
+    let run = |unaligned: bool| -> serde_json::Value {
+        let env = weir_worker::local_environment().unwrap();
+        env.set_parallelism(2);
+        env.configure(|c| {
+            c.batch_size = 1024;
+            c.checkpoint_interval = Some(Duration::from_millis(500));
+            c.checkpoint_timeout = Duration::from_secs(2);
+            c.checkpoint_unaligned = unaligned;
+            c.checkpoint_dir = Some(tmp.path().join("chk").display().to_string());
+        });
+        env.from_source(
+            SourceSpec::Generator(
+                GeneratorSpec::new(None)
+                    .column("key", ColumnGen::Key { cardinality: 1000 })
+                    .column("v", ColumnGen::Sequence),
+            ),
+            WatermarkStrategy::no_watermarks(),
+            "unthrottled",
+        )
+        .unwrap()
+        .key_by(&["key"])
+        .unwrap()
+        .as_stream()
+        .sink_to(
+            SinkSpec::Throttled {
+                rows_per_second: 2_000,
+            },
+            "slow sink",
+        )
+        .unwrap();
+        let job = env.job_graph("back-pressured checkpoints").unwrap();
+        let (status, reply) = cluster.rest("POST", "/v1/jobs", &job.to_json().unwrap());
+        assert_eq!(status, 201, "{reply}");
+        let id = reply["job_id"].as_str().unwrap().to_string();
+        cluster.wait_for_status(&id, &["RUNNING"], Duration::from_secs(20));
+        std::thread::sleep(Duration::from_secs(8));
+        let (_, details) = cluster.rest("GET", &format!("/v1/jobs/{id}"), "");
+        let out = cluster.cli(&["cancel", &id]);
+        assert!(out.status.success());
+        cluster.wait_for_status(&id, &["CANCELED"], Duration::from_secs(20));
+        details
+    };
+    let aligned = run(false);
+    let unaligned = run(true);
+    let count = |d: &serde_json::Value| d["checkpoints"].as_array().map_or(0, Vec::len);
+    eprintln!(
+        "in 8 s: aligned {} completed, {} declined; unaligned {} completed, {} declined",
+        count(&aligned),
+        aligned["checkpoints_declined"],
+        count(&unaligned),
+        unaligned["checkpoints_declined"]
+    );
+    assert!(
+        aligned["checkpoints_declined"].as_u64().unwrap() >= 1,
+        "aligned barriers wait behind seconds of queued data: {aligned:#}"
+    );
+    assert!(
+        count(&unaligned) >= 3,
+        "unaligned barriers overtake the queues: {unaligned:#}"
+    );
+}

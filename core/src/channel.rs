@@ -29,6 +29,14 @@ pub trait ChannelSender: Send {
     fn send_priority(&mut self, _barrier: crate::message::CheckpointBarrier) -> SendFuture<'_> {
         Box::pin(async { Ok(()) })
     }
+
+    /// Wait until one message can be sent without waiting (the channel
+    /// has room). A task waits here before taking more input, so that it
+    /// can still react to checkpoints while back-pressured instead of
+    /// being stuck inside a send. Default: ready at once.
+    fn ready(&mut self) -> SendFuture<'_> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// The consuming end of a channel.
@@ -36,4 +44,11 @@ pub trait ChannelReceiver: Send {
     /// Poll for the next message. `Ready(None)` means the producer went away
     /// without sending end-of-stream, which the input gate reports as an error.
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<StreamMessage>>>;
+
+    /// Poll the priority lane alone (unaligned barriers that overtook the
+    /// queue), leaving queued data where it is. Channels without a
+    /// priority lane never have anything there.
+    fn poll_priority(&mut self, _cx: &mut Context<'_>) -> Poll<Option<StreamMessage>> {
+        Poll::Pending
+    }
 }

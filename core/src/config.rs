@@ -105,6 +105,12 @@ pub struct WeirConfig {
     /// none. `WEIR_CHECKPOINT_ALIGNED_TIMEOUT_MS`.
     #[serde(default)]
     pub checkpoint_aligned_timeout: Option<Duration>,
+    /// Data (bytes) a task reads ahead of its processing, per checkpoint
+    /// in progress, to complete an unaligned checkpoint at once; beyond it
+    /// the checkpoint's in-flight data is recorded as the task gets to it.
+    /// Bounds a task's memory under sustained back-pressure. Default 64 MiB.
+    #[serde(default = "default_read_ahead")]
+    pub checkpoint_unaligned_read_ahead: usize,
     /// Least time between the end of one checkpoint and the trigger of the
     /// next (`execution.checkpointing.min-pause`). Default 0.
     #[serde(default)]
@@ -315,6 +321,7 @@ impl Default for WeirConfig {
             checkpoint_dir: None,
             checkpoint_unaligned: false,
             checkpoint_aligned_timeout: None,
+            checkpoint_unaligned_read_ahead: default_read_ahead(),
             checkpoint_min_pause: Duration::ZERO,
             checkpoint_tolerable_failures: None,
             checkpoint_timeout: default_checkpoint_timeout(),
@@ -326,6 +333,10 @@ impl Default for WeirConfig {
             allow_non_restored_state: false,
         }
     }
+}
+
+fn default_read_ahead() -> usize {
+    64 * 1024 * 1024
 }
 
 fn parse_env<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {

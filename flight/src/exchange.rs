@@ -35,11 +35,19 @@ pub(crate) const CONNECTION_WINDOW: u32 = 8 * 1024 * 1024;
 pub(crate) const MAX_FRAME: u32 = 1024 * 1024;
 
 type Registry = Arc<Mutex<HashMap<String, mpsc::Sender<Result<StreamMessage>>>>>;
+/// The priority lanes of the registered channels, by channel id.
+type Priorities = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<StreamMessage>>>>;
+
+/// The Flight action that hands an unaligned barrier to a channel's
+/// priority lane, overtaking the data queued in the stream. Body: the
+/// barrier's control encoding, then the channel id (UTF-8).
+pub const PRIORITY_BARRIER_ACTION: &str = "weir.exchange.priority-barrier";
 
 /// The consumer side: a Flight server receiving the channels registered on it.
 #[derive(Clone)]
 pub struct ExchangeServer {
     registry: Registry,
+    priorities: Priorities,
     registered: Arc<tokio::sync::Notify>,
     wait: std::time::Duration,
 }
@@ -48,6 +56,7 @@ impl Default for ExchangeServer {
     fn default() -> Self {
         Self {
             registry: Registry::default(),
+            priorities: Priorities::default(),
             registered: Arc::default(),
             wait: REGISTRATION_WAIT,
         }
@@ -78,8 +87,40 @@ impl ExchangeServer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id.to_string(), tx);
+        let (priority_tx, priority) = mpsc::unbounded_channel();
+        self.priorities
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string(), priority_tx);
         self.registered.notify_waiters();
-        Box::new(FlightChannelReceiver { rx })
+        Box::new(FlightChannelReceiver {
+            rx,
+            priority,
+            id: id.to_string(),
+            priorities: Arc::clone(&self.priorities),
+        })
+    }
+
+    /// Hand the barrier of a [`PRIORITY_BARRIER_ACTION`] body to its
+    /// channel's priority lane. A channel no longer here has ended: nothing
+    /// to overtake.
+    pub(crate) fn deliver_priority(&self, body: &[u8]) -> std::result::Result<(), Status> {
+        let bad = || Status::invalid_argument("malformed priority barrier");
+        let (control, id) = body.split_at_checked(BARRIER_LEN).ok_or_else(bad)?;
+        let barrier = match decode_control(control) {
+            Ok(StreamMessage::Barrier(b) | StreamMessage::PriorityBarrier(b)) => b,
+            _ => return Err(bad()),
+        };
+        let id = std::str::from_utf8(id).map_err(|_| bad())?;
+        if let Some(lane) = self
+            .priorities
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+        {
+            let _ = lane.send(StreamMessage::PriorityBarrier(barrier));
+        }
+        Ok(())
     }
 
     /// Serve on `addr` (port 0 picks one) until the returned handle is
@@ -94,13 +135,38 @@ impl ExchangeServer {
     }
 }
 
+/// Bytes of a barrier's control encoding.
+const BARRIER_LEN: usize = 19;
+
 struct FlightChannelReceiver {
     rx: mpsc::Receiver<Result<StreamMessage>>,
+    priority: mpsc::UnboundedReceiver<StreamMessage>,
+    id: String,
+    priorities: Priorities,
+}
+
+impl Drop for FlightChannelReceiver {
+    fn drop(&mut self) {
+        self.priorities
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+    }
 }
 
 impl ChannelReceiver for FlightChannelReceiver {
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<StreamMessage>>> {
+        if let Poll::Ready(Some(m)) = self.priority.poll_recv(cx) {
+            return Poll::Ready(Some(Ok(m)));
+        }
         self.rx.poll_recv(cx)
+    }
+
+    fn poll_priority(&mut self, cx: &mut Context<'_>) -> Poll<Option<StreamMessage>> {
+        match self.priority.poll_recv(cx) {
+            Poll::Ready(None) => Poll::Pending,
+            other => other,
+        }
     }
 }
 
@@ -304,6 +370,20 @@ impl ChannelSender for FlightChannelSender {
     fn send(&mut self, message: StreamMessage) -> SendFuture<'_> {
         Box::pin(self.send_message(message))
     }
+
+    fn ready(&mut self) -> SendFuture<'_> {
+        Box::pin(async move {
+            let Some(tx) = &self.tx else {
+                return Ok(());
+            };
+            let open = tx.reserve().await.is_ok();
+            if open {
+                Ok(())
+            } else {
+                Err(self.failure().await)
+            }
+        })
+    }
 }
 
 /// A [`FlightChannelSender`] that connects on its first message, from
@@ -352,5 +432,36 @@ impl ChannelSender for LazyFlightSender {
             let inner = self.inner.as_mut().expect("connected above");
             inner.send_message(message).await
         })
+    }
+
+    fn send_priority(&mut self, barrier: weir_core::message::CheckpointBarrier) -> SendFuture<'_> {
+        Box::pin(async move {
+            let Some(control) = crate::codec::encode_control(&StreamMessage::Barrier(barrier))
+            else {
+                return Ok(());
+            };
+            let mut body = control.to_vec();
+            body.extend_from_slice(self.id.as_bytes());
+            // Best effort: should the call fail, the in-band barrier that
+            // follows still completes the checkpoint, only later.
+            if let Err(e) = crate::node::call_action(
+                &self.addr.to_string(),
+                &self.credentials,
+                PRIORITY_BARRIER_ACTION,
+                body,
+            )
+            .await
+            {
+                tracing::debug!("priority barrier on channel '{}': {e}", self.id);
+            }
+            Ok(())
+        })
+    }
+
+    fn ready(&mut self) -> SendFuture<'_> {
+        match &mut self.inner {
+            Some(inner) => inner.ready(),
+            None => Box::pin(async { Ok(()) }),
+        }
     }
 }

@@ -192,6 +192,12 @@ impl FlightService for FlightNode {
         &self,
         request: Request<Action>,
     ) -> std::result::Result<Response<Self::DoActionStream>, Status> {
+        if request.get_ref().r#type == crate::exchange::PRIORITY_BARRIER_ACTION
+            && let Some(exchange) = &self.exchange
+        {
+            exchange.deliver_priority(&request.get_ref().body)?;
+            return Ok(Response::new(futures::stream::empty().boxed()));
+        }
         let Some(handler) = &self.actions else {
             return Err(absent("actions"));
         };

@@ -46,6 +46,16 @@ impl ChannelSender for LocalSender {
         let _ = self.priority.send(StreamMessage::PriorityBarrier(barrier));
         Box::pin(async { Ok(()) })
     }
+
+    fn ready(&mut self) -> SendFuture<'_> {
+        Box::pin(async move {
+            // The only producer of this channel: a slot seen free stays free
+            // until this task sends.
+            self.tx.reserve().await.map(drop).map_err(|_| {
+                WeirError::Execution(format!("channel {} closed by its consumer", self.name))
+            })
+        })
+    }
 }
 
 struct LocalReceiver {
@@ -59,5 +69,13 @@ impl ChannelReceiver for LocalReceiver {
             return Poll::Ready(Some(Ok(m)));
         }
         self.rx.poll_recv(cx).map(|m| m.map(Ok))
+    }
+
+    fn poll_priority(&mut self, cx: &mut Context<'_>) -> Poll<Option<StreamMessage>> {
+        match self.priority.poll_recv(cx) {
+            // A closed priority lane is not an event; the data lane reports it.
+            Poll::Ready(None) => Poll::Pending,
+            other => other,
+        }
     }
 }

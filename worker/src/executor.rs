@@ -485,11 +485,14 @@ pub fn build_placed_tasks(
                 )
             }
             _ => (
-                TaskInput::Gate(InputGate::with_inputs(
-                    receivers
-                        .remove(&(st.vertex, st.subtask))
-                        .unwrap_or_default(),
-                )),
+                TaskInput::Gate(
+                    InputGate::with_inputs(
+                        receivers
+                            .remove(&(st.vertex, st.subtask))
+                            .unwrap_or_default(),
+                    )
+                    .with_read_ahead_limit(job.config.checkpoint_unaligned_read_ahead),
+                ),
                 &vertex.nodes[..],
             ),
         };

@@ -58,7 +58,18 @@ pub struct InputGate {
     /// Messages taken out of their channels early (to complete an unaligned
     /// checkpoint's in-flight record), still to be processed, in order.
     backlog: std::collections::VecDeque<(usize, StreamMessage)>,
+    /// Bytes of the batches in the backlog.
+    backlog_bytes: usize,
+    /// Read no further ahead for an unaligned checkpoint once the backlog
+    /// holds this many bytes: what a full channel frees fills up again, so
+    /// reading ahead without a limit would grow without bound under
+    /// sustained back-pressure. Beyond it, the checkpoint's in-flight data
+    /// is recorded as the task gets to it.
+    read_ahead_limit: usize,
 }
+
+/// Default [`InputGate::with_read_ahead_limit`].
+pub const DEFAULT_READ_AHEAD_LIMIT: usize = 64 * 1024 * 1024;
 
 /// An unaligned checkpoint between its snapshot and the last in-band
 /// barrier.
@@ -101,7 +112,15 @@ impl InputGate {
             aligning_since: None,
             unaligned: None,
             backlog: Default::default(),
+            backlog_bytes: 0,
+            read_ahead_limit: DEFAULT_READ_AHEAD_LIMIT,
         }
+    }
+
+    /// Bound the data read ahead (bytes) to complete unaligned checkpoints.
+    pub fn with_read_ahead_limit(mut self, bytes: usize) -> Self {
+        self.read_ahead_limit = bytes;
+        self
     }
 
     /// The combined watermark forwarded so far.
@@ -130,6 +149,9 @@ impl InputGate {
             }
         }
         while let Some((i, message)) = self.backlog.pop_front() {
+            if let StreamMessage::Data(b) = &message {
+                self.backlog_bytes = self.backlog_bytes.saturating_sub(b.get_array_memory_size());
+            }
             if let Some(event) = self.on_message_from(i, message, true) {
                 return Poll::Ready(Ok(event));
             }
@@ -174,13 +196,34 @@ impl InputGate {
         Poll::Pending
     }
 
+    /// Wait for an unaligned barrier on any channel's priority lane, leaving
+    /// queued data unread: a back-pressured task waiting for room in its
+    /// outputs still snapshots when an unaligned checkpoint overtakes.
+    pub async fn next_priority(&mut self) -> GateEvent {
+        poll_fn(|cx| {
+            for i in 0..self.channels.len() {
+                while let Poll::Ready(Some(m)) = self.channels[i].receiver.poll_priority(cx) {
+                    if let StreamMessage::PriorityBarrier(b) = m
+                        && let Some(event) = self.on_unaligned(i, b, false)
+                    {
+                        return Poll::Ready(event);
+                    }
+                }
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
     /// Read the recording channels up to their in-band barrier.
     fn drain_in_flight(&mut self, cx: &mut Context<'_>) -> Result<()> {
         let Some(id) = self.unaligned.as_ref().map(|u| u.id) else {
             return Ok(());
         };
         for j in 0..self.channels.len() {
-            while self.unaligned.as_ref().is_some_and(|u| u.recording[j]) {
+            while self.unaligned.as_ref().is_some_and(|u| u.recording[j])
+                && self.backlog_bytes < self.read_ahead_limit
+            {
                 let message = match self.channels[j].receiver.poll_recv(cx) {
                     Poll::Pending => break,
                     Poll::Ready(None) => {
@@ -193,9 +236,14 @@ impl InputGate {
                 let u = self.unaligned.as_mut().expect("checked in the loop");
                 match message {
                     StreamMessage::Barrier(b) if b.id == id => u.recording[j] = false,
+                    // A newer checkpoint's overtaking barrier, while this
+                    // one's data is still read out: that checkpoint starts at
+                    // its in-band barrier instead (a snapshot now would miss
+                    // the backlog still to be processed).
                     StreamMessage::PriorityBarrier(_) => {}
                     StreamMessage::Data(b) => {
                         u.in_flight.push((self.channels[j].input, b.clone()));
+                        self.backlog_bytes += b.get_array_memory_size();
                         self.backlog.push_back((j, StreamMessage::Data(b)));
                     }
                     StreamMessage::EndOfStream => {
@@ -323,11 +371,30 @@ impl InputGate {
             Some(u) if u.id > b.id => return None, // an abandoned checkpoint
             Some(u) if u.id == b.id => {}
             _ => {
-                self.unaligned = Some(Unaligned {
-                    id: b.id,
-                    recording: self.channels.iter().map(|c| !c.finished).collect(),
-                    in_flight: Vec::new(),
-                });
+                let mut u = self.start_recording(b.id);
+                match self.aligning.take() {
+                    Some(a) if a.id > b.id => {
+                        // A newer aligned checkpoint is under way.
+                        self.aligning = Some(a);
+                        return None;
+                    }
+                    Some(a) => {
+                        // The checkpoint being aligned went on unaligned
+                        // upstream (aligned-checkpoint timeout): channels
+                        // that delivered its barrier are done.
+                        if a.id == b.id {
+                            for (r, c) in u.recording.iter_mut().zip(&self.channels) {
+                                *r &= !c.blocked;
+                            }
+                        }
+                        for c in &mut self.channels {
+                            c.blocked = false;
+                        }
+                        self.aligning_since = None;
+                    }
+                    None => {}
+                }
+                self.unaligned = Some(u);
                 snapshot = Some(GateEvent::Barrier(b));
             }
         }
@@ -342,6 +409,34 @@ impl InputGate {
             }
             (Some(s), None) => Some(s),
             (None, d) => d,
+        }
+    }
+
+    /// Start recording the in-flight data of unaligned checkpoint `id`,
+    /// snapshotting now. Messages already read but not yet processed (the
+    /// backlog, a stashed batch) precede the barrier on their channels: they
+    /// are part of the in-flight data — up to a channel's barrier of `id`
+    /// already in the backlog, after which that channel is done.
+    fn start_recording(&self, id: u64) -> Unaligned {
+        let mut recording: Vec<bool> = self.channels.iter().map(|c| !c.finished).collect();
+        let mut in_flight = Vec::new();
+        if let Some(GateEvent::Data(input, b)) = &self.stashed {
+            in_flight.push((*input, b.clone()));
+        }
+        for (j, m) in &self.backlog {
+            match m {
+                StreamMessage::Data(b) if recording[*j] => {
+                    in_flight.push((self.channels[*j].input, b.clone()));
+                }
+                StreamMessage::Barrier(b) if b.id == id => recording[*j] = false,
+                StreamMessage::EndOfStream => recording[*j] = false,
+                _ => {}
+            }
+        }
+        Unaligned {
+            id,
+            recording,
+            in_flight,
         }
     }
 
@@ -380,15 +475,12 @@ impl InputGate {
         let mut barrier = self.aligning.take()?;
         self.aligning_since = None;
         barrier.mode = weir_core::message::AlignmentMode::Unaligned;
-        self.unaligned = Some(Unaligned {
-            id: barrier.id,
-            recording: self
-                .channels
-                .iter()
-                .map(|c| !c.finished && !c.blocked)
-                .collect(),
-            in_flight: Vec::new(),
-        });
+        let mut unaligned = self.start_recording(barrier.id);
+        for (r, c) in unaligned.recording.iter_mut().zip(&self.channels) {
+            // A blocked channel delivered the barrier already.
+            *r &= !c.blocked;
+        }
+        self.unaligned = Some(unaligned);
         for c in &mut self.channels {
             c.blocked = false;
         }
@@ -467,6 +559,67 @@ mod tests {
             gate.next().await.unwrap(),
             GateEvent::Watermark(Watermark(3))
         ));
+    }
+
+    fn batch(v: i64) -> RecordBatch {
+        let a: arrow::array::ArrayRef =
+            std::sync::Arc::new(arrow::array::Int64Array::from(vec![v]));
+        RecordBatch::try_from_iter([("v", a)]).unwrap()
+    }
+
+    fn value(b: &RecordBatch) -> i64 {
+        use arrow::array::AsArray;
+        b.column(0)
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .value(0)
+    }
+
+    /// An unaligned barrier overtakes queued data; the data before its
+    /// in-band copy is the checkpoint's in-flight data, whether read ahead
+    /// at once or — past the read-ahead limit — as the task gets to it.
+    #[tokio::test]
+    async fn unaligned_barriers_record_the_data_they_overtook() {
+        for limit in [DEFAULT_READ_AHEAD_LIMIT, 1] {
+            let (mut tx, rx) = local_channel(8, "a".into());
+            let mut gate = InputGate::new(vec![rx]).with_read_ahead_limit(limit);
+            let barrier = CheckpointBarrier {
+                id: 1,
+                timestamp: 0,
+                kind: weir_core::message::BarrierKind::Checkpoint,
+                mode: weir_core::message::AlignmentMode::Unaligned,
+            };
+            for v in [1, 2] {
+                tx.send(StreamMessage::Data(batch(v))).await.unwrap();
+            }
+            tx.send_priority(barrier).await.unwrap();
+            tx.send(StreamMessage::Barrier(barrier)).await.unwrap();
+            tx.send(StreamMessage::Data(batch(3))).await.unwrap();
+            tx.send(StreamMessage::EndOfStream).await.unwrap();
+            let (mut data, mut in_flight, mut snapshot_at) = (vec![], None, None);
+            loop {
+                match gate.next().await.unwrap() {
+                    GateEvent::Barrier(b) => snapshot_at = Some((b.id, data.len())),
+                    GateEvent::Data(_, b) => data.push(value(&b)),
+                    GateEvent::InFlight(id, batches) => {
+                        assert_eq!(id, 1);
+                        in_flight = Some(batches.iter().map(|(_, b)| value(b)).collect::<Vec<_>>());
+                    }
+                    GateEvent::EndOfInput => break,
+                    _ => {}
+                }
+            }
+            assert_eq!(
+                snapshot_at,
+                Some((1, 0)),
+                "limit {limit}: snapshot before any data"
+            );
+            assert_eq!(
+                data,
+                vec![1, 2, 3],
+                "limit {limit}: every batch once, in order"
+            );
+            assert_eq!(in_flight, Some(vec![1, 2]), "limit {limit}");
+        }
     }
 
     #[tokio::test]

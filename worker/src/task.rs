@@ -71,12 +71,38 @@ impl RecordWriter {
         Ok(())
     }
 
+    /// Wait until every channel has room for a message.
+    async fn ready(&mut self) -> Result<()> {
+        for s in &mut self.senders {
+            s.ready().await?;
+        }
+        Ok(())
+    }
+
     async fn broadcast_priority(&mut self, barrier: CheckpointBarrier) -> Result<()> {
         for s in &mut self.senders {
             s.send_priority(barrier).await?;
         }
         Ok(())
     }
+}
+
+/// Wait until every channel of every writer has room; counted as time
+/// back-pressured.
+async fn outputs_ready(
+    outputs: &mut [RecordWriter],
+    side_outputs: &mut [(usize, String, RecordWriter)],
+) -> Result<()> {
+    let side = side_outputs.iter_mut().map(|(_, _, w)| w);
+    for w in outputs.iter_mut().chain(side) {
+        let started = Instant::now();
+        w.ready().await?;
+        let waited = started.elapsed().as_nanos() as u64;
+        if waited > 20_000 {
+            w.back_pressured.fetch_add(waited, Ordering::Relaxed);
+        }
+    }
+    Ok(())
 }
 
 /// Where a task's records come from.
@@ -224,12 +250,16 @@ impl Task {
         let mut idle = false;
         let streaming = self.mode == RuntimeMode::Streaming;
         loop {
+            tokio::task::yield_now().await;
             self.checkpoint_notifications()?;
-            let trigger = self
-                .checkpoints
-                .as_mut()
-                .and_then(|c| c.triggers.as_mut())
-                .and_then(|t| t.try_recv().ok());
+            let trigger = match self.room_or_trigger().await? {
+                Some(b) => Some(b),
+                None => self
+                    .checkpoints
+                    .as_mut()
+                    .and_then(|c| c.triggers.as_mut())
+                    .and_then(|t| t.try_recv().ok()),
+            };
             if let Some(barrier) = trigger {
                 let position = source
                     .snapshot_position()
@@ -282,6 +312,49 @@ impl Task {
         Ok(rows)
     }
 
+    /// A checkpointed source waits here, before reading more, until its
+    /// outputs have room — and takes a checkpoint trigger that comes
+    /// meanwhile, so a back-pressured source injects barriers at once
+    /// instead of after its blocked send.
+    async fn room_or_trigger(&mut self) -> Result<Option<CheckpointBarrier>> {
+        let Task {
+            outputs,
+            side_outputs,
+            checkpoints,
+            ..
+        } = self;
+        let Some(triggers) = checkpoints.as_mut().and_then(|c| c.triggers.as_mut()) else {
+            return Ok(None);
+        };
+        tokio::select! {
+            biased;
+            Some(barrier) = triggers.recv() => Ok(Some(barrier)),
+            ready = outputs_ready(outputs, side_outputs) => ready.map(|_| None),
+        }
+    }
+
+    /// A checkpointed task waits here, before reading more input, until its
+    /// outputs have room — and returns an unaligned barrier that overtakes
+    /// meanwhile on an input's priority lane.
+    async fn room_or_priority_barrier(
+        &mut self,
+        gate: &mut InputGate,
+    ) -> Result<Option<GateEvent>> {
+        if self.checkpoints.is_none() {
+            return Ok(None);
+        }
+        let Task {
+            outputs,
+            side_outputs,
+            ..
+        } = self;
+        tokio::select! {
+            biased;
+            event = gate.next_priority() => Ok(Some(event)),
+            ready = outputs_ready(outputs, side_outputs) => ready.map(|_| None),
+        }
+    }
+
     /// Snapshot this task for `barrier` (aligned: every input delivered it),
     /// hand the tables to the coordinator, forward the barrier. `source` is
     /// the source's position (source tasks). A task that cannot snapshot
@@ -313,13 +386,35 @@ impl Task {
             Some(reason) => Err(reason),
         };
         let unaligned = barrier.mode == weir_core::message::AlignmentMode::Unaligned;
+        let mut barrier = barrier;
+        if !unaligned && let Some(timeout) = self.aligned_timeout {
+            // An aligned barrier that cannot leave within the aligned-
+            // checkpoint timeout (counted from the trigger) goes on unaligned:
+            // it overtakes the full queues, and downstream tasks snapshot at
+            // once and store the data it overtook.
+            let age =
+                Duration::from_millis(now_ms().saturating_sub(barrier.timestamp).max(0) as u64);
+            let left = timeout.saturating_sub(age);
+            let Task {
+                outputs,
+                side_outputs,
+                ..
+            } = &mut *self;
+            if tokio::time::timeout(left, outputs_ready(outputs, side_outputs))
+                .await
+                .is_err()
+            {
+                barrier.mode = weir_core::message::AlignmentMode::Unaligned;
+            }
+        }
+        let overtake = barrier.mode == weir_core::message::AlignmentMode::Unaligned;
         if unaligned && !is_source {
             // The in-flight data still to come completes the snapshot.
             self.unaligned_snapshot = Some((barrier.id, result));
         } else {
             self.acknowledge(barrier.id, result);
         }
-        if unaligned {
+        if overtake {
             // Overtake what is queued downstream; the in-band copy below
             // marks the barrier's place for the consumers' in-flight record.
             let side = self.side_outputs.iter_mut().map(|(_, _, w)| w);
@@ -413,7 +508,14 @@ impl Task {
             self.flush(&mut tail).await?;
         }
         loop {
+            // Yield between batches even when input is always ready (a
+            // backlog read ahead), so cancellation gets through at once.
+            tokio::task::yield_now().await;
             self.checkpoint_notifications()?;
+            if let Some(GateEvent::Barrier(b)) = self.room_or_priority_barrier(&mut gate).await? {
+                self.checkpoint(b, None).await?;
+                continue;
+            }
             // Wake for processing-time timers and for an alignment that
             // has taken longer than the aligned-checkpoint timeout.
             let alignment = self
