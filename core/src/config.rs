@@ -94,6 +94,13 @@ pub struct WeirConfig {
     /// `{temp dir}/weir-checkpoints`. `WEIR_CHECKPOINT_DIR`.
     #[serde(default)]
     pub checkpoint_dir: Option<String>,
+    /// Exactly-once (default: barriers are aligned, or unaligned) or
+    /// at-least-once (Flink's `execution.checkpointing.mode`): barriers
+    /// are tracked without blocking any channel — no alignment stalls, but
+    /// after a restore some records may be counted twice.
+    /// `WEIR_CHECKPOINT_MODE` = `exactly-once` | `at-least-once`.
+    #[serde(default)]
+    pub checkpoint_mode: CheckpointingMode,
     /// Unaligned checkpoints: barriers overtake queued data (on local
     /// channels) and tasks snapshot at the first barrier, storing the data
     /// in flight with the checkpoint — fast checkpoints under back-pressure.
@@ -152,6 +159,19 @@ pub struct WeirConfig {
     /// (`execution.savepoint.ignore-unclaimed-state`). Default false.
     #[serde(default)]
     pub allow_non_restored_state: bool,
+}
+
+/// The guarantee checkpoints give (Flink's `CheckpointingMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointingMode {
+    /// Aligned (or unaligned) barriers: state and output exactly once.
+    #[default]
+    ExactlyOnce,
+    /// Barriers never block a channel: records that overtook a barrier
+    /// are in the snapshot and are replayed after a restore, so they may
+    /// count twice; nothing is lost.
+    AtLeastOnce,
 }
 
 /// Flink's restart strategies.
@@ -319,6 +339,7 @@ impl Default for WeirConfig {
             sink_read_uncommitted: false,
             checkpoint_interval: None,
             checkpoint_dir: None,
+            checkpoint_mode: CheckpointingMode::ExactlyOnce,
             checkpoint_unaligned: false,
             checkpoint_aligned_timeout: None,
             checkpoint_unaligned_read_ahead: default_read_ahead(),
@@ -376,6 +397,17 @@ impl WeirConfig {
         }
         if let Some(v) = parse_env("WEIR_CHECKPOINT_TOLERABLE_FAILURES")? {
             self.checkpoint_tolerable_failures = Some(v);
+        }
+        if let Ok(v) = std::env::var("WEIR_CHECKPOINT_MODE") {
+            self.checkpoint_mode = match v.trim() {
+                "exactly-once" | "EXACTLY_ONCE" => CheckpointingMode::ExactlyOnce,
+                "at-least-once" | "AT_LEAST_ONCE" => CheckpointingMode::AtLeastOnce,
+                other => {
+                    return Err(WeirError::Config(format!(
+                        "WEIR_CHECKPOINT_MODE={other:?}: use exactly-once or at-least-once"
+                    )));
+                }
+            };
         }
         if let Some(v) = parse_env("WEIR_CHECKPOINT_UNALIGNED")? {
             self.checkpoint_unaligned = v;
@@ -496,6 +528,15 @@ impl WeirConfig {
         if self.checkpoint_interval.is_some_and(|i| i.is_zero()) {
             return Err(WeirError::Config(
                 "checkpoint_interval must be positive".into(),
+            ));
+        }
+        if self.checkpoint_mode == CheckpointingMode::AtLeastOnce
+            && (self.checkpoint_unaligned || self.checkpoint_aligned_timeout.is_some())
+        {
+            return Err(WeirError::Config(
+                "unaligned checkpoints (and the aligned-checkpoint timeout) need the \
+                 exactly-once checkpoint mode; at-least-once never aligns"
+                    .into(),
             ));
         }
         if self.channel_capacity == 0 {

@@ -491,7 +491,11 @@ pub fn build_placed_tasks(
                             .remove(&(st.vertex, st.subtask))
                             .unwrap_or_default(),
                     )
-                    .with_read_ahead_limit(job.config.checkpoint_unaligned_read_ahead),
+                    .with_read_ahead_limit(job.config.checkpoint_unaligned_read_ahead)
+                    .at_least_once(
+                        job.config.checkpoint_mode
+                            == weir_core::config::CheckpointingMode::AtLeastOnce,
+                    ),
                 ),
                 &vertex.nodes[..],
             ),

@@ -66,6 +66,9 @@ pub struct InputGate {
     /// sustained back-pressure. Beyond it, the checkpoint's in-flight data
     /// is recorded as the task gets to it.
     read_ahead_limit: usize,
+    /// At-least-once checkpoints: a channel that delivered the barrier
+    /// goes on being read; the snapshot comes with the last barrier.
+    at_least_once: bool,
 }
 
 /// Default [`InputGate::with_read_ahead_limit`].
@@ -114,7 +117,14 @@ impl InputGate {
             backlog: Default::default(),
             backlog_bytes: 0,
             read_ahead_limit: DEFAULT_READ_AHEAD_LIMIT,
+            at_least_once: false,
         }
+    }
+
+    /// Track barriers without blocking channels (at-least-once checkpoints).
+    pub fn at_least_once(mut self, yes: bool) -> Self {
+        self.at_least_once = yes;
+        self
     }
 
     /// Bound the data read ahead (bytes) to complete unaligned checkpoints.
@@ -165,7 +175,7 @@ impl InputGate {
         while pending_in_a_row < n {
             let i = self.next;
             self.next = (self.next + 1) % n;
-            if self.channels[i].finished || self.channels[i].blocked {
+            if self.channels[i].finished || (self.channels[i].blocked && !self.at_least_once) {
                 // A blocked channel keeps its data queued (aligned
                 // checkpoints: nothing after barrier n is processed before
                 // the snapshot of n), which back-pressures its producer.
