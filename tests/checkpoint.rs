@@ -991,3 +991,86 @@ fn at_least_once_checkpoints_lose_nothing_across_a_restart() {
         r.checkpoint_sizes
     );
 }
+
+#[test]
+fn incremental_checkpoints_reuse_unchanged_chunks_and_restore_exactly_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("plain");
+    counting_job(&plain, 2, None, None, |_| {}, || {}).unwrap();
+    let expected = sorted_rows(&committed(&plain));
+
+    let chk = tmp.path().join("chk");
+    let out = tmp.path().join("incremental");
+    let result = counting_job(
+        &out,
+        2,
+        Some(&chk),
+        Some(EVENTS * 2 / 3),
+        |c| c.checkpoint_incremental = true,
+        || {},
+    )
+    .unwrap();
+    assert_eq!(result.restarts.len(), 1, "{:?}", result.restarts);
+    assert!(
+        result.restarts[0].contains("restarted from checkpoint"),
+        "{:?}",
+        result.restarts
+    );
+    assert_same(sorted_rows(&committed(&out)), &expected, "incremental");
+
+    // The newest manifest refers to chunks earlier checkpoints wrote (the
+    // timers of keys seen long ago do not change), and every shared file
+    // on disk is named by a retained checkpoint.
+    let run = std::fs::read_dir(&chk)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let newest = newest_checkpoint(&chk).unwrap();
+    let id: u64 = newest.file_name().unwrap().to_str().unwrap()[4..]
+        .parse()
+        .unwrap();
+    let mut referenced = std::collections::BTreeSet::new();
+    let mut reused = 0;
+    for entry in std::fs::read_dir(&run).unwrap() {
+        let m = entry.unwrap().path().join("_metadata");
+        let Ok(text) = std::fs::read_to_string(&m) else {
+            continue;
+        };
+        let manifest: weir_core::checkpoint::Manifest = serde_json::from_str(&text).unwrap();
+        for t in manifest.tables() {
+            if t.shared.is_some() {
+                referenced.insert(t.path.clone());
+                if manifest.checkpoint_id == id && !t.path.ends_with(&format!("-c{id}.parquet")) {
+                    reused += 1;
+                }
+            }
+        }
+    }
+    assert!(reused > 0, "checkpoint {id} reuses no chunk");
+    let mut on_disk = std::collections::BTreeSet::new();
+    let mut stack = vec![run.join("shared")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                on_disk.insert(p.strip_prefix(&run).unwrap().display().to_string());
+            }
+        }
+    }
+    assert_eq!(
+        on_disk, referenced,
+        "shared files are exactly those retained checkpoints name"
+    );
+    eprintln!(
+        "checkpoint {id} reuses {reused} chunks; written bytes per checkpoint {:?}",
+        result
+            .checkpoint_sizes
+            .iter()
+            .map(|(_, _, b)| b)
+            .collect::<Vec<_>>()
+    );
+}

@@ -854,6 +854,8 @@ fn three_kills_in_a_row_still_give_exactly_once_output() {
     let out = tmp.path().join("out");
     let job = window_job_with(&out, Some(EVENTS), Some(50_000), 2, |c| {
         c.checkpoint_interval = Some(Duration::from_millis(200));
+        // Incremental: restores read chunks written by earlier checkpoints.
+        c.checkpoint_incremental = true;
         c.checkpoint_dir = Some(tmp.path().join("checkpoints").display().to_string());
         c.restart_delay = Duration::from_millis(100);
         c.watermark_interval = Duration::from_millis(50);

@@ -199,6 +199,20 @@ impl JobInfo {
         self.history.push(format!("{} {status:?}: {why}", now_ms()));
         if status.is_terminal() {
             self.ended_at_ms = Some(now_ms());
+            let incremental = self
+                .graph
+                .as_ref()
+                .is_some_and(|g| g.config.checkpoint_incremental);
+            if let (true, Some(storage)) = (incremental, self.storage.clone())
+                && let Ok(runtime) = tokio::runtime::Handle::try_current()
+            {
+                // Shared files of a checkpoint the end cut short.
+                runtime.spawn(async move {
+                    if let Err(e) = storage.clean_up_after_job().await {
+                        tracing::warn!("checkpoint clean-up: {e}");
+                    }
+                });
+            }
             self.graph = None;
         }
     }

@@ -19,6 +19,12 @@ pub struct TableHandle {
     pub rows: u64,
     /// Bytes written.
     pub bytes: u64,
+    /// For a file of an incremental checkpoint (under `shared/`): its
+    /// content key — operator, state, key groups, subtask and a hash of the
+    /// rows. A later checkpoint whose table has the same key refers to the
+    /// same file instead of writing it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<String>,
 }
 
 /// The state of one operator of one subtask.
@@ -62,6 +68,17 @@ impl Manifest {
     /// Total bytes of the checkpoint's files.
     pub fn bytes(&self) -> u64 {
         self.tables().map(|t| t.bytes).sum()
+    }
+
+    /// Bytes this checkpoint wrote itself — without the shared files of
+    /// earlier checkpoints it refers to (its incremental size).
+    pub fn written_bytes(&self) -> u64 {
+        let own = format!("chk-{}/", self.checkpoint_id);
+        let shared = format!("-c{}.parquet", self.checkpoint_id);
+        self.tables()
+            .filter(|t| t.path.starts_with(&own) || t.path.ends_with(&shared))
+            .map(|t| t.bytes)
+            .sum()
     }
 
     /// Every table of the checkpoint.

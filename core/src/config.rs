@@ -130,6 +130,13 @@ pub struct WeirConfig {
     /// A checkpoint not completed within this is abandoned. Default 10 min.
     #[serde(default = "default_checkpoint_timeout")]
     pub checkpoint_timeout: Duration,
+    /// Incremental checkpoints (`state.backend.incremental`): keyed state
+    /// is written in chunks of key groups under `shared/`, and a chunk
+    /// unchanged since the last checkpoint is not written again. Needs at
+    /// least 2 retained checkpoints. Default false.
+    /// `WEIR_CHECKPOINT_INCREMENTAL`.
+    #[serde(default)]
+    pub checkpoint_incremental: bool,
     /// Completed checkpoints kept (`checkpoint.retained`). Default 3.
     #[serde(default = "default_retained")]
     pub checkpoint_retained: usize,
@@ -346,6 +353,7 @@ impl Default for WeirConfig {
             checkpoint_min_pause: Duration::ZERO,
             checkpoint_tolerable_failures: None,
             checkpoint_timeout: default_checkpoint_timeout(),
+            checkpoint_incremental: false,
             checkpoint_retained: default_retained(),
             restart_attempts: default_restart_attempts(),
             restart_delay: default_restart_delay(),
@@ -408,6 +416,9 @@ impl WeirConfig {
                     )));
                 }
             };
+        }
+        if let Some(v) = parse_env("WEIR_CHECKPOINT_INCREMENTAL")? {
+            self.checkpoint_incremental = v;
         }
         if let Some(v) = parse_env("WEIR_CHECKPOINT_UNALIGNED")? {
             self.checkpoint_unaligned = v;
@@ -537,6 +548,11 @@ impl WeirConfig {
                 "unaligned checkpoints (and the aligned-checkpoint timeout) need the \
                  exactly-once checkpoint mode; at-least-once never aligns"
                     .into(),
+            ));
+        }
+        if self.checkpoint_incremental && self.checkpoint_retained < 2 {
+            return Err(WeirError::Config(
+                "incremental checkpoints need checkpoint_retained of at least 2".into(),
             ));
         }
         if self.channel_capacity == 0 {

@@ -195,6 +195,9 @@ pub struct StateTable {
     pub name: String,
     /// The rows.
     pub batch: RecordBatch,
+    /// The key columns of keyed state: incremental checkpoints store such
+    /// a table in chunks of key groups, each reused while it is unchanged.
+    pub key_columns: Option<std::ops::Range<usize>>,
 }
 
 impl StateTable {
@@ -203,7 +206,16 @@ impl StateTable {
         Self {
             name: name.into(),
             batch,
+            key_columns: None,
         }
+    }
+
+    /// Mark columns `keys` as the key of each row (keyed state).
+    pub fn keyed(mut self, keys: std::ops::Range<usize>) -> Self {
+        if !keys.is_empty() {
+            self.key_columns = Some(keys);
+        }
+        self
     }
 }
 

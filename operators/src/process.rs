@@ -271,7 +271,7 @@ impl KeyedProcessOperator {
                 ),
             ],
         )?;
-        Ok(StateTable::new("timers", batch))
+        Ok(StateTable::new("timers", batch).keyed(0..self.key_schema.fields().len()))
     }
 
     /// Rows of a restored keyed table in this subtask's key groups: their
@@ -401,7 +401,14 @@ impl Operator for KeyedProcessOperator {
         let mut tables: Vec<StateTable> = writer
             .into_tables()
             .into_iter()
-            .map(|(name, batch)| StateTable::new(name, batch))
+            .map(|(name, batch)| {
+                let keys = if is_keyed_table(&name) {
+                    0..self.key_schema.fields().len()
+                } else {
+                    0..0
+                };
+                StateTable::new(name, batch).keyed(keys)
+            })
             .collect();
         tables.push(timers);
         tables.push(meta_table(self.watermark)?);

@@ -372,7 +372,7 @@ impl Operator for SessionWindowOperator {
         let schema = self.aggregates.session_snapshot_schema()?;
         let sessions = RecordBatch::try_new(schema, columns)?;
         Ok(vec![
-            StateTable::new("sessions", sessions),
+            StateTable::new("sessions", sessions).keyed(0..all_keys.len()),
             crate::window::meta_table(self.watermark)?,
         ])
     }

@@ -912,8 +912,9 @@ impl Operator for WindowAggregateOperator {
         Ok(())
     }
 
-    /// Tables: `panes` (see [`Aggregates::snapshot_schema`]: one row per
-    /// (pane, key) with the accumulators' intermediate state) and `meta`
+    /// Tables: `panes`, one per pane (see [`Aggregates::snapshot_schema`]:
+    /// one row per (pane, key) with the accumulators' intermediate state),
+    /// and `meta`
     /// (`watermark`: the operator's event-time clock at the barrier).
     fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<StateTable>> {
         if matches!(self.trigger, Trigger::Count { .. }) {
@@ -924,8 +925,12 @@ impl Operator for WindowAggregateOperator {
         }
         // One part per pane: a snapshot holds each (pane, key) once.
         self.freeze_range_into(i64::MIN, i64::MAX, 1)?;
+        // One table per pane: a pane that did not change since the last
+        // checkpoint (a fired window kept for allowed lateness) is the same
+        // table again, which incremental checkpoints do not write twice.
         let schema = self.aggregates.snapshot_schema()?;
-        let mut parts = Vec::new();
+        let keys = 1..1 + self.aggregates.key_indices.len();
+        let mut tables = Vec::with_capacity(self.panes.len() + 1);
         for (&start, pane) in &self.panes {
             for f in &pane.frozen {
                 let rows = f.keys.first().map_or(0, |k| k.len());
@@ -933,14 +938,12 @@ impl Operator for WindowAggregateOperator {
                     vec![Arc::new(arrow::array::Int64Array::from(vec![start; rows]))];
                 columns.extend(f.keys.iter().cloned());
                 columns.extend(f.states.iter().flatten().cloned());
-                parts.push(RecordBatch::try_new(Arc::clone(&schema), columns)?);
+                let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
+                tables.push(StateTable::new("panes", batch).keyed(keys.clone()));
             }
         }
-        let panes = arrow::compute::concat_batches(&schema, &parts)?;
-        Ok(vec![
-            StateTable::new("panes", panes),
-            meta_table(self.watermark)?,
-        ])
+        tables.push(meta_table(self.watermark)?);
+        Ok(tables)
     }
 
     fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {

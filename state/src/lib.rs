@@ -11,7 +11,15 @@
 //! ```text
 //! {dir}/chk-{id}/{operator uid}/{state}-kg{start}-{end}-s{subtask}.parquet
 //! {dir}/chk-{id}/_metadata          the commit point, written last
+//! {dir}/shared/{operator uid}/{state}-kg{start}-{end}-s{subtask}-{hash}-c{id}.parquet
 //! ```
+//!
+//! Incremental checkpoints (`checkpoint_incremental`) write keyed state in
+//! chunks of key groups under `shared/`, named by a hash of their rows; a
+//! chunk unchanged since a retained checkpoint is not written again — the
+//! new manifest names the existing file (see [`SharedFiles`]). Retention
+//! deletes a shared file once no retained checkpoint names it. Savepoints
+//! never use `shared/`: they are self-contained.
 //!
 //! A checkpoint without `_metadata` does not exist: readers only ever see
 //! checkpoints whose every file was written before the manifest. Each state
@@ -20,6 +28,7 @@
 //! a job's state directly.
 #![warn(missing_docs)]
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
@@ -113,8 +122,38 @@ impl CheckpointStorage {
         path
     }
 
-    /// Write one state table of checkpoint `id` as Parquet.
+    /// Write one state table of checkpoint `id` as Parquet (`part`: the
+    /// how-manieth table of this name the operator wrote, from 0).
+    #[allow(clippy::too_many_arguments)]
     pub async fn write_table(
+        &self,
+        id: u64,
+        uid: &str,
+        name: &str,
+        part: usize,
+        subtask: usize,
+        range: KeyGroupRange,
+        batch: &RecordBatch,
+    ) -> Result<TableHandle> {
+        // Part 0 is the table; an operator writing several tables of one
+        // name (one per window pane) numbers the others.
+        let part = if part == 0 {
+            String::new()
+        } else {
+            format!("-p{part}")
+        };
+        let relative = format!(
+            "chk-{id}/{uid}/{name}-kg{}-{}-s{subtask}{part}.parquet",
+            range.start, range.end
+        );
+        self.write_at(&relative, name, range, batch).await
+    }
+
+    /// Write (or reuse) one table of incremental checkpoint `id` under
+    /// `shared/`: a file with the same content key already named by a
+    /// retained checkpoint is referred to, not written again.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn write_shared_table(
         &self,
         id: u64,
         uid: &str,
@@ -122,11 +161,30 @@ impl CheckpointStorage {
         subtask: usize,
         range: KeyGroupRange,
         batch: &RecordBatch,
+        shared: &SharedFiles,
     ) -> Result<TableHandle> {
-        let relative = format!(
-            "chk-{id}/{uid}/{name}-kg{}-{}-s{subtask}.parquet",
-            range.start, range.end
+        let key = format!(
+            "{uid}/{name}-kg{}-{}-s{subtask}-{:032x}",
+            range.start,
+            range.end,
+            content_hash(batch)
         );
+        if let Some(known) = shared.lookup(&key) {
+            return Ok(known.clone());
+        }
+        let relative = format!("shared/{key}-c{id}.parquet");
+        let mut handle = self.write_at(&relative, name, range, batch).await?;
+        handle.shared = Some(key);
+        Ok(handle)
+    }
+
+    async fn write_at(
+        &self,
+        relative: &str,
+        name: &str,
+        range: KeyGroupRange,
+        batch: &RecordBatch,
+    ) -> Result<TableHandle> {
         let encode = |e: parquet::errors::ParquetError| {
             WeirError::Execution(format!("checkpoint storage: encode {relative}: {e}"))
         };
@@ -139,16 +197,17 @@ impl CheckpointStorage {
         }
         let bytes = buf.len() as u64;
         self.store
-            .put(&self.path(&relative), PutPayload::from(buf))
+            .put(&self.path(relative), PutPayload::from(buf))
             .await
             .map_err(storage_error(format!("write {relative}")))?;
         Ok(TableHandle {
             name: name.to_string(),
-            path: relative,
+            path: relative.to_string(),
             key_group_start: range.start,
             key_group_end: range.end,
             rows: batch.num_rows() as u64,
             bytes,
+            shared: None,
         })
     }
 
@@ -261,15 +320,196 @@ impl CheckpointStorage {
         Ok(())
     }
 
-    /// Keep the newest `retained` completed checkpoints, delete the others.
+    /// A job has ended: delete the shared files its retained checkpoints
+    /// do not name (those of a checkpoint cut short by the end).
+    pub async fn clean_up_after_job(&self) -> Result<()> {
+        let ids = self.completed().await?;
+        self.drop_unreferenced_shared(&ids, u64::MAX).await
+    }
+
+    /// Keep the newest `retained` completed checkpoints, delete the others,
+    /// and the shared files no retained checkpoint names (files of
+    /// checkpoints newer than the newest committed one are still being
+    /// written, and stay).
     pub async fn retain(&self, retained: usize) -> Result<()> {
         let ids = self.completed().await?;
         let excess = ids.len().saturating_sub(retained.max(1));
         for id in &ids[..excess] {
             self.delete(*id).await?;
         }
+        let Some(&newest) = ids.last() else {
+            return Ok(());
+        };
+        self.drop_unreferenced_shared(&ids[excess..], newest).await
+    }
+
+    /// Delete the shared files that none of checkpoints `retained` names,
+    /// among those written by checkpoints up to `written_up_to` (later ones
+    /// may still be in progress). When a job has ended, every unnamed file
+    /// goes (`written_up_to` = `u64::MAX`).
+    pub async fn drop_unreferenced_shared(
+        &self,
+        retained: &[u64],
+        written_up_to: u64,
+    ) -> Result<()> {
+        use futures::TryStreamExt;
+        let shared: Vec<_> = self
+            .store
+            .list(Some(&self.path("shared")))
+            .try_collect()
+            .await
+            .map_err(storage_error("list shared files".into()))?;
+        if shared.is_empty() {
+            return Ok(());
+        }
+        let mut referenced = std::collections::HashSet::new();
+        for id in retained {
+            for t in self.manifest(*id).await?.tables() {
+                referenced.insert(self.path(&t.path));
+            }
+        }
+        for f in shared {
+            let written_by = f.location.filename().and_then(|n| {
+                n.strip_suffix(".parquet")?
+                    .rsplit_once("-c")?
+                    .1
+                    .parse::<u64>()
+                    .ok()
+            });
+            if written_by.is_some_and(|c| c <= written_up_to) && !referenced.contains(&f.location) {
+                self.store
+                    .delete(&f.location)
+                    .await
+                    .map_err(storage_error(format!("delete {}", f.location)))?;
+            }
+        }
         Ok(())
     }
+}
+
+/// The shared files a writer of incremental checkpoints may refer to:
+/// those named by the newest completed checkpoint it knows of — retention
+/// keeps them while that checkpoint is among the retained ones, which it is
+/// even when the writer learns of one newer completion late (incremental
+/// checkpoints retain at least two) — and those it wrote or reused for
+/// checkpoints not yet complete.
+#[derive(Debug, Default)]
+pub struct SharedFiles {
+    completed: Option<(u64, Known)>,
+    pending: BTreeMap<u64, Known>,
+}
+
+/// Files by content key, and whole tables (their chunks) by a key of the
+/// table's content: an unchanged table is recognised before it is split.
+#[derive(Debug, Default)]
+struct Known {
+    files: HashMap<String, TableHandle>,
+    tables: HashMap<String, Vec<TableHandle>>,
+}
+
+impl SharedFiles {
+    /// No files known yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Start from the shared files of a restored checkpoint (of the same
+    /// storage).
+    pub fn seed(&mut self, manifest: &Manifest) {
+        let files = manifest
+            .tables()
+            .filter_map(|t| Some((t.shared.clone()?, t.clone())))
+            .collect();
+        let known = Known {
+            files,
+            tables: HashMap::new(),
+        };
+        self.completed = Some((manifest.checkpoint_id, known));
+    }
+
+    /// A file with content key `key` that the newest completed checkpoint
+    /// names.
+    pub fn lookup(&self, key: &str) -> Option<&TableHandle> {
+        self.completed.as_ref()?.1.files.get(key)
+    }
+
+    /// The chunks of a whole table with content key `key` that the newest
+    /// completed checkpoint names.
+    pub fn lookup_table(&self, key: &str) -> Option<&[TableHandle]> {
+        self.completed
+            .as_ref()?
+            .1
+            .tables
+            .get(key)
+            .map(Vec::as_slice)
+    }
+
+    /// Checkpoint `id` names `handle` (written or reused).
+    pub fn record(&mut self, id: u64, handle: &TableHandle) {
+        if let Some(key) = &handle.shared {
+            self.pending
+                .entry(id)
+                .or_default()
+                .files
+                .insert(key.clone(), handle.clone());
+        }
+    }
+
+    /// Checkpoint `id` stores the table with content key `key` as `chunks`.
+    pub fn record_table(&mut self, id: u64, key: String, chunks: &[TableHandle]) {
+        for c in chunks {
+            self.record(id, c);
+        }
+        self.pending
+            .entry(id)
+            .or_default()
+            .tables
+            .insert(key, chunks.to_vec());
+    }
+
+    /// Checkpoint `id` completed: its files may be reused from now on.
+    pub fn complete(&mut self, id: u64) {
+        if self.completed.as_ref().is_some_and(|(c, _)| *c >= id) {
+            return;
+        }
+        let files = self.pending.remove(&id).unwrap_or_default();
+        self.pending.retain(|&p, _| p > id);
+        self.completed = Some((id, files));
+    }
+}
+
+/// A hash of a batch's contents (schema, lengths and every buffer), for
+/// recognising a state table that did not change since a checkpoint.
+pub fn content_hash(batch: &RecordBatch) -> u128 {
+    use arrow::array::{Array, ArrayData};
+    use xxhash_rust::xxh3::Xxh3;
+    fn visit(h: &mut Xxh3, d: &ArrayData) {
+        h.update(format!("{:?}", d.data_type()).as_bytes());
+        h.update(&(d.len() as u64).to_le_bytes());
+        h.update(&(d.offset() as u64).to_le_bytes());
+        match d.nulls() {
+            Some(n) => {
+                h.update(&[1]);
+                h.update(&(n.offset() as u64).to_le_bytes());
+                h.update(n.buffer().as_slice());
+            }
+            None => h.update(&[0]),
+        }
+        for b in d.buffers() {
+            h.update(&(b.len() as u64).to_le_bytes());
+            h.update(b.as_slice());
+        }
+        for c in d.child_data() {
+            visit(h, c);
+        }
+    }
+    let mut h = Xxh3::new();
+    h.update(format!("{:?}", batch.schema().fields()).as_bytes());
+    h.update(&(batch.num_rows() as u64).to_le_bytes());
+    for c in batch.columns() {
+        visit(&mut h, &c.to_data());
+    }
+    h.digest128()
 }
 
 #[cfg(test)]
@@ -289,7 +529,7 @@ mod tests {
     async fn round_trip(storage: CheckpointStorage) {
         let range = KeyGroupRange { start: 0, end: 64 };
         let table = storage
-            .write_table(1, "win", "panes", 0, range, &batch())
+            .write_table(1, "win", "panes", 0, 0, range, &batch())
             .await
             .unwrap();
         assert_eq!(storage.completed().await.unwrap(), Vec::<u64>::new());
@@ -313,7 +553,7 @@ mod tests {
         assert_eq!(storage.manifest(1).await.unwrap(), manifest);
         assert_eq!(storage.read_table(&table).await.unwrap(), batch());
         storage
-            .write_table(2, "win", "panes", 0, range, &batch())
+            .write_table(2, "win", "panes", 0, 0, range, &batch())
             .await
             .unwrap();
         let mut m2 = manifest.clone();
@@ -344,7 +584,7 @@ mod tests {
         let storage = CheckpointStorage::open(dir.path().to_str().unwrap()).unwrap();
         let range = KeyGroupRange { start: 0, end: 8 };
         let table = storage
-            .write_table(3, "op", "s", 1, range, &batch())
+            .write_table(3, "op", "s", 0, 1, range, &batch())
             .await
             .unwrap();
         let file = dir.path().join(&table.path);

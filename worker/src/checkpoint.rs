@@ -31,7 +31,7 @@ use weir_core::keys::KeyGroupRange;
 use weir_core::message::{AlignmentMode, BarrierKind, CheckpointBarrier};
 use weir_core::{Result, WeirError};
 use weir_operators::StateTable;
-use weir_state::{CheckpointStorage, Manifest, OperatorHandle, SubtaskHandle};
+use weir_state::{CheckpointStorage, Manifest, OperatorHandle, SharedFiles, SubtaskHandle};
 
 /// A task's answer to a checkpoint.
 pub struct CheckpointAck {
@@ -89,6 +89,8 @@ pub struct LocalCheckpointCoordinator {
     next_id: u64,
     /// Completed and abandoned checkpoints, for reporting.
     pub stats: Arc<std::sync::Mutex<CheckpointStats>>,
+    /// Incremental checkpoints: the shared files that may be reused.
+    shared: Option<SharedFiles>,
 }
 
 /// What the coordinator has done so far.
@@ -147,6 +149,7 @@ impl LocalCheckpointCoordinator {
                 tasks,
                 next_id: last_id + 1,
                 stats: Arc::default(),
+                shared: job.config.checkpoint_incremental.then(SharedFiles::new),
             },
             CheckpointWiring {
                 triggers: receivers,
@@ -154,6 +157,14 @@ impl LocalCheckpointCoordinator {
                 completed: completed_rx,
             },
         )
+    }
+
+    /// Incremental checkpoints may reuse the shared files of `restored`, a
+    /// checkpoint of the same storage.
+    pub fn reuse_files_of(&mut self, restored: &Manifest) {
+        if let Some(shared) = &mut self.shared {
+            shared.seed(restored);
+        }
     }
 
     /// Trigger checkpoints every interval until `stop` is set or a source has
@@ -267,7 +278,7 @@ impl LocalCheckpointCoordinator {
             }
             acked += 1;
             let (vertex, subtask) = (ack.vertex, ack.subtask);
-            let handle = write_ack(&self.storage, &self.job, ack)
+            let handle = write_ack(&self.storage, &self.job, ack, self.shared.as_mut())
                 .await
                 .map_err(|reason| {
                     WeirError::Execution(format!("task {vertex}.{subtask} declined: {reason}"))
@@ -283,7 +294,10 @@ impl LocalCheckpointCoordinator {
             subtasks,
         };
         self.storage.commit(&manifest).await?;
-        Ok(Some(manifest.bytes()))
+        if let Some(shared) = &mut self.shared {
+            shared.complete(id);
+        }
+        Ok(Some(manifest.written_bytes()))
     }
 }
 
@@ -324,31 +338,83 @@ pub fn task_checkpoints(
 }
 
 /// Write a task's acknowledged tables to `storage`: its handle for the
-/// manifest, or why it declined.
+/// manifest, or why it declined. With `shared` (incremental checkpoints,
+/// never savepoints) keyed tables go in chunks of key groups under
+/// `shared/`, each reused while unchanged.
 pub async fn write_ack(
     storage: &CheckpointStorage,
     job: &JobGraph,
     ack: CheckpointAck,
+    mut shared: Option<&mut SharedFiles>,
 ) -> std::result::Result<SubtaskHandle, String> {
     let states = ack.result?;
     let mut operators = Vec::new();
     for (node, tables) in states {
         let uid = operator_uid(job, node);
         let mut handles = Vec::new();
+        let mut parts: HashMap<String, usize> = HashMap::new();
         for t in tables {
-            handles.push(
-                storage
-                    .write_table(
+            let part = parts.entry(t.name.clone()).or_default();
+            *part += 1;
+            let Some(shared) = shared.as_deref_mut() else {
+                handles.push(
+                    storage
+                        .write_table(
+                            ack.checkpoint,
+                            &uid,
+                            &t.name,
+                            *part - 1,
+                            ack.subtask,
+                            ack.key_groups,
+                            &t.batch,
+                        )
+                        .await
+                        .map_err(|e| e.to_string())?,
+                );
+                continue;
+            };
+            // A whole table unchanged since the last checkpoint: its chunks
+            // again, without splitting it.
+            let table_key = format!(
+                "{uid}/{name}-s{subtask}-{:032x}",
+                weir_state::content_hash(&t.batch),
+                name = t.name,
+                subtask = ack.subtask
+            );
+            if let Some(chunks) = shared.lookup_table(&table_key) {
+                let chunks = chunks.to_vec();
+                shared.record_table(ack.checkpoint, table_key, &chunks);
+                handles.extend(chunks);
+                continue;
+            }
+            let chunks = match &t.key_columns {
+                Some(keys) => key_group_chunks(
+                    &t.batch,
+                    keys.clone(),
+                    ack.key_groups,
+                    job.config.max_parallelism,
+                )
+                .map_err(|e| e.to_string())?,
+                None => vec![(ack.key_groups, t.batch.clone())],
+            };
+            let mut written = Vec::with_capacity(chunks.len());
+            for (range, chunk) in chunks {
+                let handle = storage
+                    .write_shared_table(
                         ack.checkpoint,
                         &uid,
                         &t.name,
                         ack.subtask,
-                        ack.key_groups,
-                        &t.batch,
+                        range,
+                        &chunk,
+                        shared,
                     )
                     .await
-                    .map_err(|e| e.to_string())?,
-            );
+                    .map_err(|e| e.to_string())?;
+                written.push(handle);
+            }
+            shared.record_table(ack.checkpoint, table_key, &written);
+            handles.extend(written);
         }
         if !handles.is_empty() {
             operators.push(OperatorHandle {
@@ -363,6 +429,50 @@ pub async fn write_ack(
         subtask: ack.subtask,
         operators,
     })
+}
+
+/// Chunks of key groups an incremental checkpoint writes a keyed table in.
+const CHUNKS: u32 = 16;
+
+/// Split a keyed table (key columns `keys`) of a subtask owning `range`
+/// into up to [`CHUNKS`] tables of consecutive key groups, each with its
+/// sub-range; empty chunks are left out.
+fn key_group_chunks(
+    batch: &arrow::record_batch::RecordBatch,
+    keys: std::ops::Range<usize>,
+    range: KeyGroupRange,
+    max_parallelism: u32,
+) -> Result<Vec<(KeyGroupRange, arrow::record_batch::RecordBatch)>> {
+    let n = CHUNKS.min(range.len()).max(1);
+    let bound = |c: u32| range.start + (c as u64 * range.len() as u64 / n as u64) as u32;
+    let mut groups = Vec::new();
+    weir_core::keys::key_groups(
+        &batch.columns()[keys],
+        max_parallelism,
+        &mut Vec::new(),
+        &mut groups,
+    )?;
+    let mut rows: Vec<Vec<u32>> = vec![Vec::new(); n as usize];
+    for (row, &kg) in groups.iter().enumerate() {
+        let offset = kg.clamp(range.start, range.end.saturating_sub(1)) - range.start;
+        let c = (offset as u64 * n as u64 / range.len().max(1) as u64) as usize;
+        rows[c.min(n as usize - 1)].push(row as u32);
+    }
+    let mut out = Vec::new();
+    for (c, picks) in rows.into_iter().enumerate() {
+        if picks.is_empty() {
+            continue;
+        }
+        let c = c as u32;
+        let indices = arrow::array::UInt32Array::from(picks);
+        let chunk = arrow::compute::take_record_batch(batch, &indices)?;
+        let sub = KeyGroupRange {
+            start: bound(c),
+            end: bound(c + 1),
+        };
+        out.push((sub, chunk));
+    }
+    Ok(out)
 }
 
 /// The uid state is filed under: the operator's `uid()`, else `node-{id}`.

@@ -374,9 +374,13 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
     let savepoints: SavepointTargets = Arc::default();
     if let Some(c) = &d.checkpoints {
         let storage = CheckpointStorage::open(&c.dir)?;
+        let mut shared = weir_state::SharedFiles::new();
         if let Some(point) = &c.restore {
             let from = CheckpointStorage::open(&point.dir)?;
             let manifest = state.runtime.block_on(from.manifest(point.id))?;
+            if point.dir == c.dir {
+                shared.seed(&manifest);
+            }
             state.runtime.block_on(crate::recovery::restore(
                 &from,
                 Some(&manifest),
@@ -415,6 +419,8 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
             job_id.clone(),
             attempt,
             ack_rx,
+            d.job.config.checkpoint_incremental.then_some(shared),
+            completed_rx,
         )?;
     }
     let (cancel, _) = watch::channel(false);
@@ -510,6 +516,7 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
 
 /// Write the snapshots local tasks hand over, and acknowledge each to the
 /// coordinator — uploads run beside the tasks, which keep processing.
+#[allow(clippy::too_many_arguments)]
 fn forward_acks(
     state: &Arc<WorkerState>,
     storage: CheckpointStorage,
@@ -518,6 +525,8 @@ fn forward_acks(
     job_id: String,
     attempt: u32,
     acks: std::sync::mpsc::Receiver<CheckpointAck>,
+    mut shared: Option<weir_state::SharedFiles>,
+    completed: watch::Receiver<u64>,
 ) -> Result<()> {
     let state = Arc::clone(state);
     std::thread::Builder::new()
@@ -525,11 +534,17 @@ fn forward_acks(
         .spawn(move || {
             for ack in acks {
                 let checkpoint_id = ack.checkpoint;
-                let target = lock(&savepoints)
-                    .get(&checkpoint_id)
-                    .cloned()
-                    .unwrap_or_else(|| storage.clone());
-                let result = state.runtime.block_on(write_ack(&target, &job, ack));
+                let savepoint = lock(&savepoints).get(&checkpoint_id).cloned();
+                if let Some(shared) = &mut shared {
+                    shared.complete(*completed.borrow());
+                }
+                let result = match savepoint {
+                    // Savepoints are self-contained: no shared files.
+                    Some(target) => state.runtime.block_on(write_ack(&target, &job, ack, None)),
+                    None => state
+                        .runtime
+                        .block_on(write_ack(&storage, &job, ack, shared.as_mut())),
+                };
                 let message = CheckpointAckMessage {
                     worker_id: lock(&state.worker_id).clone(),
                     job_id: job_id.clone(),

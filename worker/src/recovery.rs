@@ -113,7 +113,7 @@ pub fn run_checkpointed(
             .filter(|(_, i)| matches!(i, TaskInput::Source { .. }))
             .map(|(t, _)| (t.vertex, t.subtask))
             .collect();
-        let (coordinator, mut wiring) = LocalCheckpointCoordinator::new(
+        let (mut coordinator, mut wiring) = LocalCheckpointCoordinator::new(
             &job,
             storage.clone(),
             config.clone(),
@@ -121,6 +121,10 @@ pub fn run_checkpointed(
             tasks.len(),
             last_id,
         );
+        if let Some(m) = &restored {
+            // A checkpoint of this run's storage: its shared files stay.
+            coordinator.reuse_files_of(m);
+        }
         for (task, input) in &mut tasks {
             let is_source = matches!(input, TaskInput::Source { .. });
             let triggers = wiring.triggers.remove(&(task.vertex, task.subtask));
@@ -178,6 +182,11 @@ pub fn run_checkpointed(
         };
         let failure = match result {
             Ok(metrics) => {
+                if job.config.checkpoint_incremental
+                    && let Err(e) = runtime.block_on(storage.clean_up_after_job())
+                {
+                    tracing::warn!("checkpoint clean-up: {e}");
+                }
                 return Ok(JobResult {
                     job_name: job.job_name.clone(),
                     duration: started.elapsed(),
