@@ -170,7 +170,8 @@ pub struct JobInfo {
     failed_at: Option<Instant>,
     #[serde(skip)]
     slots_held: bool,
-    #[serde(skip)]
+    /// The checkpoint under way: `{"id", "acknowledged", "started_ms_ago"}`.
+    #[serde(rename = "checkpoint_in_progress", serialize_with = "in_progress")]
     pub(crate) pending: Option<crate::checkpoints::PendingCheckpoint>,
     #[serde(skip)]
     pub(crate) next_checkpoint: u64,
@@ -1070,4 +1071,22 @@ pub fn request_savepoint(
         triggered: false,
     });
     Ok(path)
+}
+
+fn in_progress<S: serde::Serializer>(
+    pending: &Option<crate::checkpoints::PendingCheckpoint>,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    pending
+        .as_ref()
+        .map(|p| {
+            serde_json::json!({
+                "id": p.id,
+                "savepoint": p.savepoint.is_some(),
+                "acknowledged": p.acks.len(),
+                "started_ms_ago": p.started.elapsed().as_millis() as u64,
+            })
+        })
+        .serialize(serializer)
 }
