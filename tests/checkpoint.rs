@@ -1074,3 +1074,146 @@ fn incremental_checkpoints_reuse_unchanged_chunks_and_restore_exactly_once() {
             .collect::<Vec<_>>()
     );
 }
+
+/// `files` files of `groups` row groups of 5,000 (key, amount, ts) rows,
+/// as Parquet or CSV (with a header), in `dir`.
+fn write_inputs(dir: &Path, files: usize, groups: usize, csv: bool) {
+    use arrow::array::{Int64Array, TimestampMillisecondArray};
+    std::fs::create_dir_all(dir).unwrap();
+    let mut n = 0i64;
+    for f in 0..files {
+        let batches: Vec<RecordBatch> = (0..groups)
+            .map(|_| {
+                let rows = 5_000;
+                let ids: Vec<i64> = (n..n + rows).collect();
+                n += rows;
+                RecordBatch::try_from_iter([
+                    (
+                        "key",
+                        Arc::new(Int64Array::from_iter_values(ids.iter().map(|i| i * 7 % 300)))
+                            as arrow::array::ArrayRef,
+                    ),
+                    (
+                        "amount",
+                        Arc::new(Int64Array::from_iter_values(ids.iter().map(|i| i % 97))),
+                    ),
+                    (
+                        "ts",
+                        Arc::new(TimestampMillisecondArray::from_iter_values(
+                            ids.iter().map(|i| 1_700_000_000_000 + i / 20),
+                        )),
+                    ),
+                ])
+                .unwrap()
+            })
+            .collect();
+        let path = dir.join(format!("part-{f}.{}", if csv { "csv" } else { "parquet" }));
+        let file = std::fs::File::create(&path).unwrap();
+        if csv {
+            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(file);
+            for b in &batches {
+                w.write(b).unwrap();
+            }
+        } else {
+            let props = parquet::file::properties::WriterProperties::builder()
+                .set_max_row_group_size(5_000)
+                .build();
+            let mut w =
+                parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), Some(props))
+                    .unwrap();
+            for b in &batches {
+                w.write(b).unwrap();
+            }
+            w.close().unwrap();
+        }
+    }
+}
+
+/// file source -> [slow, fail once] -> key_by -> 1 s tumbling count+sum ->
+/// Parquet in `out`.
+fn file_source_job(
+    source: SourceSpec,
+    out: &Path,
+    checkpoints: Option<&Path>,
+    fail_after: Option<u64>,
+) -> weir_core::graph::JobResult {
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(2);
+    env.configure(|c| {
+        c.batch_size = 1000;
+        c.watermark_interval = Duration::from_millis(20);
+        if let Some(dir) = checkpoints {
+            c.checkpoint_interval = Some(Duration::from_millis(100));
+            c.checkpoint_dir = Some(dir.display().to_string());
+            c.restart_delay = Duration::from_millis(100);
+        }
+    });
+    let stream = env
+        .from_source(
+            source,
+            WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(100)),
+            "files",
+        )
+        .unwrap();
+    let schema = Arc::clone(stream.schema());
+    let seen = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicBool::new(false));
+    stream
+        .map_batches("SlowFailOnce", schema, move |b| {
+            // Slow enough for checkpoints to land while files are read.
+            std::thread::sleep(Duration::from_millis(15));
+            let n = seen.fetch_add(b.num_rows() as u64, Ordering::SeqCst);
+            if fail_after.is_some_and(|f| n >= f) && !failed.swap(true, Ordering::SeqCst) {
+                return Err(weir_core::WeirError::Execution("injected failure".into()));
+            }
+            Ok(b)
+        })
+        .unwrap()
+        .key_by(&["key"])
+        .unwrap()
+        .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
+        .aggregate(vec![
+            AggregateSpec::count_star(),
+            AggregateSpec::sum("amount"),
+        ])
+        .unwrap()
+        .sink_to(SinkSpec::Parquet { dir: out.into() }, "out")
+        .unwrap();
+    env.execute("file source").unwrap()
+}
+
+#[test]
+fn parquet_and_csv_sources_resume_mid_file_exactly_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    for csv in [false, true] {
+        let kind = if csv { "csv" } else { "parquet" };
+        let input = tmp.path().join(format!("in-{kind}"));
+        // 3 files x 4 row groups of 5,000 rows: 60,000 rows in 12 splits.
+        write_inputs(&input, 3, 4, csv);
+        let source = || {
+            if csv {
+                weir_operators::sources::csv_source(&[&input], Default::default()).unwrap()
+            } else {
+                weir_operators::sources::parquet_source(&[&input], None).unwrap()
+            }
+        };
+        let plain = tmp.path().join(format!("{kind}-plain"));
+        file_source_job(source(), &plain, None, None);
+        let expected = sorted_rows(&committed(&plain));
+        let recovered = tmp.path().join(format!("{kind}-recovered"));
+        let result = file_source_job(
+            source(),
+            &recovered,
+            Some(&tmp.path().join(format!("{kind}-chk"))),
+            Some(40_000),
+        );
+        assert_eq!(result.restarts.len(), 1, "{kind}: {:?}", result.restarts);
+        assert!(
+            result.restarts[0].contains("restarted from checkpoint"),
+            "{kind}: {:?} (declined {:?})",
+            result.restarts,
+            result.checkpoints_declined
+        );
+        assert_same(sorted_rows(&committed(&recovered)), &expected, kind);
+    }
+}

@@ -10,7 +10,7 @@ use arrow::datatypes::SchemaRef;
 use weir_core::spec::{CsvSourceSpec, SourceSpec};
 use weir_core::{Result, WeirError};
 
-use super::{OpenSplit, Source, SourcePoll, expand_paths, poll_splits};
+use super::{OpenSplit, Source, SourcePoll, SplitCursor, expand_paths, poll_splits};
 use crate::OperatorContext;
 
 /// Options of a CSV source.
@@ -68,25 +68,16 @@ pub fn csv_source(paths: &[impl AsRef<Path>], options: CsvOptions) -> Result<Sou
 /// Reads the files assigned to one subtask (file `k` to subtask `k mod p`).
 pub struct CsvSource {
     spec: CsvSourceSpec,
-    files: Vec<PathBuf>,
-    next_file: usize,
+    cursor: SplitCursor,
     reader: OpenSplit<CsvReader<BufReader<File>>>,
     batch_size: usize,
 }
 
 impl CsvSource {
     pub(crate) fn new(spec: CsvSourceSpec, ctx: &OperatorContext) -> Self {
-        let files = spec
-            .files
-            .iter()
-            .enumerate()
-            .filter(|(k, _)| k % ctx.parallelism == ctx.subtask)
-            .map(|(_, f)| f.clone())
-            .collect();
         Self {
+            cursor: SplitCursor::new(spec.files.len(), ctx),
             spec,
-            files,
-            next_file: 0,
             reader: None,
             batch_size: ctx.config.batch_size,
         }
@@ -96,26 +87,52 @@ impl CsvSource {
 impl Source for CsvSource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
         let (spec, batch_size) = (&self.spec, self.batch_size);
-        let (files, next_file) = (&self.files, &mut self.next_file);
-        poll_splits(
+        let cursor = &mut self.cursor;
+        let poll = poll_splits(
             &mut self.reader,
             || {
-                let Some(path) = files.get(*next_file) else {
+                let Some((k, skip)) = cursor.next_split() else {
                     return Ok(None);
                 };
-                *next_file += 1;
+                let path = spec.files.get(k).ok_or_else(|| {
+                    WeirError::Execution(format!(
+                        "checkpointed file {k} is not in this source ({} files)",
+                        spec.files.len()
+                    ))
+                })?;
                 let location = path.display().to_string();
                 let file = File::open(path).map_err(|e| WeirError::io(location.clone(), e))?;
-                let reader = ReaderBuilder::new(Arc::clone(&spec.schema))
+                let mut builder = ReaderBuilder::new(Arc::clone(&spec.schema))
                     .with_header(spec.has_header)
                     .with_delimiter(spec.delimiter)
-                    .with_batch_size(batch_size)
+                    .with_batch_size(batch_size);
+                if skip > 0 {
+                    // Records already emitted before the checkpoint (the
+                    // decoder adds the header line to both bounds).
+                    builder = builder.with_bounds(skip as usize, usize::MAX / 2);
+                }
+                let reader = builder
                     .build_buffered(BufReader::new(file))
                     .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
                 Ok(Some((reader, location)))
             },
             |e| file_line_numbers(&e.to_string(), spec.has_header),
-        )
+        )?;
+        if let SourcePoll::Batch(b) = &poll {
+            self.cursor.advanced(b.num_rows());
+        }
+        Ok(poll)
+    }
+
+    /// `split` (file `k`) and `rows_read` of each file not yet finished
+    /// (see [`SplitCursor`]).
+    fn snapshot_position(&mut self) -> Result<arrow::record_batch::RecordBatch> {
+        self.cursor.snapshot()
+    }
+
+    fn restore_position(&mut self, positions: Vec<arrow::record_batch::RecordBatch>) -> Result<()> {
+        self.reader = None;
+        self.cursor.restore(positions)
     }
 }
 

@@ -97,6 +97,90 @@ impl Source for MemorySource {
     }
 }
 
+/// The splits one subtask of a file source reads — split `k` (a file, a
+/// row group) belongs to subtask `k mod parallelism` — and how far it got,
+/// which is the source's checkpointed position: one row per split not yet
+/// finished, `split` and `rows_read` (rows of it already emitted). Restored
+/// at any parallelism by the same rule, so splits move on rescale and a
+/// split half read continues after its last emitted row.
+#[derive(Debug, Default)]
+pub(crate) struct SplitCursor {
+    todo: std::collections::VecDeque<(u64, u64)>,
+    open: Option<(u64, u64)>,
+    subtask: u64,
+    parallelism: u64,
+}
+
+impl SplitCursor {
+    /// The first read of `total` splits by subtask `ctx.subtask`.
+    pub(crate) fn new(total: usize, ctx: &OperatorContext) -> Self {
+        let (subtask, parallelism) = (ctx.subtask as u64, ctx.parallelism as u64);
+        Self {
+            todo: (0..total as u64)
+                .filter(|k| k % parallelism == subtask)
+                .map(|k| (k, 0))
+                .collect(),
+            open: None,
+            subtask,
+            parallelism,
+        }
+    }
+
+    /// Open the next split: its index and the rows to skip.
+    pub(crate) fn next_split(&mut self) -> Option<(usize, u64)> {
+        self.open = self.todo.pop_front();
+        self.open.map(|(k, skip)| (k as usize, skip))
+    }
+
+    /// `rows` more rows of the open split were emitted.
+    pub(crate) fn advanced(&mut self, rows: usize) {
+        if let Some((_, read)) = &mut self.open {
+            *read += rows as u64;
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Result<RecordBatch> {
+        use arrow::array::UInt64Array;
+        use arrow::datatypes::{DataType, Field, Schema};
+        let rows: Vec<(u64, u64)> = self.open.iter().chain(&self.todo).copied().collect();
+        Ok(RecordBatch::try_new(
+            std::sync::Arc::new(Schema::new(vec![
+                Field::new("split", DataType::UInt64, false),
+                Field::new("rows_read", DataType::UInt64, false),
+            ])),
+            vec![
+                std::sync::Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.0))),
+                std::sync::Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.1))),
+            ],
+        )?)
+    }
+
+    pub(crate) fn restore(&mut self, positions: Vec<RecordBatch>) -> Result<()> {
+        use arrow::array::AsArray;
+        use arrow::datatypes::UInt64Type;
+        let mut mine = Vec::new();
+        for b in positions {
+            let col = |n: &str| {
+                b.column_by_name(n)
+                    .and_then(|c| c.as_primitive_opt::<UInt64Type>())
+                    .ok_or_else(|| {
+                        WeirError::Execution(format!("file source position lacks '{n}'"))
+                    })
+            };
+            let (split, read) = (col("split")?, col("rows_read")?);
+            for r in 0..b.num_rows() {
+                if split.value(r) % self.parallelism == self.subtask {
+                    mine.push((split.value(r), read.value(r)));
+                }
+            }
+        }
+        mine.sort_unstable();
+        self.todo = mine.into();
+        self.open = None;
+        Ok(())
+    }
+}
+
 /// The reader of the split being read, with its location for errors.
 pub(crate) type OpenSplit<R> = Option<(R, String)>;
 

@@ -10,7 +10,7 @@ use weir_core::spec::{ParquetSourceSpec, SourceSpec};
 use weir_core::time::column_list;
 use weir_core::{Result, WeirError};
 
-use super::{OpenSplit, Source, SourcePoll, expand_paths, poll_splits};
+use super::{OpenSplit, Source, SourcePoll, SplitCursor, expand_paths, poll_splits};
 use crate::OperatorContext;
 
 /// Describe a Parquet source: expands directories, reads every footer (so a
@@ -81,28 +81,25 @@ pub fn parquet_source(
 /// then row-group order) goes to subtask `k mod parallelism`.
 pub struct ParquetSource {
     spec: ParquetSourceSpec,
+    /// Every split of the source: (file, row group).
     splits: Vec<(usize, usize)>,
-    next_split: usize,
+    cursor: SplitCursor,
     reader: OpenSplit<ParquetRecordBatchReader>,
     batch_size: usize,
 }
 
 impl ParquetSource {
     pub(crate) fn new(spec: ParquetSourceSpec, ctx: &OperatorContext) -> Self {
-        let mut splits = Vec::new();
-        let mut k = 0;
-        for (f, &n) in spec.row_groups.iter().enumerate() {
-            for rg in 0..n {
-                if k % ctx.parallelism == ctx.subtask {
-                    splits.push((f, rg));
-                }
-                k += 1;
-            }
-        }
+        let splits: Vec<(usize, usize)> = spec
+            .row_groups
+            .iter()
+            .enumerate()
+            .flat_map(|(f, &n)| (0..n).map(move |rg| (f, rg)))
+            .collect();
         Self {
+            cursor: SplitCursor::new(splits.len(), ctx),
             spec,
             splits,
-            next_split: 0,
             reader: None,
             batch_size: ctx.config.batch_size,
         }
@@ -114,6 +111,7 @@ fn open_split(
     batch_size: usize,
     file_idx: usize,
     rg: usize,
+    skip: u64,
 ) -> Result<(ParquetRecordBatchReader, String)> {
     let path = &spec.files[file_idx];
     let location = format!("{} (row group {rg})", path.display());
@@ -128,6 +126,7 @@ fn open_split(
     }
     let mut builder = builder
         .with_row_groups(vec![rg])
+        .with_offset(skip as usize)
         .with_batch_size(batch_size);
     if let Some(proj) = &spec.projection {
         let mask = ProjectionMask::roots(builder.parquet_schema(), proj.iter().copied());
@@ -142,17 +141,38 @@ fn open_split(
 impl Source for ParquetSource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
         let (spec, batch_size) = (&self.spec, self.batch_size);
-        let (splits, next_split) = (&self.splits, &mut self.next_split);
-        poll_splits(
+        let (splits, cursor) = (&self.splits, &mut self.cursor);
+        let poll = poll_splits(
             &mut self.reader,
-            || match splits.get(*next_split) {
-                Some(&(f, rg)) => {
-                    *next_split += 1;
-                    open_split(spec, batch_size, f, rg).map(Some)
+            || match cursor.next_split() {
+                Some((k, skip)) => {
+                    let &(f, rg) = splits.get(k).ok_or_else(|| {
+                        WeirError::Execution(format!(
+                            "checkpointed split {k} is not in this source ({} splits): \
+                             its files changed",
+                            splits.len()
+                        ))
+                    })?;
+                    open_split(spec, batch_size, f, rg, skip).map(Some)
                 }
                 None => Ok(None),
             },
             |e| e.to_string(),
-        )
+        )?;
+        if let SourcePoll::Batch(b) = &poll {
+            self.cursor.advanced(b.num_rows());
+        }
+        Ok(poll)
+    }
+
+    /// `split` (row group `k` in file order) and `rows_read` of each row
+    /// group not yet finished (see [`SplitCursor`]).
+    fn snapshot_position(&mut self) -> Result<arrow::record_batch::RecordBatch> {
+        self.cursor.snapshot()
+    }
+
+    fn restore_position(&mut self, positions: Vec<arrow::record_batch::RecordBatch>) -> Result<()> {
+        self.reader = None;
+        self.cursor.restore(positions)
     }
 }
