@@ -616,36 +616,49 @@ fn too_many_failed_checkpoints_fail_the_job_with_the_reason() {
         c.checkpoint_tolerable_failures = Some(2);
         c.restart_strategy = weir_core::RestartStrategy::None;
     });
-    // Count windows cannot snapshot yet: every checkpoint is declined.
-    env.from_source(
-        SourceSpec::Generator(
-            GeneratorSpec::new(None)
-                .column("key", ColumnGen::Key { cardinality: 10 })
-                .column(
-                    "ts",
-                    ColumnGen::EventTime {
-                        start_ms: 0,
-                        events_per_second: 1000,
-                        max_out_of_orderness_ms: 0,
-                    },
-                )
-                .rate(10_000),
-        ),
-        WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::ZERO),
-        "events",
-    )
-    .unwrap()
-    .key_by(&["key"])
-    .unwrap()
-    .count_window(100)
-    .aggregate(vec![AggregateSpec::count_star()])
-    .unwrap()
-    .sink_to(SinkSpec::Blackhole, "out")
-    .unwrap();
+    // A process function that does not write its state declines every
+    // checkpoint.
+    struct Forgetful;
+    impl weir_core::process::KeyedProcessFunction for Forgetful {
+        fn process_batch(
+            &mut self,
+            _batch: &RecordBatch,
+            _ctx: &mut weir_core::process::ProcessContext,
+        ) -> weir_core::Result<()> {
+            Ok(())
+        }
+    }
+    let stream = env
+        .from_source(
+            SourceSpec::Generator(
+                GeneratorSpec::new(None)
+                    .column("key", ColumnGen::Key { cardinality: 10 })
+                    .column(
+                        "ts",
+                        ColumnGen::EventTime {
+                            start_ms: 0,
+                            events_per_second: 1000,
+                            max_out_of_orderness_ms: 0,
+                        },
+                    )
+                    .rate(10_000),
+            ),
+            WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::ZERO),
+            "events",
+        )
+        .unwrap();
+    let schema = Arc::clone(stream.schema());
+    stream
+        .key_by(&["key"])
+        .unwrap()
+        .process("forgetful", schema, vec![], || Box::new(Forgetful))
+        .unwrap()
+        .sink_to(SinkSpec::Blackhole, "out")
+        .unwrap();
     let err = env.execute("declining").unwrap_err().to_string();
     assert!(
         err.contains("3 checkpoints failed in a row (tolerable: 2)")
-            && err.contains("does not support checkpoints yet"),
+            && err.contains("does not snapshot its state"),
         "{err}"
     );
 }
@@ -1090,8 +1103,9 @@ fn write_inputs(dir: &Path, files: usize, groups: usize, csv: bool) {
                 RecordBatch::try_from_iter([
                     (
                         "key",
-                        Arc::new(Int64Array::from_iter_values(ids.iter().map(|i| i * 7 % 300)))
-                            as arrow::array::ArrayRef,
+                        Arc::new(Int64Array::from_iter_values(
+                            ids.iter().map(|i| i * 7 % 300),
+                        )) as arrow::array::ArrayRef,
                     ),
                     (
                         "amount",
@@ -1110,13 +1124,15 @@ fn write_inputs(dir: &Path, files: usize, groups: usize, csv: bool) {
         let path = dir.join(format!("part-{f}.{}", if csv { "csv" } else { "parquet" }));
         let file = std::fs::File::create(&path).unwrap();
         if csv {
-            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(file);
+            let mut w = arrow::csv::WriterBuilder::new()
+                .with_header(true)
+                .build(file);
             for b in &batches {
                 w.write(b).unwrap();
             }
         } else {
             let props = parquet::file::properties::WriterProperties::builder()
-                .set_max_row_group_size(5_000)
+                .set_max_row_group_row_count(Some(5_000))
                 .build();
             let mut w =
                 parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), Some(props))
@@ -1216,4 +1232,211 @@ fn parquet_and_csv_sources_resume_mid_file_exactly_once() {
         );
         assert_same(sorted_rows(&committed(&recovered)), &expected, kind);
     }
+}
+
+/// Two generated inputs (the left through `FailOnce`) into `operator`:
+/// an interval join, a tumbling or session window join, or a tumbling or
+/// session window process function; output as Parquet in `out`.
+fn buffering_job(
+    operator: &str,
+    out: &Path,
+    checkpoints: Option<&Path>,
+    fail_after: Option<u64>,
+) -> weir_core::graph::JobResult {
+    const ROWS: u64 = 20_000;
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(2);
+    env.configure(|c| {
+        c.batch_size = 500;
+        c.watermark_interval = Duration::from_millis(20);
+        if let Some(dir) = checkpoints {
+            c.checkpoint_interval = Some(Duration::from_millis(150));
+            c.checkpoint_dir = Some(dir.display().to_string());
+            c.restart_delay = Duration::from_millis(100);
+        }
+    });
+    let ooo = Duration::from_millis(50);
+    let left = failing_events(
+        &env,
+        events(ROWS, 1000, 20_000, 50, 21).rate(10_000),
+        ooo,
+        fail_after,
+        || {},
+        |_| {},
+    )
+    .key_by(&["key"])
+    .unwrap();
+    let right = env
+        .from_source(
+            SourceSpec::Generator(events(ROWS, 1000, 20_000, 50, 22).rate(10_000)),
+            WatermarkStrategy::for_bounded_out_of_orderness("ts", ooo),
+            "right",
+        )
+        .unwrap()
+        .key_by(&["key"])
+        .unwrap();
+    let session = || weir_core::time::EventTimeSessionWindows::with_gap(Duration::from_millis(40));
+    let tumbling = || TumblingEventTimeWindows::of(Duration::from_millis(100));
+    let count_rows = |window: (i64, i64), rows: &RecordBatch, keys: &[std::ops::Range<usize>]| {
+        use arrow::array::{AsArray, Int64Array};
+        let key = rows.column(0).as_primitive::<arrow::datatypes::Int64Type>();
+        let n = keys.len();
+        Ok(vec![RecordBatch::try_from_iter([
+            (
+                "start",
+                Arc::new(Int64Array::from(vec![window.0; n])) as arrow::array::ArrayRef,
+            ),
+            ("end", Arc::new(Int64Array::from(vec![window.1; n]))),
+            (
+                "key",
+                Arc::new(Int64Array::from_iter_values(
+                    keys.iter().map(|r| key.value(r.start)),
+                )),
+            ),
+            (
+                "rows",
+                Arc::new(Int64Array::from_iter_values(
+                    keys.iter().map(|r| r.len() as i64),
+                )),
+            ),
+        ])?])
+    };
+    let counts_schema = Arc::new(arrow::datatypes::Schema::new(
+        ["start", "end", "key", "rows"]
+            .map(|n| arrow::datatypes::Field::new(n, arrow::datatypes::DataType::Int64, false))
+            .to_vec(),
+    ));
+    let stream = match operator {
+        "interval join" => left.interval_join(&right).between(-15, 15).unwrap(),
+        "window join" => left.window_join(&right, tumbling()).unwrap(),
+        "session join" => left.window_join(&right, session()).unwrap(),
+        "window process" => left
+            .window(tumbling())
+            .process("count rows", counts_schema, count_rows)
+            .unwrap(),
+        "session process" => left
+            .window(session())
+            .process("count rows", counts_schema, count_rows)
+            .unwrap(),
+        other => panic!("{other}"),
+    };
+    stream
+        .sink_to(SinkSpec::Parquet { dir: out.into() }, "out")
+        .unwrap();
+    env.execute(operator).unwrap()
+}
+
+#[test]
+fn joins_and_window_functions_resume_from_checkpoints_exactly_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    for operator in [
+        "interval join",
+        "window join",
+        "session join",
+        "window process",
+        "session process",
+    ] {
+        let dir = tmp.path().join(operator.replace(' ', "-"));
+        let plain = dir.join("plain");
+        buffering_job(operator, &plain, None, None);
+        let expected = sorted_rows(&committed(&plain));
+        assert!(expected.len() > 100, "{operator}: {} rows", expected.len());
+        let recovered = dir.join("recovered");
+        let result = buffering_job(operator, &recovered, Some(&dir.join("chk")), Some(13_000));
+        assert_eq!(
+            result.restarts.len(),
+            1,
+            "{operator}: {:?}",
+            result.restarts
+        );
+        assert!(
+            result.restarts[0].contains("restarted from checkpoint"),
+            "{operator}: {:?} (declined {:?})",
+            result.restarts,
+            result.checkpoints_declined
+        );
+        assert_same(sorted_rows(&committed(&recovered)), &expected, operator);
+        eprintln!("{operator}: {} rows exactly once", expected.len());
+    }
+}
+
+/// Count windows — or, with `trigger`, 1 s tumbling windows firing every
+/// 7 records of a key — at parallelism 1 (rows of a key in one arrival
+/// order).
+fn count_window_job(
+    out: &Path,
+    checkpoints: Option<&Path>,
+    fail_after: Option<u64>,
+    trigger: bool,
+) -> weir_core::graph::JobResult {
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(1);
+    env.configure(|c| {
+        c.batch_size = 500;
+        if let Some(dir) = checkpoints {
+            c.checkpoint_interval = Some(Duration::from_millis(150));
+            c.checkpoint_dir = Some(dir.display().to_string());
+            c.restart_delay = Duration::from_millis(100);
+        }
+    });
+    let keyed = failing_events(
+        &env,
+        events(30_000, 700, 20_000, 50, 31).rate(15_000),
+        Duration::from_millis(50),
+        fail_after,
+        || {},
+        |_| {},
+    )
+    .key_by(&["key"])
+    .unwrap();
+    let windows = if trigger {
+        keyed
+            .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
+            .trigger(weir_core::time::Trigger::Count { count: 7 })
+    } else {
+        keyed.count_window(7)
+    };
+    windows
+        .aggregate(vec![
+            AggregateSpec::count_star(),
+            AggregateSpec::sum("amount"),
+        ])
+        .unwrap()
+        .sink_to(SinkSpec::Parquet { dir: out.into() }, "out")
+        .unwrap();
+    env.execute("count windows").unwrap()
+}
+
+#[test]
+fn count_windows_and_count_triggers_resume_from_a_checkpoint_exactly_once() {
+    for trigger in [false, true] {
+        count_windows_resume(trigger);
+    }
+}
+
+fn count_windows_resume(trigger: bool) {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("plain");
+    count_window_job(&plain, None, None, trigger);
+    let expected = sorted_rows(&committed(&plain));
+    assert!(expected.len() > 1000, "{} windows", expected.len());
+    let recovered = tmp.path().join("recovered");
+    let result = count_window_job(
+        &recovered,
+        Some(&tmp.path().join("chk")),
+        Some(20_000),
+        trigger,
+    );
+    assert_eq!(result.restarts.len(), 1, "{:?}", result.restarts);
+    assert!(
+        result.restarts[0].contains("restarted from checkpoint"),
+        "{:?} (declined {:?})",
+        result.restarts,
+        result.checkpoints_declined
+    );
+    assert_same(
+        sorted_rows(&committed(&recovered)),
+        &expected,
+        "count windows",
+    );
 }

@@ -38,6 +38,7 @@ pub struct CountWindowOperator {
     accumulators: Vec<Box<dyn GroupsAccumulator>>,
     ids: Vec<usize>,
     windows_fired: u64,
+    filter: crate::KeyGroupFilter,
 }
 
 impl CountWindowOperator {
@@ -64,6 +65,7 @@ impl CountWindowOperator {
             accumulators: fresh.accumulators,
             ids: Vec::new(),
             windows_fired: 0,
+            filter: crate::KeyGroupFilter::new(ctx),
             aggregates,
         })
     }
@@ -142,6 +144,93 @@ impl Operator for CountWindowOperator {
             .update(&mut self.accumulators, &batch, &row_groups, total)?;
         if !completed.is_empty() {
             self.complete(&completed, out)?;
+        }
+        Ok(())
+    }
+
+    /// Table `windows`: one row per key with an open window — the key
+    /// columns, `count` (rows in it so far), then each aggregate's
+    /// intermediate state.
+    fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<crate::StateTable>> {
+        let groups = self.group_key.len();
+        // Reading the state empties the accumulators: read, then merge back.
+        let states = drain_states(&mut self.accumulators)?;
+        let ids: Vec<usize> = (0..groups).collect();
+        let mut fresh = self.aggregates.new_accumulation()?.accumulators;
+        for (a, state) in fresh.iter_mut().zip(&states) {
+            a.merge_batch(state, &ids, groups)?;
+        }
+        self.accumulators = fresh;
+        let panes = self.aggregates.snapshot_schema()?;
+        let keys = self.aggregates.key_schema().fields().len();
+        let mut fields: Vec<arrow::datatypes::Field> = panes.fields()[1..1 + keys]
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(arrow::datatypes::Field::new(
+            "count",
+            arrow::datatypes::DataType::UInt64,
+            false,
+        ));
+        fields.extend(
+            panes.fields()[1 + keys..]
+                .iter()
+                .map(|f| f.as_ref().clone()),
+        );
+        let mut columns = if groups == 0 {
+            fields[..keys]
+                .iter()
+                .map(|f| arrow::array::new_empty_array(f.data_type()))
+                .collect()
+        } else {
+            self.keys.values(&self.group_key)?
+        };
+        columns.push(Arc::new(arrow::array::UInt64Array::from_iter_values(
+            self.group_key.iter().map(|&k| self.pending[k as usize].0),
+        )));
+        columns.extend(states.into_iter().flatten());
+        let batch = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?;
+        Ok(vec![
+            crate::StateTable::new("windows", batch).keyed(0..keys),
+        ])
+    }
+
+    fn restore_state(&mut self, tables: Vec<crate::StateTable>) -> Result<()> {
+        use arrow::array::AsArray;
+        let keys = self.aggregates.key_schema().fields().len();
+        let widths = self.aggregates.state_widths()?;
+        for t in tables {
+            if t.name != "windows"
+                || t.batch.num_columns() != keys + 1 + widths.iter().sum::<usize>()
+            {
+                return Err(WeirError::Execution(format!(
+                    "{}: malformed count window state '{}'",
+                    self.name, t.name
+                )));
+            }
+            let b = self.filter.keep(t.batch, &(0..keys).collect::<Vec<_>>())?;
+            let mut ids = Vec::new();
+            self.keys.intern(&b.columns()[..keys], &mut ids)?;
+            if self.pending.len() < self.keys.len() {
+                self.pending.resize(self.keys.len(), (0, None));
+            }
+            let counts = b
+                .column(keys)
+                .as_primitive_opt::<arrow::datatypes::UInt64Type>()
+                .ok_or_else(|| WeirError::Execution(format!("{}: malformed counts", self.name)))?;
+            let mut groups = Vec::with_capacity(ids.len());
+            for (row, &k) in ids.iter().enumerate() {
+                let g = self.group_key.len();
+                self.group_key.push(k as KeyId);
+                self.pending[k] = (counts.value(row), Some(g));
+                groups.push(g);
+            }
+            let total = self.group_key.len();
+            let mut at = keys + 1;
+            for (a, &w) in self.accumulators.iter_mut().zip(&widths) {
+                a.merge_batch(&b.columns()[at..at + w], &groups, total)?;
+                at += w;
+            }
         }
         Ok(())
     }

@@ -125,6 +125,8 @@ pub struct IntervalJoinOperator {
     key_ids: Vec<usize>,
     late_dropped: u64,
     state_bytes_max: u64,
+    schemas: [SchemaRef; 2],
+    filter: crate::KeyGroupFilter,
 }
 
 impl IntervalJoinOperator {
@@ -150,7 +152,59 @@ impl IntervalJoinOperator {
             key_ids: Vec::new(),
             late_dropped: 0,
             state_bytes_max: 0,
+            schemas: [
+                Arc::clone(&spec.left_schema),
+                Arc::clone(&spec.right_schema),
+            ],
+            filter: crate::KeyGroupFilter::new(ctx),
         })
+    }
+
+    /// Buffer rows of `input` without joining them (a restore).
+    fn buffer_rows(&mut self, input: usize, batch: RecordBatch) -> Result<()> {
+        let side = &self.sides[input];
+        let ts_name = batch.schema().field(side.ts_index).name().clone();
+        let ts = timestamps(batch.column(side.ts_index), &ts_name)?.to_vec();
+        let keys: Vec<ArrayRef> = side
+            .key_indices
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect();
+        let mut key_ids = std::mem::take(&mut self.key_ids);
+        self.keys.intern(&keys, &mut key_ids)?;
+        self.sides[input].insert(batch, &key_ids, &ts);
+        self.key_ids = key_ids;
+        Ok(())
+    }
+
+    /// The live rows of side `input`, in timestamp order per key.
+    fn live_rows(&self, input: usize) -> Result<RecordBatch> {
+        let side = &self.sides[input];
+        let schema = &self.schemas[input];
+        let mut dense: HashMap<u32, usize> = HashMap::new();
+        let mut used: Vec<&RecordBatch> = Vec::new();
+        let mut picks = Vec::with_capacity(side.live_rows);
+        let mut keys: Vec<&usize> = side.index.keys().collect();
+        keys.sort_unstable();
+        for k in keys {
+            for &(_, slot, row) in &side.index[k] {
+                let n = *dense.entry(slot).or_insert_with(|| {
+                    used.push(&side.slots[slot as usize].as_ref().expect("live slot").batch);
+                    used.len() - 1
+                });
+                picks.push((n, row as usize));
+            }
+        }
+        if picks.is_empty() {
+            return Ok(RecordBatch::new_empty(Arc::clone(schema)));
+        }
+        let columns = (0..schema.fields().len())
+            .map(|c| {
+                let arrays: Vec<&dyn Array> = used.iter().map(|b| b.column(c).as_ref()).collect();
+                interleave(&arrays, &picks)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
     }
 
     /// Rows buffered on the left and on the right.
@@ -316,6 +370,37 @@ impl Operator for IntervalJoinOperator {
             let _ = self.keys.emit(EmitTo::All)?;
         }
         Ok(Some(watermark))
+    }
+
+    /// Tables `left` and `right` (the rows each side still buffers) and
+    /// `meta` (the watermark).
+    fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<crate::StateTable>> {
+        let mut tables = Vec::new();
+        for (input, name) in ["left", "right"].into_iter().enumerate() {
+            let rows = self.live_rows(input)?;
+            tables.push(
+                crate::StateTable::new(name, rows)
+                    .keyed(self.sides[input].key_indices.iter().copied()),
+            );
+        }
+        tables.push(crate::window::meta_table(self.watermark)?);
+        Ok(tables)
+    }
+
+    fn restore_state(&mut self, tables: Vec<crate::StateTable>) -> Result<()> {
+        let keys = [
+            self.sides[0].key_indices.clone(),
+            self.sides[1].key_indices.clone(),
+        ];
+        let (rows, watermark) =
+            crate::restore_two_inputs(&self.name, tables, [&keys[0], &keys[1]], self.filter)?;
+        for (input, rows) in rows {
+            self.buffer_rows(input, rows)?;
+        }
+        if let Some(w) = watermark {
+            self.watermark = w;
+        }
+        Ok(())
     }
 
     fn metrics(&self) -> Vec<(String, u64)> {

@@ -197,7 +197,7 @@ pub struct StateTable {
     pub batch: RecordBatch,
     /// The key columns of keyed state: incremental checkpoints store such
     /// a table in chunks of key groups, each reused while it is unchanged.
-    pub key_columns: Option<std::ops::Range<usize>>,
+    pub key_columns: Option<Vec<usize>>,
 }
 
 impl StateTable {
@@ -211,12 +211,107 @@ impl StateTable {
     }
 
     /// Mark columns `keys` as the key of each row (keyed state).
-    pub fn keyed(mut self, keys: std::ops::Range<usize>) -> Self {
+    pub fn keyed(mut self, keys: impl IntoIterator<Item = usize>) -> Self {
+        let keys: Vec<usize> = keys.into_iter().collect();
         if !keys.is_empty() {
             self.key_columns = Some(keys);
         }
         self
     }
+}
+
+/// Which rows of restored keyed state a subtask keeps: those whose key
+/// falls in its key groups (all of them unless the job was rescaled).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyGroupFilter {
+    range: KeyGroupRange,
+    max_parallelism: u32,
+}
+
+impl KeyGroupFilter {
+    pub(crate) fn new(ctx: &OperatorContext) -> Self {
+        Self {
+            range: ctx.key_groups,
+            max_parallelism: ctx.config.max_parallelism,
+        }
+    }
+
+    /// The rows of `batch` whose key (columns `keys`) is this subtask's.
+    pub(crate) fn keep(&self, batch: RecordBatch, keys: &[usize]) -> Result<RecordBatch> {
+        if keys.is_empty() {
+            return Ok(batch);
+        }
+        crate::window::keep_key_groups(batch, keys, self.range, self.max_parallelism)
+    }
+}
+
+/// The snapshot of rows an operator buffers (joins, full-window
+/// functions): one table `name` of the rows as they arrived, keyed by
+/// columns `keys`. Restoring feeds them back through the operator's
+/// buffering path.
+pub(crate) fn buffered_rows_table<'a>(
+    name: &str,
+    schema: &arrow::datatypes::SchemaRef,
+    batches: impl IntoIterator<Item = &'a RecordBatch>,
+    keys: &[usize],
+) -> Result<StateTable> {
+    let batch = arrow::compute::concat_batches(schema, batches)?;
+    Ok(StateTable::new(name, batch).keyed(keys.iter().copied()))
+}
+
+/// Restore an operator that buffers input rows: `meta` gives the watermark
+/// (returned), and each table named `inputs[i].0` holds rows of input `i`
+/// keyed by columns `inputs[i].1` — this subtask's are handed to `feed`.
+pub(crate) fn restore_buffered_rows(
+    operator: &str,
+    tables: Vec<StateTable>,
+    inputs: &[(&str, &[usize])],
+    filter: KeyGroupFilter,
+    mut feed: impl FnMut(usize, RecordBatch) -> Result<()>,
+) -> Result<Option<i64>> {
+    let mut watermark = None;
+    for t in tables {
+        if t.name == "meta" {
+            crate::window::restore_meta(operator, &t.batch, &mut watermark)?;
+            continue;
+        }
+        let Some(input) = inputs.iter().position(|(n, _)| *n == t.name) else {
+            return Err(WeirError::Execution(format!(
+                "{operator}: unknown state table '{}'",
+                t.name
+            )));
+        };
+        let rows = filter.keep(t.batch, inputs[input].1)?;
+        if rows.num_rows() > 0 {
+            feed(input, rows)?;
+        }
+    }
+    Ok(watermark)
+}
+
+/// Restore a two-input operator that buffers rows (tables `left` and
+/// `right`, keyed by `keys[0]` and `keys[1]`): this subtask's rows by
+/// input, in order, and the watermark.
+pub(crate) type RestoredRows = (Vec<(usize, RecordBatch)>, Option<i64>);
+
+pub(crate) fn restore_two_inputs(
+    operator: &str,
+    tables: Vec<StateTable>,
+    keys: [&[usize]; 2],
+    filter: KeyGroupFilter,
+) -> Result<RestoredRows> {
+    let mut rows = Vec::new();
+    let watermark = restore_buffered_rows(
+        operator,
+        tables,
+        &[("left", keys[0]), ("right", keys[1])],
+        filter,
+        |input, batch| {
+            rows.push((input, batch));
+            Ok(())
+        },
+    )?;
+    Ok((rows, watermark))
 }
 
 /// Indices of the named columns in `schema`.

@@ -102,6 +102,16 @@ impl PaneBuffer {
         Ok(Some(concat_batches(&self.schema, batches)?))
     }
 
+    /// The buffered rows, pane by pane.
+    pub(crate) fn panes(&self) -> impl Iterator<Item = &[RecordBatch]> {
+        self.panes.values().map(Vec::as_slice)
+    }
+
+    /// The schema of the buffered rows.
+    pub(crate) fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
     /// Drop panes whose windows have all fired.
     pub(crate) fn expire(&mut self, watermark: i64) {
         let assigner = self.assigner;

@@ -285,7 +285,8 @@ impl KeyedProcessOperator {
                 batch.num_columns()
             )));
         }
-        let batch = keep_key_groups(batch, 0..n, self.key_groups, self.max_parallelism)?;
+        let keys: Vec<usize> = (0..n).collect();
+        let batch = keep_key_groups(batch, &keys, self.key_groups, self.max_parallelism)?;
         let mut ids = Vec::new();
         self.keys.intern(&batch.columns()[..n], &mut ids)?;
         let rest = batch.project(&(n..batch.num_columns()).collect::<Vec<_>>())?;

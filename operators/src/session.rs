@@ -397,7 +397,7 @@ impl Operator for SessionWindowOperator {
                     } else {
                         crate::window::keep_key_groups(
                             t.batch,
-                            0..keys,
+                            &(0..keys).collect::<Vec<_>>(),
                             self.key_groups,
                             self.max_parallelism,
                         )?

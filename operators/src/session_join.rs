@@ -46,6 +46,7 @@ pub struct SessionJoinOperator {
     ids: Vec<usize>,
     late_dropped: u64,
     windows_fired: u64,
+    filter: crate::KeyGroupFilter,
 }
 
 impl SessionJoinOperator {
@@ -83,6 +84,7 @@ impl SessionJoinOperator {
             ids: Vec::new(),
             late_dropped: 0,
             windows_fired: 0,
+            filter: crate::KeyGroupFilter::new(ctx),
         })
     }
 
@@ -185,6 +187,38 @@ impl Operator for SessionJoinOperator {
             self.close_sessions(out)?;
         }
         Ok(Some(watermark))
+    }
+
+    /// Tables `left` and `right` (each input's rows of the open sessions,
+    /// as they arrived) and `meta` (the watermark).
+    fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<crate::StateTable>> {
+        let mut tables = Vec::new();
+        for (side, name) in self.sides.iter().zip(["left", "right"]) {
+            tables.push(crate::buffered_rows_table(
+                name,
+                &side.schema,
+                side.rows.rows.iter().map(|(b, _)| b),
+                &side.key_indices,
+            )?);
+        }
+        tables.push(crate::window::meta_table(self.watermark)?);
+        Ok(tables)
+    }
+
+    fn restore_state(&mut self, tables: Vec<crate::StateTable>) -> Result<()> {
+        let keys = [
+            self.sides[0].key_indices.clone(),
+            self.sides[1].key_indices.clone(),
+        ];
+        let (rows, watermark) =
+            crate::restore_two_inputs(&self.name, tables, [&keys[0], &keys[1]], self.filter)?;
+        for (input, rows) in rows {
+            self.process_input(input, rows, &mut Vec::new())?;
+        }
+        if let Some(w) = watermark {
+            self.watermark = w;
+        }
+        Ok(())
     }
 
     fn metrics(&self) -> Vec<(String, u64)> {

@@ -36,6 +36,7 @@ pub struct SessionProcessOperator {
     watermark: i64,
     ids: Vec<usize>,
     windows_fired: u64,
+    filter: crate::KeyGroupFilter,
 }
 
 impl SessionProcessOperator {
@@ -66,6 +67,7 @@ impl SessionProcessOperator {
             watermark: i64::MIN,
             ids: Vec::new(),
             windows_fired: 0,
+            filter: crate::KeyGroupFilter::new(ctx),
         })
     }
 
@@ -151,6 +153,39 @@ impl Operator for SessionProcessOperator {
             self.close(out)?;
         }
         Ok(Some(watermark))
+    }
+
+    /// Tables `rows` (the rows of the open sessions, as they arrived; the
+    /// sessions follow from them) and `meta` (the watermark).
+    fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<crate::StateTable>> {
+        Ok(vec![
+            crate::buffered_rows_table(
+                "rows",
+                &self.schema,
+                self.rows.rows.iter().map(|(b, _)| b),
+                &self.key_indices,
+            )?,
+            crate::window::meta_table(self.watermark)?,
+        ])
+    }
+
+    fn restore_state(&mut self, tables: Vec<crate::StateTable>) -> Result<()> {
+        let keys = self.key_indices.clone();
+        let (name, filter) = (self.name.clone(), self.filter);
+        let mut restored = Vec::new();
+        let watermark =
+            crate::restore_buffered_rows(&name, tables, &[("rows", &keys)], filter, |_, rows| {
+                restored.push(rows);
+                Ok(())
+            })?;
+        // Before the watermark is restored, nothing counts as late.
+        for rows in restored {
+            self.process_batch(rows, &mut Vec::new())?;
+        }
+        if let Some(w) = watermark {
+            self.watermark = w;
+        }
+        Ok(())
     }
 
     fn metrics(&self) -> Vec<(String, u64)> {

@@ -262,17 +262,13 @@ pub(crate) fn restore_meta(
 /// The rows of `batch` whose key (columns `keys`) hashes into `range`.
 pub(crate) fn keep_key_groups(
     batch: RecordBatch,
-    keys: std::ops::Range<usize>,
+    keys: &[usize],
     range: weir_core::keys::KeyGroupRange,
     max_parallelism: u32,
 ) -> Result<RecordBatch> {
     let mut groups = Vec::new();
-    weir_core::keys::key_groups(
-        &batch.columns()[keys],
-        max_parallelism,
-        &mut Vec::new(),
-        &mut groups,
-    )?;
+    let columns: Vec<ArrayRef> = keys.iter().map(|&k| Arc::clone(batch.column(k))).collect();
+    weir_core::keys::key_groups(&columns, max_parallelism, &mut Vec::new(), &mut groups)?;
     let mask: BooleanArray = groups.iter().map(|g| Some(range.contains(*g))).collect();
     Ok(filter_record_batch(&batch, &mask)?)
 }
@@ -914,15 +910,11 @@ impl Operator for WindowAggregateOperator {
 
     /// Tables: `panes`, one per pane (see [`Aggregates::snapshot_schema`]:
     /// one row per (pane, key) with the accumulators' intermediate state),
-    /// and `meta`
-    /// (`watermark`: the operator's event-time clock at the barrier).
+    /// `meta` (`watermark`: the operator's event-time clock at the
+    /// barrier) and, for a count trigger, `counts` (`pane_start`, the key
+    /// columns, `count`: records of the key in the window so far).
     fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<StateTable>> {
-        if matches!(self.trigger, Trigger::Count { .. }) {
-            return Err(WeirError::Execution(format!(
-                "{}: count-triggered windows do not support checkpoints yet",
-                self.name
-            )));
-        }
+        let counts = self.counts_table()?;
         // One part per pane: a snapshot holds each (pane, key) once.
         self.freeze_range_into(i64::MIN, i64::MAX, 1)?;
         // One table per pane: a pane that did not change since the last
@@ -943,6 +935,7 @@ impl Operator for WindowAggregateOperator {
             }
         }
         tables.push(meta_table(self.watermark)?);
+        tables.extend(counts);
         Ok(tables)
     }
 
@@ -954,6 +947,7 @@ impl Operator for WindowAggregateOperator {
             let batch = table.batch;
             match table.name.as_str() {
                 "meta" => restore_meta(&self.name, &batch, &mut watermark)?,
+                "counts" => self.restore_counts(batch, keys)?,
                 "panes" => {
                     if batch.num_columns() != 1 + keys + widths.iter().sum::<usize>() {
                         return Err(WeirError::Execution(format!(
@@ -1015,13 +1009,75 @@ impl Operator for WindowAggregateOperator {
 }
 
 impl WindowAggregateOperator {
+    /// The count trigger's per-pane key counts as a `counts` table.
+    fn counts_table(&mut self) -> Result<Option<StateTable>> {
+        if self.counts.is_empty() {
+            return Ok(None);
+        }
+        let key_schema = self.aggregates.key_schema();
+        let mut fields = vec![Field::new("pane_start", DataType::Int64, false)];
+        fields.extend(key_schema.fields().iter().map(|f| f.as_ref().clone()));
+        fields.push(Field::new("count", DataType::UInt64, false));
+        let schema = Arc::new(Schema::new(fields));
+        let mut parts = Vec::new();
+        for (&pane, (table, counts)) in &mut self.counts {
+            // Reading the keys empties the table: intern them again, in
+            // order, so every key keeps its id.
+            let keys = table.emit(EmitTo::All)?;
+            let mut ids = Vec::new();
+            table.intern(&keys, &mut ids)?;
+            let rows = counts.len();
+            let mut columns: Vec<ArrayRef> =
+                vec![Arc::new(arrow::array::Int64Array::from(vec![pane; rows]))];
+            columns.extend(keys);
+            columns.push(Arc::new(arrow::array::UInt64Array::from(counts.clone())));
+            parts.push(RecordBatch::try_new(Arc::clone(&schema), columns)?);
+        }
+        let batch = arrow::compute::concat_batches(&schema, &parts)?;
+        let keys = 1..1 + key_schema.fields().len();
+        Ok(Some(StateTable::new("counts", batch).keyed(keys)))
+    }
+
+    fn restore_counts(&mut self, batch: RecordBatch, keys: usize) -> Result<()> {
+        let batch = self.own_key_groups(batch, keys)?;
+        let malformed = || WeirError::Execution(format!("{}: malformed count state", self.name));
+        let starts = batch
+            .column(0)
+            .as_primitive_opt::<arrow::datatypes::Int64Type>()
+            .ok_or_else(malformed)?
+            .values()
+            .to_vec();
+        let key_schema = self.aggregates.key_schema();
+        split_by(&batch, &starts, |pane, part| {
+            let counts = part
+                .column(1 + keys)
+                .as_primitive_opt::<arrow::datatypes::UInt64Type>()
+                .ok_or_else(malformed)?;
+            let (table, pane_counts) = match self.counts.entry(pane) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert((
+                    new_group_values(Arc::clone(&key_schema), &GroupOrdering::None)?,
+                    Vec::new(),
+                )),
+            };
+            let mut ids = Vec::new();
+            table.intern(&part.columns()[1..1 + keys], &mut ids)?;
+            pane_counts.resize(table.len(), 0);
+            for (row, &id) in ids.iter().enumerate() {
+                pane_counts[id] = counts.value(row);
+            }
+            Ok::<_, WeirError>(())
+        })
+    }
+
     /// The rows of a restored pane table whose keys fall in this subtask's
     /// key groups (all of them unless the job was rescaled).
     fn own_key_groups(&self, batch: RecordBatch, keys: usize) -> Result<RecordBatch> {
         if self.aggregates.key_indices.is_empty() {
             return Ok(batch);
         }
-        keep_key_groups(batch, 1..1 + keys, self.key_groups, self.max_parallelism)
+        let keys: Vec<usize> = (1..1 + keys).collect();
+        keep_key_groups(batch, &keys, self.key_groups, self.max_parallelism)
     }
 
     /// Time (the watermark, or the clock for processing-time windows)

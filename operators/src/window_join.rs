@@ -37,6 +37,7 @@ pub struct WindowJoinOperator {
     watermark: i64,
     late_dropped: u64,
     windows_fired: u64,
+    filter: crate::KeyGroupFilter,
 }
 
 impl WindowJoinOperator {
@@ -68,6 +69,7 @@ impl WindowJoinOperator {
             watermark: i64::MIN,
             late_dropped: 0,
             windows_fired: 0,
+            filter: crate::KeyGroupFilter::new(ctx),
         })
     }
 
@@ -160,6 +162,40 @@ impl Operator for WindowJoinOperator {
             side.buffer.expire(watermark.0);
         }
         Ok(Some(watermark))
+    }
+
+    /// Tables `left` and `right` (each input's buffered rows, one table
+    /// per pane) and `meta` (the watermark).
+    fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<crate::StateTable>> {
+        let mut tables = Vec::new();
+        for (side, name) in self.sides.iter().zip(["left", "right"]) {
+            for pane in side.buffer.panes() {
+                tables.push(crate::buffered_rows_table(
+                    name,
+                    side.buffer.schema(),
+                    pane,
+                    &side.key_indices,
+                )?);
+            }
+        }
+        tables.push(crate::window::meta_table(self.watermark)?);
+        Ok(tables)
+    }
+
+    fn restore_state(&mut self, tables: Vec<crate::StateTable>) -> Result<()> {
+        let keys = [
+            self.sides[0].key_indices.clone(),
+            self.sides[1].key_indices.clone(),
+        ];
+        let (rows, watermark) =
+            crate::restore_two_inputs(&self.name, tables, [&keys[0], &keys[1]], self.filter)?;
+        for (input, rows) in rows {
+            self.sides[input].buffer.add(&rows, i64::MIN, |_| Ok(()))?;
+        }
+        if let Some(w) = watermark {
+            self.watermark = w;
+        }
+        Ok(())
     }
 
     fn metrics(&self) -> Vec<(String, u64)> {

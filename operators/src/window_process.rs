@@ -30,6 +30,7 @@ pub struct WindowProcessOperator {
     batch_size: usize,
     watermark: i64,
     windows_fired: u64,
+    filter: crate::KeyGroupFilter,
 }
 
 impl WindowProcessOperator {
@@ -57,6 +58,7 @@ impl WindowProcessOperator {
             batch_size: ctx.config.batch_size,
             watermark: i64::MIN,
             windows_fired: 0,
+            filter: crate::KeyGroupFilter::new(ctx),
         })
     }
 
@@ -118,6 +120,34 @@ impl Operator for WindowProcessOperator {
         }
         self.buffer.expire(self.watermark);
         Ok(Some(watermark))
+    }
+
+    /// Tables `rows` (the buffered input rows, one table per pane) and
+    /// `meta` (the watermark).
+    fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<crate::StateTable>> {
+        let mut tables = self
+            .buffer
+            .panes()
+            .map(|p| crate::buffered_rows_table("rows", self.buffer.schema(), p, &self.key_indices))
+            .collect::<Result<Vec<_>>>()?;
+        tables.push(crate::window::meta_table(self.watermark)?);
+        Ok(tables)
+    }
+
+    fn restore_state(&mut self, tables: Vec<crate::StateTable>) -> Result<()> {
+        let keys = self.key_indices.clone();
+        let buffer = &mut self.buffer;
+        let watermark = crate::restore_buffered_rows(
+            &self.name,
+            tables,
+            &[("rows", &keys)],
+            self.filter,
+            |_, rows| buffer.add(&rows, i64::MIN, |_| Ok(())),
+        )?;
+        if let Some(w) = watermark {
+            self.watermark = w;
+        }
+        Ok(())
     }
 
     fn metrics(&self) -> Vec<(String, u64)> {

@@ -388,13 +388,10 @@ pub async fn write_ack(
                 continue;
             }
             let chunks = match &t.key_columns {
-                Some(keys) => key_group_chunks(
-                    &t.batch,
-                    keys.clone(),
-                    ack.key_groups,
-                    job.config.max_parallelism,
-                )
-                .map_err(|e| e.to_string())?,
+                Some(keys) => {
+                    key_group_chunks(&t.batch, keys, ack.key_groups, job.config.max_parallelism)
+                        .map_err(|e| e.to_string())?
+                }
                 None => vec![(ack.key_groups, t.batch.clone())],
             };
             let mut written = Vec::with_capacity(chunks.len());
@@ -439,19 +436,16 @@ const CHUNKS: u32 = 16;
 /// sub-range; empty chunks are left out.
 fn key_group_chunks(
     batch: &arrow::record_batch::RecordBatch,
-    keys: std::ops::Range<usize>,
+    keys: &[usize],
     range: KeyGroupRange,
     max_parallelism: u32,
 ) -> Result<Vec<(KeyGroupRange, arrow::record_batch::RecordBatch)>> {
     let n = CHUNKS.min(range.len()).max(1);
     let bound = |c: u32| range.start + (c as u64 * range.len() as u64 / n as u64) as u32;
     let mut groups = Vec::new();
-    weir_core::keys::key_groups(
-        &batch.columns()[keys],
-        max_parallelism,
-        &mut Vec::new(),
-        &mut groups,
-    )?;
+    let columns: Vec<arrow::array::ArrayRef> =
+        keys.iter().map(|&k| Arc::clone(batch.column(k))).collect();
+    weir_core::keys::key_groups(&columns, max_parallelism, &mut Vec::new(), &mut groups)?;
     let mut rows: Vec<Vec<u32>> = vec![Vec::new(); n as usize];
     for (row, &kg) in groups.iter().enumerate() {
         let offset = kg.clamp(range.start, range.end.saturating_sub(1)) - range.start;

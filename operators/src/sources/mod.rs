@@ -68,32 +68,47 @@ pub fn create_source(node: &StreamNode, ctx: &OperatorContext) -> Result<Box<dyn
         SourceSpec::Parquet(p) => Box::new(parquet::ParquetSource::new(p.clone(), ctx)),
         SourceSpec::Csv(c) => Box::new(csv::CsvSource::new(c.clone(), ctx)),
         SourceSpec::Memory(m) => Box::new(MemorySource {
-            batches: m
-                .batches
-                .iter()
-                .enumerate()
-                .filter(|(k, _)| k % ctx.parallelism == ctx.subtask)
-                .map(|(_, b)| b.clone())
-                .collect::<Vec<_>>()
-                .into_iter(),
+            cursor: SplitCursor::new(m.batches.len(), ctx),
+            batches: m.batches.clone(),
             bounded: m.bounded,
         }),
     })
 }
 
-/// Replays the in-memory batches assigned to one subtask.
+/// Replays the in-memory batches assigned to one subtask (batch `k` to
+/// subtask `k mod parallelism`); each batch is a split of the position.
 struct MemorySource {
-    batches: std::vec::IntoIter<RecordBatch>,
+    batches: Vec<RecordBatch>,
+    cursor: SplitCursor,
     bounded: bool,
 }
 
 impl Source for MemorySource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
-        Ok(match self.batches.next() {
-            Some(b) => SourcePoll::Batch(b),
-            None if self.bounded => SourcePoll::Finished,
-            None => SourcePoll::Pending(Duration::from_millis(5)),
+        while let Some((k, skip)) = self.cursor.next_split() {
+            let b = self.batches.get(k).ok_or_else(|| {
+                WeirError::Execution(format!("checkpointed batch {k} is not in this source"))
+            })?;
+            let skip = (skip as usize).min(b.num_rows());
+            if skip < b.num_rows() {
+                let rest = b.slice(skip, b.num_rows() - skip);
+                self.cursor.advanced(rest.num_rows());
+                return Ok(SourcePoll::Batch(rest));
+            }
+        }
+        Ok(if self.bounded {
+            SourcePoll::Finished
+        } else {
+            SourcePoll::Pending(Duration::from_millis(5))
         })
+    }
+
+    fn snapshot_position(&mut self) -> Result<RecordBatch> {
+        self.cursor.snapshot()
+    }
+
+    fn restore_position(&mut self, positions: Vec<RecordBatch>) -> Result<()> {
+        self.cursor.restore(positions)
     }
 }
 
