@@ -187,6 +187,10 @@ enum Cmd {
         /// Take a savepoint (into this folder when given) before stopping.
         #[arg(long, num_args = 0..=1, default_missing_value = "")]
         savepoint: Option<String>,
+        /// Emit the maximum watermark first: every window and event-time
+        /// timer fires into the savepoint (to end a job for good).
+        #[arg(long, requires = "savepoint")]
+        drain: bool,
         #[command(flatten)]
         remote: Remote,
     },
@@ -273,16 +277,23 @@ fn main() -> ExitCode {
             wait,
             restore,
         } => submit(&job, &remote, wait, &restore),
-        Cmd::Savepoint { job, dir, remote } => savepoint(&job, dir, false, &remote),
+        Cmd::Savepoint { job, dir, remote } => savepoint(&job, dir, (false, false), &remote),
         Cmd::Stop {
             job,
             savepoint: Some(dir),
+            drain,
             remote,
-        } => savepoint(&job, Some(dir).filter(|d| !d.is_empty()), true, &remote),
+        } => savepoint(
+            &job,
+            Some(dir).filter(|d| !d.is_empty()),
+            (true, drain),
+            &remote,
+        ),
         Cmd::Stop {
             job,
             savepoint: None,
             remote,
+            ..
         } => cancel(&job, &remote),
         Cmd::List { remote } => list(&remote),
         Cmd::Status { job, remote } => status(&job, &remote),
@@ -434,8 +445,15 @@ fn wait_for(remote: &Remote, id: &str) -> Outcome {
     }
 }
 
-fn savepoint(job: &str, dir: Option<String>, stop: bool, remote: &Remote) -> Outcome {
-    let body = serde_json::json!({ "dir": dir, "stop": stop }).to_string();
+/// Take a savepoint; `(stop, drain)`: end the job once it is taken,
+/// firing every window first.
+fn savepoint(
+    job: &str,
+    dir: Option<String>,
+    (stop, drain): (bool, bool),
+    remote: &Remote,
+) -> Outcome {
+    let body = serde_json::json!({ "dir": dir, "stop": stop, "drain": drain }).to_string();
     let reply = api(
         remote,
         "POST",

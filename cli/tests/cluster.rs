@@ -1018,3 +1018,96 @@ fn under_back_pressure_aligned_checkpoints_time_out_and_unaligned_ones_complete(
         "unaligned barriers overtake the queues: {unaligned:#}"
     );
 }
+
+/// `weir stop --savepoint --drain` fires every window into the savepoint:
+/// one-hour windows that would not fire for an hour are in the output,
+/// committed with it; a plain stop-with-savepoint leaves them in state.
+#[test]
+fn stop_with_drain_fires_every_window_into_the_savepoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(2, 2, None);
+    for drain in [false, true] {
+        let out = tmp.path().join(format!("out-{drain}"));
+        let env = weir_worker::local_environment().unwrap();
+        env.set_parallelism(2);
+        env.configure(|c| c.watermark_interval = Duration::from_millis(50));
+        env.from_source(
+            SourceSpec::Generator(
+                GeneratorSpec::new(None)
+                    .column("key", ColumnGen::Key { cardinality: 50 })
+                    .column(
+                        "ts",
+                        ColumnGen::EventTime {
+                            start_ms: 1_700_000_000_000,
+                            events_per_second: 10_000,
+                            max_out_of_orderness_ms: 0,
+                        },
+                    )
+                    .rate(20_000),
+            ),
+            WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::ZERO),
+            "events",
+        )
+        .unwrap()
+        .key_by(&["key"])
+        .unwrap()
+        .window(TumblingEventTimeWindows::of(Duration::from_secs(3600)))
+        .aggregate(vec![AggregateSpec::count_star()])
+        .unwrap()
+        .sink_to(SinkSpec::Parquet { dir: out.clone() }, "out")
+        .unwrap();
+        let job = env.job_graph("hour windows").unwrap();
+        let file = tmp.path().join(format!("job-{drain}.json"));
+        std::fs::write(&file, job.to_json().unwrap()).unwrap();
+        let submitted = cluster.cli(&["submit", file.to_str().unwrap()]);
+        assert!(
+            submitted.status.success(),
+            "{}",
+            String::from_utf8_lossy(&submitted.stderr)
+        );
+        let id = String::from_utf8_lossy(&submitted.stdout)
+            .trim()
+            .to_string();
+        cluster.wait_for_status(&id, &["RUNNING"], Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(1500));
+        let dir = tmp.path().join("savepoints").display().to_string();
+        let mut args = vec!["stop", id.as_str(), "--savepoint", dir.as_str()];
+        if drain {
+            args.push("--drain");
+        }
+        let stopped = cluster.cli(&args);
+        assert!(
+            stopped.status.success(),
+            "{}",
+            String::from_utf8_lossy(&stopped.stderr)
+        );
+        let details = cluster.wait_for_status(&id, &["FINISHED"], Duration::from_secs(20));
+        assert!(
+            details["history"]
+                .to_string()
+                .contains("stopped with savepoint")
+        );
+        let rows = read_dir(&out);
+        let counted: i64 = rows
+            .iter()
+            .map(|b| {
+                let c = b.column_by_name("count(*)").or(b.columns().last()).unwrap();
+                arrow::compute::sum(
+                    c.as_any()
+                        .downcast_ref::<arrow::array::Int64Array>()
+                        .unwrap(),
+                )
+                .unwrap_or(0)
+            })
+            .sum();
+        if drain {
+            assert!(
+                counted > 10_000,
+                "drained windows hold the events read: {counted}"
+            );
+        } else {
+            assert_eq!(counted, 0, "without drain the hour windows stay open");
+        }
+        eprintln!("drain {drain}: {counted} events in fired windows");
+    }
+}

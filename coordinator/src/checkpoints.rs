@@ -34,6 +34,8 @@ pub struct SavepointRequest {
     pub storage: weir_state::CheckpointStorage,
     /// End the job once it is taken (`weir stop --savepoint`).
     pub stop: bool,
+    /// Fire every window and timer first (`weir stop --drain`).
+    pub drain: bool,
     /// Whether its barrier is on its way.
     pub triggered: bool,
 }
@@ -220,6 +222,7 @@ fn start(
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
     let savepoint_dir = savepoint.as_ref().map(|r| r.path.clone());
+    let drain = savepoint.as_ref().is_some_and(|r| r.drain);
     let unaligned = savepoint.is_none()
         && job
             .graph
@@ -237,6 +240,7 @@ fn start(
         attempt: job.attempt,
         checkpoint_id,
         timestamp,
+        drain,
         savepoint_dir,
         unaligned,
     }

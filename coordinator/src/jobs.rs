@@ -1033,6 +1033,7 @@ pub fn request_savepoint(
     job_id: &str,
     dir: Option<String>,
     stop: bool,
+    drain: bool,
 ) -> std::result::Result<String, String> {
     let mut s = lock(state);
     let job = s
@@ -1068,6 +1069,7 @@ pub fn request_savepoint(
         path: path.clone(),
         storage,
         stop,
+        drain,
         triggered: false,
     });
     Ok(path)

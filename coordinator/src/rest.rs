@@ -8,7 +8,7 @@
 //! | GET | `/v1/jobs` | every job with status and failure |
 //! | GET | `/v1/jobs/{id}` | one job: vertices, subtasks (state, worker, back-pressure), history |
 //! | POST | `/v1/jobs/{id}/cancel` | cancel → `202 {"status"}` |
-//! | POST | `/v1/jobs/{id}/savepoints` | `{"dir"?, "stop"?}` → `202 {"path"}`; the job's `savepoints` list it when taken |
+//! | POST | `/v1/jobs/{id}/savepoints` | `{"dir"?, "stop"?, "drain"?}` → `202 {"path"}`; the job's `savepoints` list it when taken |
 //!
 //! `POST /v1/jobs?from_savepoint=PATH[&allow_non_restored_state=true]`
 //! resumes a job from a savepoint (or a checkpoint folder).
@@ -171,6 +171,8 @@ struct SavepointBody {
     dir: Option<String>,
     #[serde(default)]
     stop: bool,
+    #[serde(default)]
+    drain: bool,
 }
 
 async fn savepoint(State(state): State<Shared>, Path(id): Path<String>, body: String) -> Response {
@@ -191,7 +193,13 @@ async fn savepoint(State(state): State<Shared>, Path(id): Path<String>, body: St
     if !known {
         return error(StatusCode::NOT_FOUND, format!("no job '{id}'"));
     }
-    match jobs::request_savepoint(&state, &id, request.dir, request.stop) {
+    if request.drain && !request.stop {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "drain applies to a stop: send \"stop\": true with \"drain\": true".to_string(),
+        );
+    }
+    match jobs::request_savepoint(&state, &id, request.dir, request.stop, request.drain) {
         Ok(path) => (StatusCode::ACCEPTED, axum::Json(json!({ "path": path }))).into_response(),
         Err(e) => error(StatusCode::CONFLICT, e),
     }

@@ -182,6 +182,9 @@ pub struct TriggerCheckpoint {
     /// An unaligned checkpoint (savepoints are always aligned).
     #[serde(default)]
     pub unaligned: bool,
+    /// A savepoint that drains the job first (`stop --drain`).
+    #[serde(default)]
+    pub drain: bool,
 }
 
 /// Checkpoint `checkpoint_id` of a job's attempt completed.

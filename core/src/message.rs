@@ -29,6 +29,10 @@ pub enum BarrierKind {
     Checkpoint,
     /// A savepoint triggered by the user.
     Savepoint,
+    /// A stop-with-savepoint with drain: sources first emit the maximum
+    /// watermark, so every window and event-time timer fires into the
+    /// savepoint, then read no more (Flink's `stop --drain`).
+    SavepointDrain,
 }
 
 /// Whether a barrier waits for alignment or overtakes in-flight data.

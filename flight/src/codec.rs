@@ -46,7 +46,11 @@ pub fn encode_control(message: &StreamMessage) -> Option<Bytes> {
             b.push(BARRIER);
             b.extend_from_slice(&barrier.id.to_le_bytes());
             b.extend_from_slice(&barrier.timestamp.to_le_bytes());
-            b.push(matches!(barrier.kind, BarrierKind::Savepoint) as u8);
+            b.push(match barrier.kind {
+                BarrierKind::Checkpoint => 0,
+                BarrierKind::Savepoint => 1,
+                BarrierKind::SavepointDrain => 2,
+            });
             b.push(matches!(barrier.mode, AlignmentMode::Unaligned) as u8);
         }
         StreamMessage::Idle(idle) => {
@@ -81,10 +85,11 @@ pub fn decode_control(metadata: &[u8]) -> Result<StreamMessage> {
             Ok(StreamMessage::Barrier(CheckpointBarrier {
                 id: i64_at(1)? as u64,
                 timestamp: i64_at(9)?,
-                kind: if flags[0] == 1 {
-                    BarrierKind::Savepoint
-                } else {
-                    BarrierKind::Checkpoint
+                kind: match flags[0] {
+                    0 => BarrierKind::Checkpoint,
+                    1 => BarrierKind::Savepoint,
+                    2 => BarrierKind::SavepointDrain,
+                    _ => return Err(bad()),
                 },
                 mode: if flags[1] == 1 {
                     AlignmentMode::Unaligned

@@ -248,6 +248,7 @@ impl Task {
         let mut last_emit = Instant::now();
         let mut last_data = Instant::now();
         let mut idle = false;
+        let mut drained = false;
         let streaming = self.mode == RuntimeMode::Streaming;
         loop {
             tokio::task::yield_now().await;
@@ -261,10 +262,20 @@ impl Task {
                     .and_then(|t| t.try_recv().ok()),
             };
             if let Some(barrier) = trigger {
+                if barrier.kind == weir_core::message::BarrierKind::SavepointDrain {
+                    // Every window and timer fires into the savepoint; the
+                    // source reads no more until the job is stopped.
+                    self.advance_watermark(Watermark::MAX, &mut tail).await?;
+                    drained = true;
+                }
                 let position = source
                     .snapshot_position()
                     .map(|p| vec![StateTable::new("position", p)]);
                 self.checkpoint(barrier, Some(position)).await?;
+            }
+            if drained {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
             }
             match source.poll_next()? {
                 SourcePoll::Batch(batch) => {
@@ -503,6 +514,7 @@ impl Task {
 
     async fn run_gate(&mut self, mut gate: InputGate) -> Result<()> {
         let mut tail = ChainOutput::default();
+        let mut completions = self.checkpoints.as_ref().map(|c| c.completed.clone());
         for (input, batch) in std::mem::take(&mut self.replay) {
             self.chain.process_input(input, batch, &mut tail)?;
             self.flush(&mut tail).await?;
@@ -529,11 +541,26 @@ impl Task {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+            // A completed checkpoint is acted on at once (two-phase-commit
+            // sinks publish), even when no input comes.
+            let completion = async {
+                let changed = match &mut completions {
+                    Some(c) => c.changed().await.is_ok(),
+                    None => false,
+                };
+                if !changed {
+                    std::future::pending::<()>().await;
+                }
+            };
             let event = match wake {
-                None => gate.next().await?,
+                None => tokio::select! {
+                    event = gate.next() => event?,
+                    _ = completion => continue,
+                },
                 Some(at) => {
                     tokio::select! {
                         event = gate.next() => event?,
+                        _ = completion => continue,
                         _ = tokio::time::sleep_until(at.into()) => {
                             self.processing_time(&mut tail).await?;
                             match alignment.filter(|a| *a <= std::time::Instant::now()) {
