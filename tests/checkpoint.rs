@@ -382,58 +382,7 @@ fn run_observing(
 /// the output is exactly once.
 #[test]
 fn checkpoints_in_s3_restore_through_a_real_s3_server() {
-    let server = std::env::var("WEIR_TEST_MOTO_SERVER").expect(
-        "WEIR_TEST_MOTO_SERVER must name a moto_server binary: run the tests with scripts/test.sh",
-    );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _server = Kill(
-        std::process::Command::new(server)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start moto_server"),
-    );
-    // Wait for it, then create the bucket (moto accepts unsigned requests).
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        use std::io::{Read, Write};
-        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            write!(
-                s,
-                "PUT /weir-checkpoints HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-            )
-            .unwrap();
-            let mut reply = String::new();
-            let _ = s.read_to_string(&mut reply);
-            if reply.starts_with("HTTP/1.1 200") {
-                break;
-            }
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "moto_server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // SAFETY: set before any job starts; no other test of this binary reads them.
-    unsafe {
-        std::env::set_var("AWS_ENDPOINT", format!("http://127.0.0.1:{port}"));
-        std::env::set_var("AWS_ALLOW_HTTP", "true");
-        std::env::set_var("AWS_ACCESS_KEY_ID", "weir");
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", "weir-secret");
-    }
+    let _server = weir_tests::S3Server::start("weir-checkpoints");
     let tmp = tempfile::tempdir().unwrap();
     let plain = tmp.path().join("plain");
     run(&plain, None, None);

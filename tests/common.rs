@@ -88,3 +88,67 @@ pub async fn read(
         .await
         .unwrap()
 }
+
+/// An S3-compatible server (moto) on loopback with one bucket, for the
+/// `s3://` checkpoint tests; killed on drop. The `AWS_*` variables of this
+/// process point at it, so jobs and child processes started afterwards use
+/// it. Needs `WEIR_TEST_MOTO_SERVER` (set by `scripts/test.sh`).
+pub struct S3Server(std::process::Child);
+
+impl S3Server {
+    /// Start the server and create `bucket`.
+    pub fn start(bucket: &str) -> Self {
+        use std::io::{Read, Write};
+        use std::time::{Duration, Instant};
+        let server = std::env::var("WEIR_TEST_MOTO_SERVER").expect(
+            "WEIR_TEST_MOTO_SERVER must name a moto_server binary: run the tests with scripts/test.sh",
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let guard = S3Server(
+            std::process::Command::new(server)
+                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("start moto_server"),
+        );
+        // Wait for it, then create the bucket (moto accepts unsigned requests).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                write!(
+                    s,
+                    "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+                .unwrap();
+                let mut reply = String::new();
+                let _ = s.read_to_string(&mut reply);
+                if reply.starts_with("HTTP/1.1 200") {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "moto_server did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // SAFETY: set before any job starts; the tests using the server are
+        // the only readers of these variables in their test binary.
+        unsafe {
+            std::env::set_var("AWS_ENDPOINT", format!("http://127.0.0.1:{port}"));
+            std::env::set_var("AWS_ALLOW_HTTP", "true");
+            std::env::set_var("AWS_ACCESS_KEY_ID", "weir");
+            std::env::set_var("AWS_SECRET_ACCESS_KEY", "weir-secret");
+        }
+        guard
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -716,7 +716,19 @@ fn a_flight_client_reads_a_running_cluster_jobs_sink_from_its_workers() {
 
 #[test]
 fn a_killed_worker_is_recovered_from_the_last_checkpoint_with_exactly_once_output() {
-    kill_a_worker_and_recover(|d| d["checkpoints"].as_array().map_or(0, Vec::len) >= 2);
+    kill_a_worker_and_recover(None, |d| {
+        d["checkpoints"].as_array().map_or(0, Vec::len) >= 2
+    });
+}
+
+/// The same through an S3-compatible server on loopback: the workers write
+/// and restore their state over HTTP.
+#[test]
+fn a_killed_worker_recovers_from_checkpoints_in_s3() {
+    let _s3 = weir_tests::S3Server::start("weir-cluster");
+    kill_a_worker_and_recover(Some("s3://weir-cluster/jobs"), |d| {
+        d["checkpoints"].as_array().map_or(0, Vec::len) >= 2
+    });
 }
 
 /// The kill lands while a checkpoint is under way — some tasks have
@@ -724,7 +736,7 @@ fn a_killed_worker_is_recovered_from_the_last_checkpoint_with_exactly_once_outpu
 /// from the one before.
 #[test]
 fn a_kill_during_a_checkpoint_restarts_from_the_previous_one_exactly_once() {
-    let aborted = kill_a_worker_and_recover(|d| {
+    let aborted = kill_a_worker_and_recover(None, |d| {
         d["checkpoints"].as_array().map_or(0, Vec::len) >= 2
             && d["checkpoint_in_progress"]["acknowledged"]
                 .as_u64()
@@ -738,19 +750,26 @@ fn a_kill_during_a_checkpoint_restarts_from_the_previous_one_exactly_once() {
     );
 }
 
-/// Coordinator + 2 workers run the window job with checkpoints; once
+/// Coordinator + 2 workers run the window job with checkpoints (in a local
+/// folder, or at `checkpoint_url`); once
 /// `when(job details)` holds, kill -9 the second worker (a source and a
 /// window subtask run there). The job recovers and its committed output
 /// equals a failure-free run. Returns the details seen at the kill.
-fn kill_a_worker_and_recover(when: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+fn kill_a_worker_and_recover(
+    checkpoint_url: Option<&str>,
+    when: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
     const EVENTS: u64 = 360_000;
     let tmp = tempfile::tempdir().unwrap();
     let mut cluster = Cluster::start(2, 2, None);
     let out = tmp.path().join("out");
-    let checkpoints = tmp.path().join("checkpoints");
+    let checkpoints = match checkpoint_url {
+        Some(url) => url.to_string(),
+        None => tmp.path().join("checkpoints").display().to_string(),
+    };
     let job = window_job_with(&out, Some(EVENTS), Some(60_000), 2, |c| {
         c.checkpoint_interval = Some(Duration::from_millis(300));
-        c.checkpoint_dir = Some(checkpoints.display().to_string());
+        c.checkpoint_dir = Some(checkpoints.clone());
         c.restart_delay = Duration::from_millis(200);
         c.watermark_interval = Duration::from_millis(50);
     });
