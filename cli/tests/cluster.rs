@@ -419,6 +419,18 @@ fn bad_requests_get_clear_errors_and_the_coordinator_keeps_serving() {
         "{error}"
     );
 
+    // A malformed query string: the same JSON error body.
+    let (status, body) = cluster.rest("POST", "/v1/jobs?allow_non_restored_state=maybe", "{}");
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("query string"),
+        "{body}"
+    );
+    // Drain without stop is refused.
+    let (status, body) = cluster.rest("POST", "/v1/jobs/job-0001/savepoints", "{\"drain\": true}");
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("drain"), "{body}");
+
     // Structurally wrong: an edge to a missing vertex.
     let job = window_job(&tmp.path().join("out"), Some(1000), None);
     let mut value: serde_json::Value = serde_json::from_str(&job.to_json().unwrap()).unwrap();

@@ -151,9 +151,19 @@ struct SubmitParams {
 
 async fn submit(
     State(state): State<Shared>,
-    Query(params): Query<SubmitParams>,
+    params: std::result::Result<Query<SubmitParams>, axum::extract::rejection::QueryRejection>,
     body: String,
 ) -> Response {
+    // A malformed query string gets the API's JSON error, not axum's text.
+    let Query(params) = match params {
+        Ok(p) => p,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("query string: {}", e.body_text()),
+            );
+        }
+    };
     let from = params.from_savepoint.as_deref();
     match jobs::submit_json(&state, &body, from, params.allow_non_restored_state).await {
         Ok(id) => (StatusCode::CREATED, axum::Json(json!({ "job_id": id }))).into_response(),
@@ -189,15 +199,15 @@ async fn savepoint(State(state): State<Shared>, Path(id): Path<String>, body: St
             }
         }
     };
-    let known = lock(&state).job(&id).is_some();
-    if !known {
-        return error(StatusCode::NOT_FOUND, format!("no job '{id}'"));
-    }
     if request.drain && !request.stop {
         return error(
             StatusCode::BAD_REQUEST,
             "drain applies to a stop: send \"stop\": true with \"drain\": true".to_string(),
         );
+    }
+    let known = lock(&state).job(&id).is_some();
+    if !known {
+        return error(StatusCode::NOT_FOUND, format!("no job '{id}'"));
     }
     match jobs::request_savepoint(&state, &id, request.dir, request.stop, request.drain) {
         Ok(path) => (StatusCode::ACCEPTED, axum::Json(json!({ "path": path }))).into_response(),
