@@ -235,6 +235,18 @@ fn window_job_with(
     parallelism: usize,
     configure: impl FnOnce(&mut weir_core::WeirConfig),
 ) -> weir_core::graph::JobGraph {
+    window_job_with_sinks(dir, None, events, rate, parallelism, configure)
+}
+
+/// [`window_job_with`], the windows going to Flight sink `flight` as well.
+fn window_job_with_sinks(
+    dir: &Path,
+    flight: Option<&str>,
+    events: Option<u64>,
+    rate: Option<u64>,
+    parallelism: usize,
+    configure: impl FnOnce(&mut weir_core::WeirConfig),
+) -> weir_core::graph::JobGraph {
     let env = weir_worker::local_environment().unwrap();
     env.set_parallelism(parallelism);
     env.configure(|c| {
@@ -256,24 +268,31 @@ fn window_job_with(
     if let Some(r) = rate {
         generator = generator.rate(r);
     }
-    env.from_source(
-        SourceSpec::Generator(generator),
-        WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(300)),
-        "events",
-    )
-    .unwrap()
-    .filter(col("amount").gt(lit(100i64)))
-    .unwrap()
-    .key_by(&["key"])
-    .unwrap()
-    .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
-    .aggregate(vec![
-        AggregateSpec::count_star(),
-        AggregateSpec::sum("amount"),
-    ])
-    .unwrap()
-    .sink_to(SinkSpec::Parquet { dir: dir.into() }, "out")
-    .unwrap();
+    let windows = env
+        .from_source(
+            SourceSpec::Generator(generator),
+            WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(300)),
+            "events",
+        )
+        .unwrap()
+        .filter(col("amount").gt(lit(100i64)))
+        .unwrap()
+        .key_by(&["key"])
+        .unwrap()
+        .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
+        .aggregate(vec![
+            AggregateSpec::count_star(),
+            AggregateSpec::sum("amount"),
+        ])
+        .unwrap();
+    windows
+        .sink_to(SinkSpec::Parquet { dir: dir.into() }, "out")
+        .unwrap();
+    if let Some(name) = flight {
+        windows
+            .sink_to(SinkSpec::Flight { name: name.into() }, "flight")
+            .unwrap();
+    }
     env.job_graph("windows across workers").unwrap()
 }
 
@@ -779,7 +798,8 @@ fn kill_a_worker_and_recover(
         Some(url) => url.to_string(),
         None => tmp.path().join("checkpoints").display().to_string(),
     };
-    let job = window_job_with(&out, Some(EVENTS), Some(60_000), 2, |c| {
+    let sink = format!("windows-{}", std::process::id());
+    let job = window_job_with_sinks(&out, Some(&sink), Some(EVENTS), Some(60_000), 2, |c| {
         c.checkpoint_interval = Some(Duration::from_millis(300));
         c.checkpoint_dir = Some(checkpoints.clone());
         c.restart_delay = Duration::from_millis(200);
@@ -854,6 +874,33 @@ fn kill_a_worker_and_recover(
         .filter(|n| n.ends_with(".inprogress"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // The Flight sink (read-committed) on the surviving worker: never a row
+    // twice, never one the failure-free run lacks. Rows the killed worker
+    // had served died with it — the sink holds its rows in memory.
+    let survivor = cluster.workers[0].1.clone();
+    let served = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(read_sink(&survivor, &sink));
+    let served = sorted_rows(&served);
+    let mut unique = served.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), served.len(), "a row served twice");
+    assert!(
+        served.len() >= want.len() / 2,
+        "{} of {}",
+        served.len(),
+        want.len()
+    );
+    assert!(
+        served.iter().all(|r| want.binary_search(r).is_ok()),
+        "the Flight sink served a row the failure-free run does not have"
+    );
+    eprintln!(
+        "Flight sink on the surviving worker: {} of {} rows",
+        served.len(),
+        want.len()
+    );
     at_kill
 }
 

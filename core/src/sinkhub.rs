@@ -10,7 +10,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -30,8 +29,14 @@ pub struct SinkBuffer {
     pub schema: SchemaRef,
     retention: SinkRetention,
     retained: Mutex<Retained>,
-    writers: AtomicUsize,
-    opened: AtomicBool,
+    /// Subtasks that opened the sink, and those that finished it. A
+    /// subtask whose task was cancelled (a restart) finishes when a later
+    /// attempt's instance does, so readers see the end only once every
+    /// subtask has really ended.
+    writers: Mutex<(
+        std::collections::HashSet<usize>,
+        std::collections::HashSet<usize>,
+    )>,
     /// (subtask, checkpoint) whose rows were published (read-committed
     /// sinks), so a restore never publishes them twice.
     published: Mutex<std::collections::HashSet<(usize, u64)>>,
@@ -188,21 +193,27 @@ impl SinkBuffer {
         fresh
     }
 
-    /// A sink subtask starts writing.
-    pub fn open_writer(&self) {
-        self.opened.store(true, Ordering::SeqCst);
-        self.writers.fetch_add(1, Ordering::SeqCst);
+    /// Sink subtask `subtask` starts writing.
+    pub fn open_writer(&self, subtask: usize) {
+        let mut w = self.writers.lock().unwrap_or_else(|e| e.into_inner());
+        w.0.insert(subtask);
+        w.1.remove(&subtask);
     }
 
-    /// A sink subtask finished.
-    pub fn close_writer(&self) {
-        self.writers.fetch_sub(1, Ordering::SeqCst);
+    /// Sink subtask `subtask` reached the end of its input.
+    pub fn close_writer(&self, subtask: usize) {
+        self.writers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .insert(subtask);
         self.changed.notify_waiters();
     }
 
     /// Whether every subtask that opened the sink has finished.
     pub fn is_finished(&self) -> bool {
-        self.opened.load(Ordering::SeqCst) && self.writers.load(Ordering::SeqCst) == 0
+        let w = self.writers.lock().unwrap_or_else(|e| e.into_inner());
+        !w.0.is_empty() && w.0.is_subset(&w.1)
     }
 }
 
@@ -245,8 +256,7 @@ impl SinkHub {
                 schema,
                 retention,
                 retained: Mutex::new(Retained::default()),
-                writers: AtomicUsize::new(0),
-                opened: AtomicBool::new(false),
+                writers: Mutex::default(),
                 published: Mutex::default(),
                 changed: tokio::sync::Notify::new(),
             })

@@ -73,7 +73,7 @@ pub(crate) fn create(
         SinkSpec::Flight { name: sink } => {
             let buffer =
                 SinkHub::global().sink(sink, Arc::clone(&node.schema), ctx.config.sink_retention);
-            buffer.open_writer();
+            buffer.open_writer(ctx.subtask);
             Box::new(FlightSink {
                 name,
                 buffer,
@@ -511,7 +511,7 @@ impl Operator for FlightSink {
         for b in std::mem::take(&mut self.staged) {
             self.buffer.push(b);
         }
-        self.buffer.close_writer();
+        self.buffer.close_writer(self.subtask);
         Ok(())
     }
 
