@@ -87,13 +87,10 @@ impl CsvSource {
 impl Source for CsvSource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
         let (spec, batch_size) = (&self.spec, self.batch_size);
-        let cursor = &mut self.cursor;
-        let poll = poll_splits(
+        poll_splits(
             &mut self.reader,
-            || {
-                let Some((k, skip)) = cursor.next_split() else {
-                    return Ok(None);
-                };
+            &mut self.cursor,
+            |k, skip| {
                 let path = spec.files.get(k).ok_or_else(|| {
                     WeirError::Execution(format!(
                         "checkpointed file {k} is not in this source ({} files)",
@@ -114,14 +111,10 @@ impl Source for CsvSource {
                 let reader = builder
                     .build_buffered(BufReader::new(file))
                     .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
-                Ok(Some((reader, location)))
+                Ok((reader, location))
             },
             |e| file_line_numbers(&e.to_string(), spec.has_header),
-        )?;
-        if let SourcePoll::Batch(b) = &poll {
-            self.cursor.advanced(b.num_rows());
-        }
-        Ok(poll)
+        )
     }
 
     /// `split` (file `k`) and `rows_read` of each file not yet finished

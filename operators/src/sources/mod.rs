@@ -199,12 +199,13 @@ impl SplitCursor {
 /// The reader of the split being read, with its location for errors.
 pub(crate) type OpenSplit<R> = Option<(R, String)>;
 
-/// Read the current split to its end, then open the next one with
-/// `open_next` (which returns `None` when no split is left). Reader errors
+/// Read the current split to its end, then open the cursor's next one with
+/// `open(split, rows to skip)`, keeping the cursor's position. Reader errors
 /// are turned into bad-input errors naming the split by `describe_error`.
 pub(crate) fn poll_splits<R>(
     current: &mut OpenSplit<R>,
-    mut open_next: impl FnMut() -> Result<OpenSplit<R>>,
+    cursor: &mut SplitCursor,
+    mut open: impl FnMut(usize, u64) -> Result<(R, String)>,
     describe_error: impl Fn(&arrow::error::ArrowError) -> String,
 ) -> Result<SourcePoll>
 where
@@ -213,15 +214,18 @@ where
     loop {
         if let Some((reader, location)) = current {
             match reader.next() {
-                Some(Ok(batch)) => return Ok(SourcePoll::Batch(batch)),
+                Some(Ok(batch)) => {
+                    cursor.advanced(batch.num_rows());
+                    return Ok(SourcePoll::Batch(batch));
+                }
                 Some(Err(e)) => {
                     return Err(WeirError::bad_input(location.clone(), describe_error(&e)));
                 }
                 None => *current = None,
             }
         }
-        match open_next()? {
-            Some(next) => *current = Some(next),
+        match cursor.next_split() {
+            Some((k, skip)) => *current = Some(open(k, skip)?),
             None => return Ok(SourcePoll::Finished),
         }
     }

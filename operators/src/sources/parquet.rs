@@ -140,29 +140,22 @@ fn open_split(
 
 impl Source for ParquetSource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
-        let (spec, batch_size) = (&self.spec, self.batch_size);
-        let (splits, cursor) = (&self.splits, &mut self.cursor);
-        let poll = poll_splits(
+        let (spec, batch_size, splits) = (&self.spec, self.batch_size, &self.splits);
+        poll_splits(
             &mut self.reader,
-            || match cursor.next_split() {
-                Some((k, skip)) => {
-                    let &(f, rg) = splits.get(k).ok_or_else(|| {
-                        WeirError::Execution(format!(
-                            "checkpointed split {k} is not in this source ({} splits): \
-                             its files changed",
-                            splits.len()
-                        ))
-                    })?;
-                    open_split(spec, batch_size, f, rg, skip).map(Some)
-                }
-                None => Ok(None),
+            &mut self.cursor,
+            |k, skip| {
+                let &(f, rg) = splits.get(k).ok_or_else(|| {
+                    WeirError::Execution(format!(
+                        "checkpointed split {k} is not in this source ({} splits): \
+                         its files changed",
+                        splits.len()
+                    ))
+                })?;
+                open_split(spec, batch_size, f, rg, skip)
             },
             |e| e.to_string(),
-        )?;
-        if let SourcePoll::Batch(b) = &poll {
-            self.cursor.advanced(b.num_rows());
-        }
-        Ok(poll)
+        )
     }
 
     /// `split` (row group `k` in file order) and `rows_read` of each row
