@@ -5,9 +5,13 @@
 //! a custom [`FlinkDialect`] for what the generic dialect lacks — window
 //! table functions' `TABLE t` arguments, and `CREATE TABLE` with computed
 //! columns, `WATERMARK FOR` and `PRIMARY KEY … NOT ENFORCED`, which Weir
-//! parses itself into [`CreateTable`]. Syntax errors carry the line and
-//! column. Planning statements into job graphs comes next (issue 6).
+//! parses itself into [`CreateTable`]; [`physical_schema`] gives a table's
+//! Arrow schema. Syntax errors carry the line and column. Planning
+//! statements into job graphs comes next (issue 6).
 #![warn(missing_docs)]
+
+mod types;
+pub use types::{arrow_type, physical_schema};
 
 use sqlparser::ast::{DataType, Expr, Ident, ObjectName, Statement};
 use sqlparser::dialect::{Dialect, GenericDialect};

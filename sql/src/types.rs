@@ -1,0 +1,137 @@
+//! Flink SQL types as Arrow types.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType as Arrow, Field, Fields, Schema, SchemaRef, TimeUnit};
+use sqlparser::ast::{ArrayElemTypeDef, DataType, ExactNumberInfo, TimezoneInfo};
+
+use crate::{Column, CreateTable, SqlError};
+
+/// The Arrow type of a column of SQL type `t` (Flink's names; `TIMESTAMP`
+/// and `TIMESTAMP_LTZ` have millisecond precision, as event time does in
+/// Weir).
+pub fn arrow_type(t: &DataType) -> Result<Arrow, String> {
+    use DataType as T;
+    Ok(match t {
+        T::Boolean | T::Bool => Arrow::Boolean,
+        T::TinyInt(_) => Arrow::Int8,
+        T::SmallInt(_) => Arrow::Int16,
+        T::Int(_) | T::Integer(_) => Arrow::Int32,
+        T::BigInt(_) => Arrow::Int64,
+        T::Float(_) | T::Real => Arrow::Float32,
+        T::Double(_) | T::DoublePrecision => Arrow::Float64,
+        T::Decimal(info) | T::Numeric(info) | T::Dec(info) => {
+            let (p, s) = match *info {
+                ExactNumberInfo::None => (10, 0),
+                ExactNumberInfo::Precision(p) => (p, 0),
+                ExactNumberInfo::PrecisionAndScale(p, s) => (p, s),
+            };
+            if !(1..=38).contains(&p) || s < 0 || s as u64 > p {
+                return Err(format!(
+                    "DECIMAL({p}, {s}): precision 1..=38, scale 0..=precision"
+                ));
+            }
+            Arrow::Decimal128(p as u8, s as i8)
+        }
+        T::Char(_)
+        | T::Character(_)
+        | T::Varchar(_)
+        | T::CharacterVarying(_)
+        | T::CharVarying(_)
+        | T::String(_)
+        | T::Text => Arrow::Utf8,
+        T::Binary(_) | T::Varbinary(_) | T::Bytes(_) => Arrow::Binary,
+        T::Date => Arrow::Date32,
+        T::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => {
+            Arrow::Timestamp(TimeUnit::Millisecond, None)
+        }
+        T::Timestamp(_, _) => Arrow::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+        T::Custom(name, _) if name.to_string().eq_ignore_ascii_case("TIMESTAMP_LTZ") => {
+            Arrow::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
+        }
+        T::Array(ArrayElemTypeDef::AngleBracket(e) | ArrayElemTypeDef::SquareBracket(e, _)) => {
+            Arrow::List(Arc::new(Field::new("element", arrow_type(e)?, true)))
+        }
+        T::Struct(fields, _) => Arrow::Struct(
+            fields
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let name = f
+                        .field_name
+                        .as_ref()
+                        .map_or_else(|| format!("f{i}"), |n| n.value.clone());
+                    Ok(Field::new(name, arrow_type(&f.field_type)?, true))
+                })
+                .collect::<Result<Fields, String>>()?,
+        ),
+        other => return Err(format!("type {other} is not supported")),
+    })
+}
+
+/// The Arrow schema of a table's physical columns (computed columns are
+/// expressions over them, typed when the table is planned).
+pub fn physical_schema(table: &CreateTable) -> Result<SchemaRef, SqlError> {
+    let mut fields = Vec::new();
+    for c in &table.columns {
+        if let Column::Physical {
+            name,
+            data_type,
+            not_null,
+        } = c
+        {
+            let t = arrow_type(data_type).map_err(|m| SqlError {
+                line: Some(name.span.start.line),
+                column: Some(name.span.start.column),
+                message: format!("column '{}' of table '{}': {m}", name.value, table.name),
+            })?;
+            fields.push(Field::new(&name.value, t, !not_null));
+        }
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{WeirStatement, parse};
+
+    fn table(sql: &str) -> CreateTable {
+        match parse(sql).unwrap().remove(0) {
+            WeirStatement::CreateTable(t) => *t,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn flink_types_map_to_arrow() {
+        let t = table(
+            "CREATE TABLE t (a INT NOT NULL, b BIGINT, c STRING, d DOUBLE, e DECIMAL(12, 2),
+             f TIMESTAMP(3), g TIMESTAMP_LTZ(3), h BOOLEAN, i ROW<x INT, y VARCHAR>,
+             j ARRAY<BIGINT>, k AS a + 1) WITH ('connector' = 'datagen')",
+        );
+        let s = physical_schema(&t).unwrap();
+        assert_eq!(s.fields().len(), 10, "computed columns are not physical");
+        assert_eq!(s.field(0).data_type(), &Arrow::Int32);
+        assert!(!s.field(0).is_nullable());
+        assert_eq!(s.field(4).data_type(), &Arrow::Decimal128(12, 2));
+        assert_eq!(
+            s.field(5).data_type(),
+            &Arrow::Timestamp(TimeUnit::Millisecond, None)
+        );
+        assert_eq!(
+            s.field(6).data_type(),
+            &Arrow::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
+        );
+        assert!(matches!(s.field(8).data_type(), Arrow::Struct(f) if f.len() == 2));
+        assert!(matches!(s.field(9).data_type(), Arrow::List(_)));
+    }
+
+    #[test]
+    fn an_unsupported_type_names_the_column_and_where_it_is() {
+        let t = table("CREATE TABLE t (\n  a INT,\n  b GEOGRAPHY\n)");
+        let e = physical_schema(&t).unwrap_err();
+        assert_eq!((e.line, e.column), (Some(3), Some(3)), "{e}");
+        assert!(e.message.contains("column 'b' of table 't'"), "{e}");
+    }
+}
