@@ -10,7 +10,9 @@
 //! statements into job graphs comes next (issue 6).
 #![warn(missing_docs)]
 
+mod catalog;
 mod types;
+pub use catalog::{Catalog, TableEntry, near_matches};
 pub use types::{arrow_type, physical_schema};
 
 use sqlparser::ast::{DataType, Expr, Ident, ObjectName, Statement};
