@@ -17,7 +17,7 @@ use weir_core::process::{
 use weir_core::spec::{KeyedProcessSpec, ProcessFactory, SecondInput};
 use weir_core::{Result, WeirError};
 
-use crate::window::{keep_key_groups, meta_table, restore_meta};
+use crate::window::{meta_table, restore_meta};
 use crate::{Operator, OperatorContext, Output, StateTable};
 
 /// Wall-clock time in ms since the epoch.
@@ -121,8 +121,7 @@ pub struct KeyedProcessOperator {
     key_schema: SchemaRef,
     subtask: usize,
     parallelism: usize,
-    key_groups: weir_core::keys::KeyGroupRange,
-    max_parallelism: u32,
+    filter: crate::KeyGroupFilter,
 }
 
 /// How often the function's background state cleanup runs.
@@ -176,8 +175,7 @@ impl KeyedProcessOperator {
             key_schema,
             subtask: ctx.subtask,
             parallelism: ctx.parallelism,
-            key_groups: ctx.key_groups,
-            max_parallelism: ctx.config.max_parallelism,
+            filter: crate::KeyGroupFilter::new(ctx),
         })
     }
 
@@ -285,8 +283,7 @@ impl KeyedProcessOperator {
                 batch.num_columns()
             )));
         }
-        let keys: Vec<usize> = (0..n).collect();
-        let batch = keep_key_groups(batch, &keys, self.key_groups, self.max_parallelism)?;
+        let batch = self.filter.keep(batch, &(0..n).collect::<Vec<_>>())?;
         let mut ids = Vec::new();
         self.keys.intern(&batch.columns()[..n], &mut ids)?;
         let rest = batch.project(&(n..batch.num_columns()).collect::<Vec<_>>())?;

@@ -51,8 +51,7 @@ pub struct SessionWindowOperator {
     key_ids: Vec<usize>,
     windows_fired: u64,
     state_bytes_max: u64,
-    key_groups: weir_core::keys::KeyGroupRange,
-    max_parallelism: u32,
+    filter: crate::KeyGroupFilter,
 }
 
 impl SessionWindowOperator {
@@ -90,8 +89,7 @@ impl SessionWindowOperator {
             key_ids: Vec::new(),
             windows_fired: 0,
             state_bytes_max: 0,
-            key_groups: ctx.key_groups,
-            max_parallelism: ctx.config.max_parallelism,
+            filter: crate::KeyGroupFilter::new(ctx),
             aggregates,
         })
     }
@@ -392,16 +390,7 @@ impl Operator for SessionWindowOperator {
                     if t.batch.num_columns() != keys + 3 + widths.iter().sum::<usize>() {
                         return Err(malformed("session"));
                     }
-                    let b = if self.aggregates.key_indices.is_empty() {
-                        t.batch
-                    } else {
-                        crate::window::keep_key_groups(
-                            t.batch,
-                            &(0..keys).collect::<Vec<_>>(),
-                            self.key_groups,
-                            self.max_parallelism,
-                        )?
-                    };
+                    let b = self.filter.keep(t.batch, &(0..keys).collect::<Vec<_>>())?;
                     let n = b.num_rows();
                     if n == 0 {
                         continue;

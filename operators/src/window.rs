@@ -349,8 +349,7 @@ pub struct WindowAggregateOperator {
     early_firings: u64,
     late_updates: u64,
     state_bytes_max: u64,
-    key_groups: weir_core::keys::KeyGroupRange,
-    max_parallelism: u32,
+    filter: crate::KeyGroupFilter,
 }
 
 impl WindowAggregateOperator {
@@ -397,8 +396,7 @@ impl WindowAggregateOperator {
             early_firings: 0,
             late_updates: 0,
             state_bytes_max: 0,
-            key_groups: ctx.key_groups,
-            max_parallelism: ctx.config.max_parallelism,
+            filter: crate::KeyGroupFilter::new(ctx),
         })
     }
 
@@ -1073,11 +1071,7 @@ impl WindowAggregateOperator {
     /// The rows of a restored pane table whose keys fall in this subtask's
     /// key groups (all of them unless the job was rescaled).
     fn own_key_groups(&self, batch: RecordBatch, keys: usize) -> Result<RecordBatch> {
-        if self.aggregates.key_indices.is_empty() {
-            return Ok(batch);
-        }
-        let keys: Vec<usize> = (1..1 + keys).collect();
-        keep_key_groups(batch, &keys, self.key_groups, self.max_parallelism)
+        self.filter.keep(batch, &(1..1 + keys).collect::<Vec<_>>())
     }
 
     /// Time (the watermark, or the clock for processing-time windows)
