@@ -160,7 +160,7 @@ enum Cmd {
     },
     /// Submit a job graph (JSON) to a running coordinator; prints the job id.
     Submit {
-        /// The job graph file.
+        /// The job: a job graph (JSON) or a Flink SQL script (`.sql`).
         job: PathBuf,
         #[command(flatten)]
         remote: Remote,
@@ -221,7 +221,7 @@ enum Cmd {
     },
     /// Run one job on its own cluster (application mode) and exit with it.
     Run {
-        /// The job graph file.
+        /// The job: a job graph (JSON) or a Flink SQL script (`.sql`).
         job: PathBuf,
         /// Number of workers.
         #[arg(long, default_value_t = 1)]
@@ -384,6 +384,58 @@ fn worker(
     }
 }
 
+/// A `.sql` script as a job graph: statements run in order (their results
+/// printed), then the inserts and queries become one job. `None`: the
+/// script only declares and explains.
+fn compile_sql(path: &std::path::Path, text: &str) -> Result<Option<String>, String> {
+    let mut session = weir_sql::SqlSession::new();
+    let results = session
+        .execute_script(text)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    for r in results {
+        match r {
+            weir_sql::StatementResult::Explain(t) => println!("{t}"),
+            weir_sql::StatementResult::Options(o) => {
+                for (k, v) in o {
+                    println!("'{k}' = '{v}'");
+                }
+            }
+            weir_sql::StatementResult::Ok(_) | weir_sql::StatementResult::Query => {}
+        }
+    }
+    if !session.has_job() {
+        return Ok(None);
+    }
+    let config = weir_core::config::WeirConfig::default()
+        .with_env()
+        .map_err(|e| e.to_string())?;
+    let env = weir_core::api::StreamExecutionEnvironment::new(config);
+    session
+        .build(&env)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let graph = env
+        .job_graph(&session.job_name())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    graph
+        .to_json()
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A job file: a job graph as JSON, or a SQL script (`.sql`); `None` when
+/// a script has nothing to run.
+fn read_job_or_sql(path: &PathBuf) -> Result<Option<String>, String> {
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("sql"))
+    {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read SQL file {}: {e}", path.display()))?;
+        return compile_sql(path, &text);
+    }
+    read_job(path).map(Some)
+}
+
 fn read_job(path: &PathBuf) -> Result<String, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read job file {}: {e}", path.display()))?;
@@ -410,7 +462,10 @@ fn api(
 }
 
 fn submit(job: &PathBuf, remote: &Remote, wait: bool, restore: &Restore) -> Outcome {
-    let text = read_job(job)?;
+    let Some(text) = read_job_or_sql(job)? else {
+        eprintln!("{}: no INSERT or SELECT: nothing to submit", job.display());
+        return Ok(ExitCode::SUCCESS);
+    };
     let reply = api(
         remote,
         "POST",
@@ -629,7 +684,9 @@ fn run(
     processes: bool,
     restore: &Restore,
 ) -> Outcome {
-    let text = read_job(job)?;
+    let Some(text) = read_job_or_sql(job)? else {
+        return Ok(ExitCode::SUCCESS);
+    };
     let graph = JobGraph::from_json(&text).map_err(|e| e.to_string())?;
     let workers = workers.max(1);
     let needed = graph

@@ -59,6 +59,11 @@ pub enum ColumnGen {
     },
     /// `Utf8`: one of the given strings, chosen uniformly.
     Choice(Vec<String>),
+    /// `Utf8`: a pseudo-random string of `length` letters and digits.
+    RandomString {
+        /// Characters per value.
+        length: usize,
+    },
 }
 
 impl ColumnGen {
@@ -70,7 +75,7 @@ impl ColumnGen {
             }
             ColumnGen::UniformFloat { .. } => DataType::Float64,
             ColumnGen::EventTime { .. } => DataType::Timestamp(TimeUnit::Millisecond, None),
-            ColumnGen::Choice(_) => DataType::Utf8,
+            ColumnGen::Choice(_) | ColumnGen::RandomString { .. } => DataType::Utf8,
         }
     }
 }
@@ -86,6 +91,9 @@ pub struct GeneratorSpec {
     pub seed: u64,
     /// Generated columns, in order.
     pub columns: Vec<(String, ColumnGen)>,
+    /// Generate the Nexmark benchmark's events instead of `columns`.
+    #[serde(default)]
+    pub nexmark: Option<crate::nexmark::NexmarkConfig>,
 }
 
 impl GeneratorSpec {
@@ -96,6 +104,18 @@ impl GeneratorSpec {
             rate: None,
             seed: 0,
             columns: vec![],
+            nexmark: None,
+        }
+    }
+
+    /// A generator of Nexmark events (Person, Auction, Bid).
+    pub fn nexmark(config: crate::nexmark::NexmarkConfig) -> Self {
+        Self {
+            num_events: config.events,
+            rate: config.rate,
+            seed: 0,
+            columns: vec![],
+            nexmark: Some(config),
         }
     }
 
@@ -119,6 +139,9 @@ impl GeneratorSpec {
 
     /// The schema of generated batches.
     pub fn schema(&self) -> SchemaRef {
+        if self.nexmark.is_some() {
+            return crate::nexmark::schema();
+        }
         Arc::new(Schema::new(
             self.columns
                 .iter()
@@ -128,6 +151,9 @@ impl GeneratorSpec {
     }
 
     fn validate(&self) -> Result<()> {
+        if let Some(n) = &self.nexmark {
+            return n.validate();
+        }
         if self.columns.is_empty() {
             return Err(WeirError::plan("generator source has no columns"));
         }
@@ -145,6 +171,7 @@ impl GeneratorSpec {
                 } => *events_per_second == 0 || *max_out_of_orderness_ms < 0,
                 ColumnGen::Choice(c) => c.is_empty(),
                 ColumnGen::Sequence => false,
+                ColumnGen::RandomString { length } => *length > 1 << 20,
             };
             if bad {
                 return Err(WeirError::plan(format!(
@@ -229,6 +256,49 @@ pub enum SourceSpec {
     Parquet(ParquetSourceSpec),
     /// CSV files.
     Csv(CsvSourceSpec),
+    /// Another source whose batches get computed columns before event time
+    /// is read from them (SQL's computed columns: a rowtime may be one).
+    Computed(ComputedSourceSpec),
+}
+
+/// A source followed by a projection that runs inside the source task,
+/// before watermarks are derived.
+#[derive(Clone)]
+pub struct ComputedSourceSpec {
+    /// The source read.
+    pub inner: Box<SourceSpec>,
+    /// Output columns, planned against the inner source's schema.
+    pub exprs: Vec<(Arc<dyn PhysicalExpr>, String)>,
+}
+
+impl ComputedSourceSpec {
+    /// Schema of the projected batches.
+    pub fn schema(&self) -> Result<SchemaRef> {
+        let input = self.inner.schema();
+        let fields = self
+            .exprs
+            .iter()
+            .map(|(e, n)| Ok(Field::new(n, e.data_type(&input)?, e.nullable(&input)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Arc::new(Schema::new(fields)))
+    }
+}
+
+impl fmt::Debug for ComputedSourceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cols: Vec<String> = self
+            .exprs
+            .iter()
+            .map(|(e, n)| format!("{e} AS {n}"))
+            .collect();
+        write!(f, "Computed({:?}, [{}])", self.inner, cols.join(", "))
+    }
+}
+
+impl PartialEq for ComputedSourceSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner == other.inner && format!("{self:?}") == format!("{other:?}")
+    }
 }
 
 impl SourceSpec {
@@ -246,6 +316,7 @@ impl SourceSpec {
             },
             SourceSpec::Csv(c) => Arc::clone(&c.schema),
             SourceSpec::Memory(m) => Arc::clone(&m.schema),
+            SourceSpec::Computed(c) => c.schema().unwrap_or_else(|_| Arc::new(Schema::empty())),
         }
     }
 
@@ -255,6 +326,7 @@ impl SourceSpec {
             SourceSpec::Generator(g) => g.num_events.is_some(),
             SourceSpec::Parquet(_) | SourceSpec::Csv(_) => true,
             SourceSpec::Memory(m) => m.bounded,
+            SourceSpec::Computed(c) => c.inner.is_bounded(),
         }
     }
 
@@ -262,6 +334,10 @@ impl SourceSpec {
     pub fn validate(&self) -> Result<()> {
         match self {
             SourceSpec::Generator(g) => g.validate(),
+            SourceSpec::Computed(c) => {
+                c.inner.validate()?;
+                c.schema().map(|_| ())
+            }
             SourceSpec::Parquet(p) if p.files.is_empty() => {
                 Err(WeirError::plan("Parquet source has no files"))
             }
@@ -287,13 +363,21 @@ impl SourceSpec {
     /// Short description for plans.
     pub fn describe(&self) -> String {
         match self {
-            SourceSpec::Generator(g) => match g.num_events {
-                Some(n) => format!("generator({n} events)"),
-                None => "generator(unbounded)".into(),
-            },
+            SourceSpec::Generator(g) => {
+                let what = if g.nexmark.is_some() {
+                    "nexmark"
+                } else {
+                    "generator"
+                };
+                match g.num_events {
+                    Some(n) => format!("{what}({n} events)"),
+                    None => format!("{what}(unbounded)"),
+                }
+            }
             SourceSpec::Parquet(p) => format!("parquet({})", describe_files(&p.files)),
             SourceSpec::Csv(c) => format!("csv({})", describe_files(&c.files)),
             SourceSpec::Memory(m) => format!("memory({} batches)", m.batches.len()),
+            SourceSpec::Computed(c) => c.inner.describe(),
         }
     }
 }

@@ -182,7 +182,10 @@ fn functions() -> &'static HashMap<String, Arc<ScalarUDF>> {
     static REGISTRY: OnceLock<HashMap<String, Arc<ScalarUDF>>> = OnceLock::new();
     REGISTRY.get_or_init(|| {
         let mut map = HashMap::new();
-        for f in datafusion_functions::all_default_functions() {
+        for f in datafusion_functions::all_default_functions()
+            .into_iter()
+            .chain(crate::functions::flink_functions())
+        {
             for alias in f.aliases() {
                 map.insert(alias.clone(), Arc::clone(&f));
             }
@@ -465,6 +468,38 @@ fn exprs_to_nodes(exprs: &[(Arc<dyn PhysicalExpr>, String)]) -> Result<Vec<(Expr
         .iter()
         .map(|(e, n)| Ok((ExprNode::from_physical(e)?, n.clone())))
         .collect()
+}
+
+#[derive(Serialize, Deserialize)]
+struct ComputedSourceWire {
+    inner: Box<crate::spec::SourceSpec>,
+    exprs: Vec<(ExprNode, String)>,
+}
+
+impl Serialize for crate::spec::ComputedSourceSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        ComputedSourceWire {
+            inner: self.inner.clone(),
+            exprs: exprs_to_nodes(&self.exprs).map_err(S::Error::custom)?,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for crate::spec::ComputedSourceSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let wire = ComputedSourceWire::deserialize(d)?;
+        let input = wire.inner.schema();
+        Ok(Self {
+            exprs: wire
+                .exprs
+                .into_iter()
+                .map(|(e, n)| Ok((e.to_physical(&input)?, n)))
+                .collect::<Result<_>>()
+                .map_err(D::Error::custom)?,
+            inner: wire.inner,
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize)]

@@ -7,25 +7,98 @@ use sqlparser::ast::ObjectName;
 
 use crate::{CreateTable, SqlError, physical_schema};
 
-/// A declared table: its definition and the Arrow schema of its physical
-/// columns.
+/// How a table's watermark follows its rowtime column:
+/// `WATERMARK FOR column AS column - INTERVAL 'delay'`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatermarkDef {
+    /// The rowtime column.
+    pub column: String,
+    /// The delay subtracted, ms (0 for `WATERMARK FOR c AS c`).
+    pub delay_ms: i64,
+}
+
+/// A declared table: its definition, the Arrow schema of its physical
+/// columns, and every column (physical and computed) as an expression over
+/// the physical ones.
 #[derive(Debug, Clone)]
 pub struct TableEntry {
     /// The `CREATE TABLE` as written.
     pub definition: CreateTable,
     /// Physical columns as Arrow fields.
     pub schema: SchemaRef,
+    /// All columns, in declared order.
+    pub full_schema: SchemaRef,
+    /// Each column of `full_schema` as an expression over `schema`.
+    pub columns: Vec<(String, datafusion_expr::Expr)>,
+    /// The watermark, when declared.
+    pub watermark: Option<WatermarkDef>,
 }
 
-/// Tables declared so far (names compare case-insensitively, as Flink's
-/// default catalog does for unquoted names).
-#[derive(Debug, Default)]
+impl TableEntry {
+    /// Whether any column is computed.
+    pub fn has_computed_columns(&self) -> bool {
+        self.full_schema.fields().len() != self.schema.fields().len()
+            || self
+                .columns
+                .iter()
+                .any(|(_, e)| !matches!(e, datafusion_expr::Expr::Column(_)))
+    }
+
+    /// The `WITH` option `key`, if given.
+    pub fn option(&self, key: &str) -> Option<&str> {
+        self.definition
+            .options
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A declared view: its planned query.
+#[derive(Debug, Clone)]
+pub struct ViewEntry {
+    /// The view's name as written.
+    pub name: String,
+    /// Its logical plan.
+    pub plan: datafusion_expr::LogicalPlan,
+}
+
+/// A table or a view.
+#[derive(Debug, Clone, Copy)]
+pub enum Relation<'a> {
+    /// A table.
+    Table(&'a TableEntry),
+    /// A view.
+    View(&'a ViewEntry),
+}
+
+/// Tables and views declared so far (names compare case-insensitively, as
+/// Flink's default catalog does for unquoted names).
+#[derive(Debug, Default, Clone)]
 pub struct Catalog {
     tables: BTreeMap<String, TableEntry>,
+    views: BTreeMap<String, ViewEntry>,
 }
 
 fn key(name: &ObjectName) -> String {
     name.to_string().to_ascii_lowercase()
+}
+
+fn exists(name: &ObjectName) -> SqlError {
+    let at = position(name);
+    SqlError {
+        line: at.map(|l| l.line),
+        column: at.map(|l| l.column),
+        message: format!("a table or view named '{name}' already exists"),
+    }
+}
+
+fn position(name: &ObjectName) -> Option<sqlparser::tokenizer::Location> {
+    name.0
+        .first()
+        .and_then(|p| p.as_ident())
+        .map(|i| i.span.start)
+        .filter(|l| l.line > 0)
 }
 
 impl Catalog {
@@ -34,26 +107,64 @@ impl Catalog {
         Self::default()
     }
 
-    /// Declare a table; a second table of the same name is an error unless
-    /// the statement says `IF NOT EXISTS` (then the first stays).
+    /// Declare a table of physical columns only (computed columns and
+    /// watermarks are planned by the SQL session, which then calls
+    /// [`Self::insert_table`]).
     pub fn create_table(&mut self, table: CreateTable) -> Result<(), SqlError> {
-        let k = key(&table.name);
-        if self.tables.contains_key(&k) {
-            if table.if_not_exists {
+        let schema = physical_schema(&table)?;
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                (
+                    f.name().clone(),
+                    datafusion_expr::col(datafusion_common::Column::new_unqualified(f.name())),
+                )
+            })
+            .collect();
+        self.insert_table(TableEntry {
+            definition: table,
+            full_schema: std::sync::Arc::clone(&schema),
+            schema,
+            columns,
+            watermark: None,
+        })
+    }
+
+    /// Declare a fully planned table; a second table of the same name is an
+    /// error unless the statement says `IF NOT EXISTS` (then the first stays).
+    pub fn insert_table(&mut self, entry: TableEntry) -> Result<(), SqlError> {
+        let k = key(&entry.definition.name);
+        if self.tables.contains_key(&k) || self.views.contains_key(&k) {
+            if entry.definition.if_not_exists {
                 return Ok(());
             }
-            return Err(SqlError {
-                line: None,
-                column: None,
-                message: format!("table '{}' already exists", table.name),
-            });
+            return Err(exists(&entry.definition.name));
         }
-        let schema = physical_schema(&table)?;
-        self.tables.insert(
+        self.tables.insert(k, entry);
+        Ok(())
+    }
+
+    /// Declare a view.
+    pub fn create_view(
+        &mut self,
+        name: &ObjectName,
+        plan: datafusion_expr::LogicalPlan,
+        if_not_exists: bool,
+        or_replace: bool,
+    ) -> Result<(), SqlError> {
+        let k = key(name);
+        if self.tables.contains_key(&k) || (self.views.contains_key(&k) && !or_replace) {
+            if if_not_exists {
+                return Ok(());
+            }
+            return Err(exists(name));
+        }
+        self.views.insert(
             k,
-            TableEntry {
-                definition: table,
-                schema,
+            ViewEntry {
+                name: name.to_string(),
+                plan,
             },
         );
         Ok(())
@@ -61,24 +172,45 @@ impl Catalog {
 
     /// The table `name`; an unknown name says which known ones are close.
     pub fn table(&self, name: &ObjectName) -> Result<&TableEntry, SqlError> {
-        self.tables.get(&key(name)).ok_or_else(|| {
-            let wanted = key(name);
-            let near = near_matches(&wanted, self.tables.keys().map(String::as_str));
-            let hint = match near.as_slice() {
-                [] => String::new(),
-                names => format!(" (did you mean {}?)", names.join(", ")),
-            };
-            let at = name
-                .0
-                .first()
-                .and_then(|p| p.as_ident())
-                .map(|i| i.span.start)
-                .filter(|l| l.line > 0);
-            SqlError {
-                line: at.map(|l| l.line),
-                column: at.map(|l| l.column),
-                message: format!("unknown table '{name}'{hint}"),
+        match self.relation(name)? {
+            Relation::Table(t) => Ok(t),
+            Relation::View(_) => {
+                let at = position(name);
+                Err(SqlError {
+                    line: at.map(|l| l.line),
+                    column: at.map(|l| l.column),
+                    message: format!("'{name}' is a view; only tables can be written to"),
+                })
             }
+        }
+    }
+
+    /// The table or view `name`; an unknown name says which known ones are
+    /// close.
+    pub fn relation(&self, name: &ObjectName) -> Result<Relation<'_>, SqlError> {
+        let k = key(name);
+        if let Some(t) = self.tables.get(&k) {
+            return Ok(Relation::Table(t));
+        }
+        if let Some(v) = self.views.get(&k) {
+            return Ok(Relation::View(v));
+        }
+        let near = near_matches(
+            &k,
+            self.tables
+                .keys()
+                .chain(self.views.keys())
+                .map(String::as_str),
+        );
+        let hint = match near.as_slice() {
+            [] => String::new(),
+            names => format!(" (did you mean {}?)", names.join(", ")),
+        };
+        let at = position(name);
+        Err(SqlError {
+            line: at.map(|l| l.line),
+            column: at.map(|l| l.column),
+            message: format!("unknown table '{name}'{hint}"),
         })
     }
 }

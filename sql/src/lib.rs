@@ -11,9 +11,17 @@
 #![warn(missing_docs)]
 
 mod catalog;
+mod connectors;
+mod functions;
+mod lower;
+mod planner;
+mod session;
 mod types;
-pub use catalog::{Catalog, TableEntry, near_matches};
-pub use types::{arrow_type, physical_schema};
+pub use catalog::{Catalog, Relation, TableEntry, ViewEntry, WatermarkDef, near_matches};
+pub use functions::Functions;
+pub use planner::{TvfWindow, WindowTvf};
+pub use session::{OPTIONS, SqlSession, StatementResult};
+pub use types::{arrow_type, physical_schema, sql_type_name};
 
 use sqlparser::ast::{DataType, Expr, Ident, ObjectName, Statement};
 use sqlparser::dialect::{Dialect, GenericDialect};
@@ -135,28 +143,33 @@ pub enum WeirStatement {
     CreateTable(Box<CreateTable>),
     /// Anything else, as `sqlparser` parses it.
     Sql(Box<Statement>),
+    /// `SET 'key' = 'value'` (or `SET` alone: list the settings).
+    Set(Option<(String, String)>),
+    /// `RESET 'key'` (or `RESET` alone: all).
+    Reset(Option<String>),
+    /// `EXECUTE STATEMENT SET BEGIN INSERT …; … END`, or the SQL client's
+    /// `BEGIN STATEMENT SET; INSERT …; END`: the inserts run as one job.
+    StatementSet(Vec<Statement>),
 }
 
-/// A syntax error: where, and what.
+/// An error in a SQL script — syntax, names, types, unsupported features —
+/// found before anything runs: where, and what.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SqlError {
     /// 1-based line, when known.
     pub line: Option<u64>,
     /// 1-based column, when known.
     pub column: Option<u64>,
-    /// The parser's message.
+    /// What is wrong.
     pub message: String,
 }
 
 impl std::fmt::Display for SqlError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (self.line, self.column) {
-            (Some(l), Some(c)) => write!(
-                f,
-                "SQL syntax error at line {l}, column {c}: {}",
-                self.message
-            ),
-            _ => write!(f, "SQL syntax error: {}", self.message),
+            (Some(l), Some(c)) => write!(f, "line {l}, column {c}: {}", self.message),
+            (Some(l), None) => write!(f, "line {l}: {}", self.message),
+            _ => write!(f, "{}", self.message),
         }
     }
 }
@@ -199,7 +212,9 @@ pub fn parse(sql: &str) -> Result<Vec<WeirStatement>, SqlError> {
         if parser.peek_token().token == Token::EOF {
             break;
         }
-        let statement = if is_create_table(&parser) {
+        let statement = if let Some(s) = parse_session_statement(&mut parser).map_err(sql_error)? {
+            s
+        } else if is_create_table(&parser) {
             WeirStatement::CreateTable(Box::new(
                 parse_create_table(&mut parser).map_err(sql_error)?,
             ))
@@ -217,6 +232,80 @@ pub fn parse(sql: &str) -> Result<Vec<WeirStatement>, SqlError> {
         }
     }
     Ok(statements)
+}
+
+/// A key or value of `SET`: quoted or a dotted/hyphenated bare word.
+fn parse_option_text(parser: &mut Parser) -> Result<String, ParserError> {
+    let t = parser.next_token();
+    match &t.token {
+        Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => Ok(s.clone()),
+        Token::Word(w) => {
+            let mut text = w.value.clone();
+            while matches!(parser.peek_token().token, Token::Period | Token::Minus) {
+                text.push_str(&parser.next_token().token.to_string());
+                text.push_str(&parser.next_token().token.to_string());
+            }
+            Ok(text)
+        }
+        Token::Number(n, _) => Ok(n.clone()),
+        _ => parser.expected("a quoted option such as 'parallelism.default'", t),
+    }
+}
+
+/// `SET`, `RESET` and statement sets, which Flink's SQL client has and
+/// sqlparser's generic dialect does not.
+fn parse_session_statement(parser: &mut Parser) -> Result<Option<WeirStatement>, ParserError> {
+    let [a, b, c] = parser.peek_tokens();
+    let at_end = |t: &Token| matches!(t, Token::SemiColon | Token::EOF);
+    if is_word(&a, "SET") {
+        parser.next_token();
+        if at_end(&b) {
+            return Ok(Some(WeirStatement::Set(None)));
+        }
+        let key = parse_option_text(parser)?;
+        parser.expect_token(&Token::Eq)?;
+        let value = parse_option_text(parser)?;
+        return Ok(Some(WeirStatement::Set(Some((key, value)))));
+    }
+    if is_word(&a, "RESET") {
+        parser.next_token();
+        if at_end(&b) {
+            return Ok(Some(WeirStatement::Reset(None)));
+        }
+        return Ok(Some(WeirStatement::Reset(Some(parse_option_text(parser)?))));
+    }
+    let execute_set = is_word(&a, "EXECUTE") && is_word(&b, "STATEMENT") && is_word(&c, "SET");
+    let begin_set = is_word(&a, "BEGIN") && is_word(&b, "STATEMENT") && is_word(&c, "SET");
+    if !(execute_set || begin_set) {
+        return Ok(None);
+    }
+    for _ in 0..3 {
+        parser.next_token();
+    }
+    if execute_set {
+        parser.expect_keyword(Keyword::BEGIN)?;
+    }
+    let mut inserts = Vec::new();
+    loop {
+        while parser.consume_token(&Token::SemiColon) {}
+        let t = parser.peek_token();
+        if is_word(&t.token, "END") {
+            parser.next_token();
+            break;
+        }
+        if t.token == Token::EOF {
+            return parser.expected("END closing the statement set", t);
+        }
+        let statement = parser.parse_statement()?;
+        if !matches!(statement, Statement::Insert(_)) {
+            return Err(ParserError::ParserError(format!(
+                "a statement set holds only INSERT statements, found `{statement}`{}",
+                t.span.start
+            )));
+        }
+        inserts.push(statement);
+    }
+    Ok(Some(WeirStatement::StatementSet(inserts)))
 }
 
 fn is_create_table(parser: &Parser) -> bool {
@@ -401,11 +490,7 @@ SELECT bid.auction, bid.price, dateTime FROM datagen WHERE event_type = 2;
         assert!(e.column.is_some(), "{e}");
         let e = parse("SELECT a FROM t;\nSELEC b FROM t").unwrap_err();
         assert_eq!(e.line, Some(2), "{e}");
-        assert!(
-            e.to_string()
-                .starts_with("SQL syntax error at line 2, column 1"),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("line 2, column 1"), "{e}");
         let e = parse("CREATE TABLE t (a INT, PRIMARY KEY (a))").unwrap_err();
         assert!(e.message.contains("NOT"), "{e}");
     }

@@ -91,6 +91,50 @@ pub fn physical_schema(table: &CreateTable) -> Result<SchemaRef, SqlError> {
     Ok(Arc::new(Schema::new(fields)))
 }
 
+/// The Flink SQL name of an Arrow type, for messages.
+pub fn sql_type_name(t: &Arrow) -> String {
+    use arrow::datatypes::TimeUnit;
+    match t {
+        Arrow::Null => "NULL".into(),
+        Arrow::Boolean => "BOOLEAN".into(),
+        Arrow::Int8 => "TINYINT".into(),
+        Arrow::Int16 => "SMALLINT".into(),
+        Arrow::Int32 => "INT".into(),
+        Arrow::Int64 => "BIGINT".into(),
+        Arrow::UInt8 | Arrow::UInt16 | Arrow::UInt32 | Arrow::UInt64 => format!("{t} (unsigned)"),
+        Arrow::Float32 => "FLOAT".into(),
+        Arrow::Float64 => "DOUBLE".into(),
+        Arrow::Decimal128(p, s) | Arrow::Decimal256(p, s) => format!("DECIMAL({p}, {s})"),
+        Arrow::Utf8 | Arrow::LargeUtf8 | Arrow::Utf8View => "STRING".into(),
+        Arrow::Binary | Arrow::LargeBinary | Arrow::BinaryView => "BYTES".into(),
+        Arrow::Date32 | Arrow::Date64 => "DATE".into(),
+        Arrow::Timestamp(unit, tz) => {
+            let p = match unit {
+                TimeUnit::Second => 0,
+                TimeUnit::Millisecond => 3,
+                TimeUnit::Microsecond => 6,
+                TimeUnit::Nanosecond => 9,
+            };
+            if tz.is_some() {
+                format!("TIMESTAMP_LTZ({p})")
+            } else {
+                format!("TIMESTAMP({p})")
+            }
+        }
+        Arrow::Struct(fields) => format!(
+            "ROW<{}>",
+            fields
+                .iter()
+                .map(|f| format!("{} {}", f.name(), sql_type_name(f.data_type())))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Arrow::List(f) | Arrow::LargeList(f) => format!("ARRAY<{}>", sql_type_name(f.data_type())),
+        Arrow::Interval(_) | Arrow::Duration(_) => "INTERVAL".into(),
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,6 +85,18 @@ impl DataStream {
         self.rowtime.as_deref()
     }
 
+    /// Declare which column carries event time from here on (`None`: none).
+    /// Sound only when the column's values respect the watermarks flowing
+    /// with the stream, e.g. `window_time` of window results (SQL's rowtime
+    /// of a window aggregate), or a column copied from the rowtime.
+    pub fn with_rowtime(mut self, column: Option<&str>) -> Result<DataStream> {
+        if let Some(c) = column {
+            check_timestamp_column(&self.schema, c)?;
+        }
+        self.rowtime = column.map(str::to_string);
+        Ok(self)
+    }
+
     /// The environment this stream belongs to.
     pub fn env(&self) -> &StreamExecutionEnvironment {
         &self.env

@@ -72,6 +72,9 @@ impl GeneratorSource {
 
     /// Generate events `[from, to)`.
     pub fn generate(&self, from: u64, to: u64) -> Result<RecordBatch> {
+        if let Some(config) = &self.spec.nexmark {
+            return super::nexmark::generate(config, &self.schema, from, to);
+        }
         let columns = self
             .spec
             .columns
@@ -134,6 +137,28 @@ fn generate_column(g: &ColumnGen, seed: u64, from: u64, to: u64) -> ArrayRef {
                     }
                 },
             )))
+        }
+        ColumnGen::RandomString { length } => {
+            const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+            let length = *length;
+            let mut out = arrow::array::StringBuilder::with_capacity(
+                (to - from) as usize,
+                (to - from) as usize * length,
+            );
+            let mut s = String::with_capacity(length);
+            for n in from..to {
+                s.clear();
+                let mut bits = h(n);
+                for i in 0..length {
+                    if i % 10 == 9 {
+                        bits = splitmix64(bits ^ i as u64);
+                    }
+                    s.push(ALPHABET[(bits % 36) as usize] as char);
+                    bits /= 36;
+                }
+                out.append_value(&s);
+            }
+            Arc::new(out.finish())
         }
         ColumnGen::Choice(choices) => {
             let len = choices.len() as u64;

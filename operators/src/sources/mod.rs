@@ -7,6 +7,7 @@
 
 mod csv;
 mod generator;
+mod nexmark;
 mod parquet;
 
 use std::path::{Path, PathBuf};
@@ -63,7 +64,16 @@ pub fn create_source(node: &StreamNode, ctx: &OperatorContext) -> Result<Box<dyn
             node.name
         )));
     };
+    source_for(spec, ctx)
+}
+
+fn source_for(spec: &SourceSpec, ctx: &OperatorContext) -> Result<Box<dyn Source>> {
     Ok(match spec {
+        SourceSpec::Computed(c) => Box::new(ComputedSource {
+            inner: source_for(&c.inner, ctx)?,
+            exprs: c.exprs.clone(),
+            schema: c.schema()?,
+        }),
         SourceSpec::Generator(g) => Box::new(GeneratorSource::new(g.clone(), ctx)),
         SourceSpec::Parquet(p) => Box::new(parquet::ParquetSource::new(p.clone(), ctx)),
         SourceSpec::Csv(c) => Box::new(csv::CsvSource::new(c.clone(), ctx)),
@@ -73,6 +83,50 @@ pub fn create_source(node: &StreamNode, ctx: &OperatorContext) -> Result<Box<dyn
             bounded: m.bounded,
         }),
     })
+}
+
+/// A source whose batches get computed columns (SQL's `name AS expr`)
+/// before the task reads event time from them.
+struct ComputedSource {
+    inner: Box<dyn Source>,
+    exprs: Vec<(
+        std::sync::Arc<dyn datafusion_physical_expr::PhysicalExpr>,
+        String,
+    )>,
+    schema: arrow::datatypes::SchemaRef,
+}
+
+impl Source for ComputedSource {
+    fn poll_next(&mut self) -> Result<SourcePoll> {
+        Ok(match self.inner.poll_next()? {
+            SourcePoll::Batch(b) => {
+                let columns = self
+                    .exprs
+                    .iter()
+                    .map(|(e, n)| {
+                        e.evaluate(&b)
+                            .and_then(|v| v.into_array(b.num_rows()))
+                            .map_err(|err| {
+                                WeirError::Execution(format!("computed column '{n}' ({e}): {err}"))
+                            })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                SourcePoll::Batch(RecordBatch::try_new(
+                    std::sync::Arc::clone(&self.schema),
+                    columns,
+                )?)
+            }
+            other => other,
+        })
+    }
+
+    fn snapshot_position(&mut self) -> Result<RecordBatch> {
+        self.inner.snapshot_position()
+    }
+
+    fn restore_position(&mut self, positions: Vec<RecordBatch>) -> Result<()> {
+        self.inner.restore_position(positions)
+    }
 }
 
 /// Replays the in-memory batches assigned to one subtask (batch `k` to

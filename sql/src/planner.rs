@@ -1,0 +1,519 @@
+//! From SQL to DataFusion logical plans.
+//!
+//! DataFusion's SQL planner (`SqlToRel`) does the relational work — name
+//! resolution, `SELECT` lists, `GROUP BY`, subqueries, type coercion — over
+//! the tables and views of Weir's [`Catalog`]. Two pieces are Weir's:
+//!
+//! * window table functions (`TUMBLE`, `HOP`, `CUMULATE`, `SESSION` in
+//!   `FROM TABLE(…)`) become a [`WindowTvf`] extension node through a
+//!   DataFusion `RelationPlanner`; its schema is the input's columns plus
+//!   `window_start`, `window_end` and `window_time`, as in Flink;
+//! * identifiers keep their case (Flink's `dateTime` is not `datetime`),
+//!   table and function names compare case-insensitively.
+//!
+//! The plans are lowered to Weir's DataStream graph in `lower`.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef, TimeUnit};
+use datafusion_common::config::ConfigOptions;
+use datafusion_common::{DFSchema, DFSchemaRef, DataFusionError, ScalarValue, TableReference};
+use datafusion_expr::planner::{
+    ContextProvider, ExprPlanner, PlannedRelation, RelationPlanner, RelationPlannerContext,
+    RelationPlanning,
+};
+use datafusion_expr::{
+    AggregateUDF, Expr, Extension, HigherOrderUDF, LogicalPlan, LogicalPlanBuilder, ScalarUDF,
+    TableSource, UserDefinedLogicalNodeCore, WindowUDF, logical_plan::builder::LogicalTableSource,
+};
+use datafusion_optimizer::Analyzer;
+use datafusion_sql::planner::{ParserOptions, PlannerContext, SqlToRel};
+use sqlparser::ast::{self as sql, FunctionArg, FunctionArgExpr, FunctionArguments, TableFactor};
+
+use crate::catalog::{Catalog, Relation};
+use crate::functions::Functions;
+
+type DfResult<T> = datafusion_common::Result<T>;
+
+/// The window of a window table function.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd)]
+pub enum TvfWindow {
+    /// `TUMBLE(data, DESCRIPTOR(ts), size [, offset])`.
+    Tumble {
+        /// Window size, ms.
+        size: i64,
+        /// Offset, ms.
+        offset: i64,
+    },
+    /// `HOP(data, DESCRIPTOR(ts), slide, size [, offset])`.
+    Hop {
+        /// Slide, ms.
+        slide: i64,
+        /// Size, ms.
+        size: i64,
+        /// Offset, ms.
+        offset: i64,
+    },
+    /// `CUMULATE(data, DESCRIPTOR(ts), step, size [, offset])`.
+    Cumulate {
+        /// Step, ms.
+        step: i64,
+        /// Largest size, ms.
+        size: i64,
+        /// Offset, ms.
+        offset: i64,
+    },
+    /// `SESSION(data [PARTITION BY k], DESCRIPTOR(ts), gap)`.
+    Session {
+        /// Inactivity gap, ms.
+        gap: i64,
+    },
+}
+
+/// A window table function over its input: every input row with the
+/// window(s) it falls in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WindowTvf {
+    /// The rows windowed.
+    pub input: LogicalPlan,
+    /// Index of the `DESCRIPTOR` column in the input.
+    pub time_column: usize,
+    /// The windows.
+    pub window: TvfWindow,
+    schema: DFSchemaRef,
+}
+
+impl PartialOrd for WindowTvf {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        (self.time_column, &self.window).partial_cmp(&(other.time_column, &other.window))
+    }
+}
+
+impl WindowTvf {
+    fn new(input: LogicalPlan, time_column: usize, window: TvfWindow) -> DfResult<Self> {
+        let ts = DataType::Timestamp(TimeUnit::Millisecond, None);
+        let mut fields: Vec<(Option<TableReference>, FieldRef)> = input
+            .schema()
+            .iter()
+            .map(|(q, f)| (q.cloned(), Arc::clone(f)))
+            .collect();
+        for name in ["window_start", "window_end", "window_time"] {
+            fields.push((None, Arc::new(Field::new(name, ts.clone(), false))));
+        }
+        let schema = Arc::new(DFSchema::new_with_metadata(fields, HashMap::new())?);
+        Ok(Self {
+            input,
+            time_column,
+            window,
+            schema,
+        })
+    }
+
+    /// Number of input columns (the window columns follow them).
+    pub fn input_width(&self) -> usize {
+        self.input.schema().fields().len()
+    }
+}
+
+impl UserDefinedLogicalNodeCore for WindowTvf {
+    fn name(&self) -> &str {
+        "WindowTableFunction"
+    }
+
+    fn inputs(&self) -> Vec<&LogicalPlan> {
+        vec![&self.input]
+    }
+
+    fn schema(&self) -> &DFSchemaRef {
+        &self.schema
+    }
+
+    fn expressions(&self) -> Vec<Expr> {
+        vec![]
+    }
+
+    fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let time = self.input.schema().field(self.time_column).name();
+        write!(f, "WindowTableFunction: {:?} on {time}", self.window)
+    }
+
+    fn with_exprs_and_inputs(
+        &self,
+        _exprs: Vec<Expr>,
+        mut inputs: Vec<LogicalPlan>,
+    ) -> DfResult<Self> {
+        Self::new(inputs.remove(0), self.time_column, self.window.clone())
+    }
+}
+
+/// A view: its plan is inlined wherever it is read.
+#[derive(Debug)]
+struct ViewSource {
+    plan: LogicalPlan,
+}
+
+impl TableSource for ViewSource {
+    fn schema(&self) -> SchemaRef {
+        Arc::new(self.plan.schema().as_arrow().clone())
+    }
+
+    fn get_logical_plan(&self) -> Option<Cow<'_, LogicalPlan>> {
+        Some(Cow::Borrowed(&self.plan))
+    }
+}
+
+/// What DataFusion's SQL planner asks about names.
+pub(crate) struct Provider<'a> {
+    catalog: &'a Catalog,
+    functions: &'a Functions,
+    options: ConfigOptions,
+    expr_planners: Vec<Arc<dyn ExprPlanner>>,
+    relation_planners: Vec<Arc<dyn RelationPlanner>>,
+}
+
+impl<'a> Provider<'a> {
+    pub(crate) fn new(catalog: &'a Catalog, functions: &'a Functions) -> Self {
+        let expr_planners: Vec<Arc<dyn ExprPlanner>> = vec![
+            Arc::new(datafusion_functions::core::planner::CoreFunctionPlanner::default()),
+            Arc::new(datafusion_functions::datetime::planner::DatetimeFunctionPlanner),
+            Arc::new(datafusion_functions::unicode::planner::UnicodeFunctionPlanner),
+            Arc::new(datafusion_functions_aggregate::planner::AggregateFunctionPlanner),
+        ];
+        Self {
+            catalog,
+            functions,
+            options: ConfigOptions::default(),
+            expr_planners,
+            relation_planners: vec![Arc::new(WindowTvfPlanner)],
+        }
+    }
+
+    fn sql_to_rel(&self) -> SqlToRel<'_, Self> {
+        SqlToRel::new_with_options(
+            self,
+            ParserOptions::new()
+                .with_enable_ident_normalization(false)
+                .with_map_string_types_to_utf8view(false),
+        )
+    }
+
+    /// Plan a query; types are coerced (DataFusion's analyzer).
+    pub(crate) fn plan_query(&self, query: sql::Query) -> DfResult<LogicalPlan> {
+        let plan = self
+            .sql_to_rel()
+            .sql_statement_to_plan(sql::Statement::Query(Box::new(query)))?;
+        Analyzer::new().execute_and_check(plan, &self.options, |_, _| {})
+    }
+
+    /// Plan one expression against a schema (computed columns); returns
+    /// the coerced expression and its field.
+    pub(crate) fn plan_expr(&self, expr: sql::Expr, schema: &Schema, name: &str) -> DfResult<Expr> {
+        let source = Arc::new(LogicalTableSource::new(Arc::new(schema.clone())));
+        let scan = LogicalPlanBuilder::scan("t", source, None)?.build()?;
+        let dfschema = Arc::clone(scan.schema());
+        let e = self
+            .sql_to_rel()
+            .sql_to_expr(expr, &dfschema, &mut PlannerContext::new())?;
+        let plan = LogicalPlanBuilder::from(scan)
+            .project(vec![e.alias(name)])?
+            .build()?;
+        let plan = Analyzer::new().execute_and_check(plan, &self.options, |_, _| {})?;
+        match plan {
+            LogicalPlan::Projection(mut p) => Ok(p.expr.remove(0).unalias()),
+            other => Err(DataFusionError::Internal(format!(
+                "expression planned as {other}"
+            ))),
+        }
+    }
+}
+
+impl ContextProvider for Provider<'_> {
+    fn get_table_source(&self, name: TableReference) -> DfResult<Arc<dyn TableSource>> {
+        let object = sql::ObjectName::from(vec![sql::Ident::new(name.table())]);
+        match self.catalog.relation(&object) {
+            Ok(Relation::Table(t)) => Ok(Arc::new(LogicalTableSource::new(Arc::clone(
+                &t.full_schema,
+            )))),
+            Ok(Relation::View(v)) => Ok(Arc::new(ViewSource {
+                plan: v.plan.clone(),
+            })),
+            Err(e) => Err(DataFusionError::Plan(e.message)),
+        }
+    }
+
+    fn get_expr_planners(&self) -> &[Arc<dyn ExprPlanner>] {
+        &self.expr_planners
+    }
+
+    fn get_relation_planners(&self) -> &[Arc<dyn RelationPlanner>] {
+        &self.relation_planners
+    }
+
+    fn get_function_meta(&self, name: &str) -> Option<Arc<ScalarUDF>> {
+        self.functions.scalar(name)
+    }
+
+    fn get_higher_order_meta(&self, _name: &str) -> Option<Arc<HigherOrderUDF>> {
+        None
+    }
+
+    fn get_aggregate_meta(&self, name: &str) -> Option<Arc<AggregateUDF>> {
+        self.functions.aggregate(name)
+    }
+
+    fn get_window_meta(&self, name: &str) -> Option<Arc<WindowUDF>> {
+        self.functions.window(name)
+    }
+
+    fn get_variable_type(&self, _variable_names: &[String]) -> Option<DataType> {
+        None
+    }
+
+    fn options(&self) -> &ConfigOptions {
+        &self.options
+    }
+
+    fn udf_names(&self) -> Vec<String> {
+        self.functions.scalar_names()
+    }
+
+    fn higher_order_function_names(&self) -> Vec<String> {
+        vec![]
+    }
+
+    fn udaf_names(&self) -> Vec<String> {
+        self.functions.aggregate_names()
+    }
+
+    fn udwf_names(&self) -> Vec<String> {
+        self.functions.window_names()
+    }
+}
+
+/// Plans `FROM TABLE(TUMBLE(…))` and its siblings into [`WindowTvf`].
+#[derive(Debug)]
+struct WindowTvfPlanner;
+
+fn plan_err<T>(msg: impl Into<String>) -> DfResult<T> {
+    Err(DataFusionError::Plan(msg.into()))
+}
+
+/// An interval literal in milliseconds.
+fn interval_ms(e: &Expr, what: &str, function: &str) -> DfResult<i64> {
+    let ms = match e {
+        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
+            v.days as i64 * 86_400_000 + v.nanoseconds / 1_000_000
+        }
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+            v.days as i64 * 86_400_000 + v.milliseconds as i64
+        }
+        _ => {
+            return plan_err(format!(
+                "{function}: the {what} must be a day-time interval literal such as INTERVAL '10' SECOND, not {e}"
+            ));
+        }
+    };
+    if ms < 0 || (ms == 0 && what != "offset") {
+        return plan_err(format!(
+            "{function}: the {what} must be positive, got {ms} ms"
+        ));
+    }
+    Ok(ms)
+}
+
+impl RelationPlanner for WindowTvfPlanner {
+    fn plan_relation(
+        &self,
+        relation: TableFactor,
+        ctx: &mut dyn RelationPlannerContext,
+    ) -> DfResult<RelationPlanning> {
+        let TableFactor::TableFunction {
+            expr: sql::Expr::Function(f),
+            alias,
+        } = &relation
+        else {
+            return Ok(RelationPlanning::Original(Box::new(relation)));
+        };
+        let function = f.name.to_string().to_ascii_uppercase();
+        if !["TUMBLE", "HOP", "CUMULATE", "SESSION"].contains(&function.as_str()) {
+            return plan_err(format!(
+                "unknown table function '{}': Weir's window table functions are TUMBLE, HOP, CUMULATE and SESSION",
+                f.name
+            ));
+        }
+        let FunctionArguments::List(list) = &f.args else {
+            return plan_err(format!("{function} needs arguments"));
+        };
+        let mut data: Option<String> = None;
+        let mut time: Option<String> = None;
+        let mut intervals: Vec<(Option<String>, sql::Expr)> = vec![];
+        for arg in &list.args {
+            let (name, e) = match arg {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => (None, e),
+                FunctionArg::Named {
+                    name,
+                    arg: FunctionArgExpr::Expr(e),
+                    ..
+                } => (Some(name.value.to_ascii_uppercase()), e),
+                other => return plan_err(format!("{function}: unexpected argument {other}")),
+            };
+            let call = match e {
+                sql::Expr::Function(c) => Some((c.name.to_string().to_ascii_uppercase(), c)),
+                _ => None,
+            };
+            match (name.as_deref(), call) {
+                (Some("DATA") | None, Some((n, c))) if n == "TABLE" => {
+                    data = Some(single_name(c)?);
+                }
+                (Some("TIMECOL") | None, Some((n, c))) if n == "DESCRIPTOR" => {
+                    time = Some(single_name(c)?);
+                }
+                (Some("DATA"), _) => {
+                    return plan_err(format!("{function}: DATA must be TABLE name"));
+                }
+                (Some("TIMECOL"), _) => {
+                    return plan_err(format!("{function}: TIMECOL must be DESCRIPTOR(column)"));
+                }
+                _ => intervals.push((name, e.clone())),
+            }
+        }
+        let Some(data) = data else {
+            return plan_err(format!(
+                "{function} needs its input as TABLE name, e.g. {function}(TABLE bid, DESCRIPTOR(dateTime), …)"
+            ));
+        };
+        let Some(time) = time else {
+            return plan_err(format!(
+                "{function} needs the time column as DESCRIPTOR(column)"
+            ));
+        };
+        let source = ctx
+            .context_provider()
+            .get_table_source(TableReference::bare(data.clone()))?;
+        let input = LogicalPlanBuilder::scan(data.clone(), source, None)?.build()?;
+        let Some(time_column) = input
+            .schema()
+            .fields()
+            .iter()
+            .position(|f| f.name() == &time)
+        else {
+            let names: Vec<&str> = input
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect();
+            let near = crate::catalog::near_matches(&time, names.iter().copied());
+            return plan_err(format!(
+                "{function}: DESCRIPTOR({time}) names no column of '{data}'{}; columns: {}",
+                match near.as_slice() {
+                    [] => String::new(),
+                    n => format!(" (did you mean {}?)", n.join(", ")),
+                },
+                names.join(", ")
+            ));
+        };
+        // Interval arguments by name, else by position.
+        let order: &[&str] = match function.as_str() {
+            "TUMBLE" => &["SIZE", "OFFSET"],
+            "HOP" => &["SLIDE", "SIZE", "OFFSET"],
+            "CUMULATE" => &["STEP", "SIZE", "OFFSET"],
+            _ => &["GAP"],
+        };
+        let empty = DFSchema::empty();
+        let mut values: HashMap<&str, i64> = HashMap::new();
+        for (i, (name, e)) in intervals.into_iter().enumerate() {
+            let slot = match name {
+                Some(n) => *order.iter().find(|o| **o == n).ok_or_else(|| {
+                    DataFusionError::Plan(format!(
+                        "{function} has no argument {n}; its arguments are DATA, TIMECOL, {}",
+                        order.join(", ")
+                    ))
+                })?,
+                None => *order.get(i).ok_or_else(|| {
+                    DataFusionError::Plan(format!(
+                        "{function} takes at most {} interval arguments ({})",
+                        order.len(),
+                        order.join(", ")
+                    ))
+                })?,
+            };
+            let planned = ctx.sql_to_expr(e, &empty)?;
+            values.insert(
+                slot,
+                interval_ms(&planned, &slot.to_ascii_lowercase(), &function)?,
+            );
+        }
+        let need = |k: &str| {
+            values
+                .get(k)
+                .copied()
+                .ok_or_else(|| DataFusionError::Plan(format!("{function} needs its {k} interval")))
+        };
+        let offset = values.get("OFFSET").copied().unwrap_or(0);
+        let window = match function.as_str() {
+            "TUMBLE" => TvfWindow::Tumble {
+                size: need("SIZE")?,
+                offset,
+            },
+            "HOP" => {
+                let (slide, size) = (need("SLIDE")?, need("SIZE")?);
+                if size % slide != 0 {
+                    return plan_err(format!(
+                        "HOP: the size ({size} ms) must be a multiple of the slide ({slide} ms)"
+                    ));
+                }
+                TvfWindow::Hop {
+                    slide,
+                    size,
+                    offset,
+                }
+            }
+            "CUMULATE" => {
+                let (step, size) = (need("STEP")?, need("SIZE")?);
+                if size % step != 0 {
+                    return plan_err(format!(
+                        "CUMULATE: the size ({size} ms) must be a multiple of the step ({step} ms)"
+                    ));
+                }
+                TvfWindow::Cumulate { step, size, offset }
+            }
+            _ => TvfWindow::Session { gap: need("GAP")? },
+        };
+        let node = WindowTvf::new(input, time_column, window)?;
+        let plan = LogicalPlan::Extension(Extension {
+            node: Arc::new(node),
+        });
+        Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(
+            plan,
+            alias.clone(),
+        ))))
+    }
+}
+
+/// The single identifier argument of `TABLE(x)` / `DESCRIPTOR(x)`.
+fn single_name(call: &sql::Function) -> DfResult<String> {
+    if let FunctionArguments::List(l) = &call.args
+        && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(e))] = l.args.as_slice()
+    {
+        match e {
+            sql::Expr::Identifier(i) => return Ok(i.value.clone()),
+            sql::Expr::CompoundIdentifier(parts) => {
+                return Ok(parts.last().map(|i| i.value.clone()).unwrap_or_default());
+            }
+            _ => {}
+        }
+    }
+    plan_err(format!("{}(…) takes one name", call.name))
+}
+
+/// The window table function under a plan node, if the node is one.
+pub(crate) fn as_window_tvf(plan: &LogicalPlan) -> Option<&WindowTvf> {
+    match plan {
+        LogicalPlan::Extension(e) => e.node.as_any().downcast_ref::<WindowTvf>(),
+        _ => None,
+    }
+}
