@@ -1,12 +1,479 @@
 //! Flink SQL functions whose names or behaviour DataFusion's library lacks.
 //! They live here, not in the SQL crate, so expressions using them travel
 //! in shipped job graphs like DataFusion's built-ins.
+//!
+//! | function | Flink's meaning |
+//! |---|---|
+//! | `HOUR(ts)`, `MINUTE(ts)`, `SECOND(ts)` | field of a timestamp, BIGINT |
+//! | `DATE_FORMAT(ts, 'yyyy-MM-dd HH:mm:ss')` | Java date pattern → STRING |
+//! | `TO_TIMESTAMP_LTZ(n [, precision])` | epoch seconds (0) or ms (3) → TIMESTAMP_LTZ(3) |
+//! | `SPLIT_INDEX(s, sep, i)` | i-th (0-based) piece of `s` split by `sep`, NULL if none |
+//! | `REGEXP_EXTRACT(s, re [, group])` | the group of the first match, NULL if none |
+//! | `MOD(a, b)` | remainder with the sign of `a` (Java's `%`) |
+//! | `COUNT_CHAR(s, c)` | occurrences of character `c` in `s` (Nexmark's q14 UDF) |
+//!
+//! Timestamps are read in UTC (Weir's session time zone).
 
+use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
-use datafusion_expr::ScalarUDF;
+use arrow::array::{
+    Array, ArrayRef, AsArray, Int64Array, Int64Builder, StringBuilder, TimestampMillisecondArray,
+};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Int64Type, TimeUnit, TimestampMillisecondType};
+use datafusion_common::{DataFusionError, Result, exec_err, plan_err};
+use datafusion_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
 
 /// Flink's functions, each a DataFusion scalar UDF.
 pub fn flink_functions() -> Vec<Arc<ScalarUDF>> {
-    vec![]
+    let f = |k: Kind| Arc::new(ScalarUDF::new_from_impl(FlinkFunction::new(k)));
+    vec![
+        f(Kind::Hour),
+        f(Kind::Minute),
+        f(Kind::Second),
+        f(Kind::DateFormat),
+        f(Kind::ToTimestampLtz),
+        f(Kind::SplitIndex),
+        f(Kind::RegexpExtract),
+        f(Kind::CountChar),
+        f(Kind::Mod),
+    ]
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Hour,
+    Minute,
+    Second,
+    DateFormat,
+    ToTimestampLtz,
+    SplitIndex,
+    RegexpExtract,
+    CountChar,
+    Mod,
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct FlinkFunction {
+    kind: Kind,
+    name: &'static str,
+    signature: Signature,
+}
+
+impl FlinkFunction {
+    fn new(kind: Kind) -> Self {
+        let (name, arities): (&str, &[usize]) = match kind {
+            Kind::Hour => ("hour", &[1]),
+            Kind::Minute => ("minute", &[1]),
+            Kind::Second => ("second", &[1]),
+            Kind::DateFormat => ("date_format", &[2]),
+            Kind::ToTimestampLtz => ("to_timestamp_ltz", &[1, 2]),
+            Kind::SplitIndex => ("split_index", &[3]),
+            Kind::RegexpExtract => ("regexp_extract", &[2, 3]),
+            Kind::CountChar => ("count_char", &[2]),
+            Kind::Mod => ("mod", &[2]),
+        };
+        let signature = Signature::one_of(
+            arities
+                .iter()
+                .map(|&n| datafusion_expr::TypeSignature::Any(n))
+                .collect(),
+            Volatility::Immutable,
+        );
+        Self {
+            kind,
+            name,
+            signature,
+        }
+    }
+}
+
+fn ms_timestamps(a: &ArrayRef, function: &str) -> Result<TimestampMillisecondArray> {
+    match a.data_type() {
+        DataType::Timestamp(_, _) | DataType::Date32 | DataType::Date64 => {
+            let c = cast(a, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
+            Ok(c.as_primitive::<TimestampMillisecondType>().clone())
+        }
+        other => exec_err!("{function} takes a TIMESTAMP, not {other}"),
+    }
+}
+
+fn strings(a: &ArrayRef) -> Result<arrow::array::StringArray> {
+    Ok(cast(a, &DataType::Utf8)?.as_string::<i32>().clone())
+}
+
+fn integers(a: &ArrayRef) -> Result<Int64Array> {
+    Ok(cast(a, &DataType::Int64)?
+        .as_primitive::<Int64Type>()
+        .clone())
+}
+
+/// `MOD(a, b)`: both operands as their common numeric type.
+fn mod_type(a: &DataType, b: &DataType) -> Result<DataType> {
+    let (l, r) = datafusion_expr::type_coercion::binary::BinaryTypeCoercer::new(
+        a,
+        &datafusion_expr::Operator::Modulo,
+        b,
+    )
+    .get_input_types()?;
+    if l != r || !l.is_numeric() {
+        return plan_err!("MOD takes two numbers, not {a} and {b}");
+    }
+    Ok(l)
+}
+
+/// A Java `SimpleDateFormat` pattern as a chrono format string.
+fn java_to_chrono(pattern: &str) -> String {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\'' {
+            // Quoted literal; '' is a quote.
+            i += 1;
+            while i < chars.len() && chars[i] != '\'' {
+                if chars[i] == '%' {
+                    out.push_str("%%");
+                } else {
+                    out.push(chars[i]);
+                }
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        let mut run = 1;
+        while i + run < chars.len() && chars[i + run] == c {
+            run += 1;
+        }
+        let spec = match (c, run) {
+            ('y', 2) => "%y".to_string(),
+            ('y', _) => "%Y".to_string(),
+            ('M', 1) => "%-m".to_string(),
+            ('M', 2) => "%m".to_string(),
+            ('M', 3) => "%b".to_string(),
+            ('M', _) => "%B".to_string(),
+            ('d', 1) => "%-d".to_string(),
+            ('d', _) => "%d".to_string(),
+            ('H', 1) => "%-H".to_string(),
+            ('H', _) => "%H".to_string(),
+            ('h', _) => "%I".to_string(),
+            ('m', 1) => "%-M".to_string(),
+            ('m', _) => "%M".to_string(),
+            ('s', 1) => "%-S".to_string(),
+            ('s', _) => "%S".to_string(),
+            ('S', n) => format!("%{}f", n.min(9)),
+            ('E', n) if n >= 4 => "%A".to_string(),
+            ('E', _) => "%a".to_string(),
+            ('a', _) => "%p".to_string(),
+            ('D', _) => "%j".to_string(),
+            ('%', n) => "%%".repeat(n),
+            (other, n) => other.to_string().repeat(n),
+        };
+        out.push_str(&spec);
+        i += run;
+    }
+    out
+}
+
+impl ScalarUDFImpl for FlinkFunction {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        let check_ts = || match &args[0] {
+            DataType::Timestamp(_, _) | DataType::Date32 | DataType::Date64 | DataType::Null => {
+                Ok(())
+            }
+            other => plan_err!(
+                "{}() takes a TIMESTAMP, not {other}",
+                self.name.to_uppercase()
+            ),
+        };
+        Ok(match self.kind {
+            Kind::Hour | Kind::Minute | Kind::Second => {
+                check_ts()?;
+                DataType::Int64
+            }
+            Kind::DateFormat => {
+                check_ts()?;
+                DataType::Utf8
+            }
+            Kind::ToTimestampLtz => {
+                if !(args[0].is_numeric() || args[0] == DataType::Null) {
+                    return plan_err!("TO_TIMESTAMP_LTZ() takes a number, not {}", args[0]);
+                }
+                DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
+            }
+            Kind::SplitIndex | Kind::RegexpExtract => DataType::Utf8,
+            Kind::CountChar => DataType::Int64,
+            Kind::Mod => mod_type(&args[0], &args[1])?,
+        })
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let arrays = args
+            .args
+            .iter()
+            .map(|a| a.to_array(n))
+            .collect::<Result<Vec<_>>>()?;
+        let name = self.name.to_uppercase();
+        let out: ArrayRef = match self.kind {
+            Kind::Hour | Kind::Minute | Kind::Second => {
+                let (unit, modulo) = match self.kind {
+                    Kind::Hour => (3_600_000, 24),
+                    Kind::Minute => (60_000, 60),
+                    _ => (1000, 60),
+                };
+                let ts = ms_timestamps(&arrays[0], &name)?;
+                Arc::new(arrow::compute::kernels::arity::unary::<_, _, Int64Type>(
+                    &ts,
+                    |ms| ms.div_euclid(unit).rem_euclid(modulo),
+                ))
+            }
+            Kind::DateFormat => {
+                let ts = ms_timestamps(&arrays[0], &name)?;
+                let patterns = strings(&arrays[1])?;
+                let mut b = StringBuilder::with_capacity(n, n * 20);
+                let mut formats: HashMap<String, String> = HashMap::new();
+                let mut text = String::new();
+                for i in 0..n {
+                    if ts.is_null(i) || patterns.is_null(i) {
+                        b.append_null();
+                        continue;
+                    }
+                    let p = patterns.value(i);
+                    let f = formats
+                        .entry(p.to_string())
+                        .or_insert_with(|| java_to_chrono(p));
+                    let Some(t) = chrono::DateTime::from_timestamp_millis(ts.value(i)) else {
+                        b.append_null();
+                        continue;
+                    };
+                    text.clear();
+                    write!(text, "{}", t.naive_utc().format(f)).map_err(|_| {
+                        DataFusionError::Execution(format!("DATE_FORMAT: bad pattern '{p}'"))
+                    })?;
+                    b.append_value(&text);
+                }
+                Arc::new(b.finish())
+            }
+            Kind::ToTimestampLtz => {
+                let values = integers(&arrays[0])?;
+                let precision = match arrays.get(1) {
+                    None => 3,
+                    Some(p) => {
+                        let p = integers(p)?;
+                        if p.is_empty() || p.is_null(0) {
+                            3
+                        } else {
+                            p.value(0)
+                        }
+                    }
+                };
+                let factor = match precision {
+                    0 => 1000,
+                    3 => 1,
+                    other => {
+                        return exec_err!(
+                            "TO_TIMESTAMP_LTZ: precision must be 0 (seconds) or 3 (milliseconds), not {other}"
+                        );
+                    }
+                };
+                let ms: Int64Array = arrow::compute::kernels::arity::unary(&values, |v| v * factor);
+                Arc::new(
+                    TimestampMillisecondArray::from(
+                        ms.into_data()
+                            .into_builder()
+                            .data_type(DataType::Timestamp(TimeUnit::Millisecond, None))
+                            .build()?,
+                    )
+                    .with_timezone("UTC"),
+                )
+            }
+            Kind::SplitIndex => {
+                let s = strings(&arrays[0])?;
+                let sep = strings(&arrays[1])?;
+                let idx = integers(&arrays[2])?;
+                let mut b = StringBuilder::with_capacity(n, n * 8);
+                for i in 0..n {
+                    if s.is_null(i) || sep.is_null(i) || idx.is_null(i) || idx.value(i) < 0 {
+                        b.append_null();
+                        continue;
+                    }
+                    let sep = sep.value(i);
+                    let piece = if sep.is_empty() {
+                        None
+                    } else {
+                        s.value(i).split(sep).nth(idx.value(i) as usize)
+                    };
+                    b.append_option(piece);
+                }
+                Arc::new(b.finish())
+            }
+            Kind::RegexpExtract => {
+                let s = strings(&arrays[0])?;
+                let re = strings(&arrays[1])?;
+                let group = match arrays.get(2) {
+                    Some(g) => Some(integers(g)?),
+                    None => None,
+                };
+                let mut compiled: HashMap<String, regex::Regex> = HashMap::new();
+                let mut b = StringBuilder::with_capacity(n, n * 8);
+                for i in 0..n {
+                    if s.is_null(i) || re.is_null(i) {
+                        b.append_null();
+                        continue;
+                    }
+                    let pattern = re.value(i);
+                    if !compiled.contains_key(pattern) {
+                        let r = regex::Regex::new(pattern).map_err(|e| {
+                            DataFusionError::Execution(format!(
+                                "REGEXP_EXTRACT: bad regular expression '{pattern}': {e}"
+                            ))
+                        })?;
+                        compiled.insert(pattern.to_string(), r);
+                    }
+                    let g = group
+                        .as_ref()
+                        .map(|g| if g.is_null(i) { -1 } else { g.value(i) })
+                        .unwrap_or(0);
+                    let found = (g >= 0)
+                        .then(|| compiled[pattern].captures(s.value(i)))
+                        .flatten()
+                        .and_then(|c| c.get(g as usize))
+                        .map(|m| m.as_str());
+                    b.append_option(found);
+                }
+                Arc::new(b.finish())
+            }
+            Kind::Mod => {
+                let t = mod_type(arrays[0].data_type(), arrays[1].data_type())?;
+                let (a, b) = (cast(&arrays[0], &t)?, cast(&arrays[1], &t)?);
+                // Arrow's remainder truncates toward zero, as Java's `%`.
+                arrow::compute::kernels::numeric::rem(&a, &b)?
+            }
+            Kind::CountChar => {
+                let s = strings(&arrays[0])?;
+                let c = strings(&arrays[1])?;
+                let mut b = Int64Builder::with_capacity(n);
+                for i in 0..n {
+                    if s.is_null(i) || c.is_null(i) {
+                        b.append_null();
+                        continue;
+                    }
+                    match c.value(i).chars().next() {
+                        Some(ch) => {
+                            b.append_value(s.value(i).chars().filter(|&x| x == ch).count() as i64)
+                        }
+                        None => b.append_value(0),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+        };
+        Ok(ColumnarValue::Array(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::StringArray;
+    use arrow::datatypes::Field;
+
+    fn call(kind: Kind, args: Vec<ArrayRef>) -> ArrayRef {
+        let f = FlinkFunction::new(kind);
+        let types: Vec<DataType> = args.iter().map(|a| a.data_type().clone()).collect();
+        let ret = f.return_type(&types).unwrap();
+        let n = args[0].len();
+        let out = f
+            .invoke_with_args(ScalarFunctionArgs {
+                arg_fields: args
+                    .iter()
+                    .map(|a| Arc::new(Field::new("a", a.data_type().clone(), true)))
+                    .collect(),
+                args: args.into_iter().map(ColumnarValue::Array).collect(),
+                number_rows: n,
+                return_field: Arc::new(Field::new("r", ret, true)),
+                config_options: Default::default(),
+            })
+            .unwrap();
+        out.to_array(n).unwrap()
+    }
+
+    fn ts(ms: &[i64]) -> ArrayRef {
+        Arc::new(TimestampMillisecondArray::from(ms.to_vec()))
+    }
+    fn s(v: &[&str]) -> ArrayRef {
+        Arc::new(StringArray::from(v.to_vec()))
+    }
+
+    #[test]
+    fn flink_functions_behave_like_flink() {
+        // 2023-11-14 22:13:20.123 UTC
+        let t = 1_700_000_000_123;
+        let hour = call(Kind::Hour, vec![ts(&[t, -1])]);
+        assert_eq!(hour.as_primitive::<Int64Type>().values(), &[22, 23]);
+        let f = call(
+            Kind::DateFormat,
+            vec![ts(&[t]), s(&["yyyy-MM-dd HH:mm:ss.SSS 'at' D"])],
+        );
+        assert_eq!(
+            f.as_string::<i32>().value(0),
+            "2023-11-14 22:13:20.123 at 318"
+        );
+        let parts = call(
+            Kind::SplitIndex,
+            vec![
+                s(&["a,b,c", "a,b,c", "abc"]),
+                s(&[",", ",", ","]),
+                Arc::new(Int64Array::from(vec![1, 5, 0])),
+            ],
+        );
+        let parts = parts.as_string::<i32>();
+        assert_eq!(
+            (parts.value(0), parts.is_null(1), parts.value(2)),
+            ("b", true, "abc")
+        );
+        let url = "https://x/y?query=1&channel_id=42";
+        let ids = call(
+            Kind::RegexpExtract,
+            vec![
+                s(&[url, "none"]),
+                s(&["(&|^)channel_id=([^&]*)"; 2]),
+                Arc::new(Int64Array::from(vec![2, 2])),
+            ],
+        );
+        let ids = ids.as_string::<i32>();
+        assert_eq!((ids.value(0), ids.is_null(1)), ("42", true));
+        let c = call(Kind::CountChar, vec![s(&["accbc"]), s(&["c"])]);
+        assert_eq!(c.as_primitive::<Int64Type>().value(0), 3);
+        let l = call(
+            Kind::ToTimestampLtz,
+            vec![
+                Arc::new(Int64Array::from(vec![1_700_000_000])),
+                Arc::new(Int64Array::from(vec![0])),
+            ],
+        );
+        assert_eq!(
+            l.as_primitive::<TimestampMillisecondType>().value(0),
+            1_700_000_000_000
+        );
+        assert_eq!(
+            l.data_type(),
+            &DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
+        );
+    }
 }

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use arrow::datatypes::DataType;
 use datafusion_expr::{AggregateUDF, ScalarUDF, WindowUDF};
 
 /// Scalar, aggregate and window functions by lowercase name.
@@ -33,6 +34,7 @@ impl Default for Functions {
         for a in datafusion_functions_aggregate::all_default_aggregate_functions() {
             f.register_aggregate(a);
         }
+        f.register_aggregate(FlinkAvg::udaf());
         f
     }
 }
@@ -78,5 +80,117 @@ impl Functions {
     }
     pub(crate) fn window_names(&self) -> Vec<String> {
         self.windows.keys().cloned().collect()
+    }
+}
+
+/// Flink's `AVG`: of an integer column it is an integer of the same type
+/// (the average truncated toward zero, `AVG(1, 2) = 1`); of other types it
+/// is DataFusion's average.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct FlinkAvg {
+    signature: datafusion_expr::Signature,
+}
+
+impl FlinkAvg {
+    pub(crate) fn udaf() -> Arc<AggregateUDF> {
+        Arc::new(AggregateUDF::new_from_impl(Self {
+            signature: datafusion_expr::Signature::user_defined(
+                datafusion_expr::Volatility::Immutable,
+            ),
+        }))
+    }
+}
+
+fn inner_avg() -> Arc<AggregateUDF> {
+    datafusion_functions_aggregate::average::avg_udaf()
+}
+
+impl datafusion_expr::AggregateUDFImpl for FlinkAvg {
+    fn name(&self) -> &str {
+        "avg"
+    }
+
+    fn signature(&self) -> &datafusion_expr::Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, args: &[DataType]) -> datafusion_common::Result<Vec<DataType>> {
+        if args.len() == 1 && args[0].is_integer() {
+            return Ok(args.to_vec());
+        }
+        inner_avg().inner().coerce_types(args)
+    }
+
+    fn return_type(&self, args: &[DataType]) -> datafusion_common::Result<DataType> {
+        if args.len() == 1 && args[0].is_integer() {
+            return Ok(args[0].clone());
+        }
+        inner_avg().inner().return_type(args)
+    }
+
+    fn accumulator(
+        &self,
+        args: datafusion_expr::function::AccumulatorArgs,
+    ) -> datafusion_common::Result<Box<dyn datafusion_expr::Accumulator>> {
+        let ret = args.return_field.data_type().clone();
+        if !ret.is_integer() {
+            return inner_avg().inner().accumulator(args);
+        }
+        let float = Arc::new(arrow::datatypes::Field::new(
+            args.return_field.name(),
+            DataType::Float64,
+            true,
+        ));
+        let inner =
+            inner_avg()
+                .inner()
+                .accumulator(datafusion_expr::function::AccumulatorArgs {
+                    return_field: float,
+                    ..args
+                })?;
+        Ok(Box::new(IntegerAvg { inner, ret }))
+    }
+
+    fn state_fields(
+        &self,
+        args: datafusion_expr::function::StateFieldsArgs,
+    ) -> datafusion_common::Result<Vec<arrow::datatypes::FieldRef>> {
+        let float = Arc::new(arrow::datatypes::Field::new(
+            args.return_field.name(),
+            DataType::Float64,
+            true,
+        ));
+        inner_avg()
+            .inner()
+            .state_fields(datafusion_expr::function::StateFieldsArgs {
+                return_field: float,
+                ..args
+            })
+    }
+}
+
+/// DataFusion's average over the values as DOUBLE, truncated on the way out.
+#[derive(Debug)]
+struct IntegerAvg {
+    inner: Box<dyn datafusion_expr::Accumulator>,
+    ret: DataType,
+}
+
+impl datafusion_expr::Accumulator for IntegerAvg {
+    fn update_batch(&mut self, values: &[arrow::array::ArrayRef]) -> datafusion_common::Result<()> {
+        let v = arrow::compute::cast(&values[0], &DataType::Float64)?;
+        self.inner.update_batch(&[v])
+    }
+    fn evaluate(&mut self) -> datafusion_common::Result<datafusion_common::ScalarValue> {
+        self.inner.evaluate()?.cast_to(&self.ret)
+    }
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+    fn state(&mut self) -> datafusion_common::Result<Vec<datafusion_common::ScalarValue>> {
+        self.inner.state()
+    }
+    fn merge_batch(&mut self, states: &[arrow::array::ArrayRef]) -> datafusion_common::Result<()> {
+        self.inner.merge_batch(states)
     }
 }

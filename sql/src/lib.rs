@@ -68,32 +68,52 @@ impl Dialect for FlinkDialect {
             return None;
         }
         parser.next_token();
-        Some(parser.parse_object_name(false).map(|name| {
-            Expr::Function(sqlparser::ast::Function {
-                name: ObjectName::from(vec![Ident::new("TABLE")]),
-                uses_odbc_syntax: false,
-                parameters: sqlparser::ast::FunctionArguments::None,
-                args: sqlparser::ast::FunctionArguments::List(
-                    sqlparser::ast::FunctionArgumentList {
-                        duplicate_treatment: None,
-                        args: vec![sqlparser::ast::FunctionArg::Unnamed(
-                            sqlparser::ast::FunctionArgExpr::Expr(Expr::CompoundIdentifier(
-                                name.0
-                                    .into_iter()
-                                    .filter_map(|p| p.as_ident().cloned())
-                                    .collect(),
-                            )),
-                        )],
-                        clauses: vec![],
-                    },
-                ),
-                filter: None,
-                null_treatment: None,
-                over: None,
-                within_group: vec![],
-            })
-        }))
+        Some(parse_table_argument(parser))
     }
+}
+
+/// `TABLE name [PARTITION BY c, …]` as the call `TABLE(name, c, …)`.
+fn parse_table_argument(parser: &mut Parser) -> Result<Expr, ParserError> {
+    let name = parser.parse_object_name(false)?;
+    let arg =
+        |e: Expr| sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Expr(e));
+    let mut args = vec![arg(Expr::CompoundIdentifier(
+        name.0
+            .into_iter()
+            .filter_map(|p| p.as_ident().cloned())
+            .collect(),
+    ))];
+    if parser.parse_keywords(&[Keyword::PARTITION, Keyword::BY]) {
+        loop {
+            args.push(arg(Expr::Identifier(parse_ident(parser)?)));
+            if !parser.consume_token(&Token::Comma) {
+                break;
+            }
+            // A comma may also end the TABLE argument: stop before the next
+            // argument (DESCRIPTOR(…), an interval, a named argument).
+            let [next, after] = parser.peek_tokens();
+            let is_column = matches!(&next, Token::Word(w) if w.keyword == Keyword::NoKeyword)
+                && !matches!(after, Token::LParen | Token::Arrow | Token::RArrow);
+            if !is_column {
+                parser.prev_token();
+                break;
+            }
+        }
+    }
+    Ok(Expr::Function(sqlparser::ast::Function {
+        name: ObjectName::from(vec![Ident::new("TABLE")]),
+        uses_odbc_syntax: false,
+        parameters: sqlparser::ast::FunctionArguments::None,
+        args: sqlparser::ast::FunctionArguments::List(sqlparser::ast::FunctionArgumentList {
+            duplicate_treatment: None,
+            args,
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    }))
 }
 
 /// One column of a `CREATE TABLE`.

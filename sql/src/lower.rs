@@ -221,7 +221,7 @@ impl<'a> Lowering<'a> {
         let window_column = |e: &Expr| -> Option<usize> {
             let Expr::Column(c) = e else { return None };
             let i = in_schema.index_of_column(c).ok()?;
-            (i >= width).then_some(i - width)
+            (i >= width).then(|| i - width)
         };
         let touches_window = |e: &Expr| {
             e.column_refs()

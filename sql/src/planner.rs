@@ -165,6 +165,58 @@ impl TableSource for ViewSource {
     }
 }
 
+/// Flink names an unaliased `row.field` (or `t.column`) select item by
+/// its last part; DataFusion would call it `t.row[field]`. Alias such items
+/// so views over ROW columns (Nexmark's) have Flink's column names.
+fn name_field_accesses(query: &mut sql::Query) {
+    fn set_expr(body: &mut sql::SetExpr) {
+        match body {
+            sql::SetExpr::Select(select) => {
+                for item in &mut select.projection {
+                    if let sql::SelectItem::UnnamedExpr(sql::Expr::CompoundIdentifier(parts)) = item
+                        && let Some(last) = parts.last().cloned()
+                    {
+                        let expr = sql::Expr::CompoundIdentifier(parts.clone());
+                        *item = sql::SelectItem::ExprWithAlias { expr, alias: last };
+                    }
+                }
+                for t in &mut select.from {
+                    table(&mut t.relation);
+                    for j in &mut t.joins {
+                        table(&mut j.relation);
+                    }
+                }
+            }
+            sql::SetExpr::Query(q) => name_field_accesses(q),
+            sql::SetExpr::SetOperation { left, right, .. } => {
+                set_expr(left);
+                set_expr(right);
+            }
+            _ => {}
+        }
+    }
+    fn table(t: &mut TableFactor) {
+        match t {
+            TableFactor::Derived { subquery, .. } => name_field_accesses(subquery),
+            TableFactor::NestedJoin {
+                table_with_joins, ..
+            } => {
+                table(&mut table_with_joins.relation);
+                for j in &mut table_with_joins.joins {
+                    table(&mut j.relation);
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(with) = &mut query.with {
+        for cte in &mut with.cte_tables {
+            name_field_accesses(&mut cte.query);
+        }
+    }
+    set_expr(&mut query.body);
+}
+
 /// What DataFusion's SQL planner asks about names.
 pub(crate) struct Provider<'a> {
     catalog: &'a Catalog,
@@ -194,14 +246,18 @@ impl<'a> Provider<'a> {
     fn sql_to_rel(&self) -> SqlToRel<'_, Self> {
         SqlToRel::new_with_options(
             self,
+            // Flink: exact numeric literals (`0.908`) are DECIMAL.
             ParserOptions::new()
+                .with_parse_float_as_decimal(true)
+                .with_collect_spans(true)
                 .with_enable_ident_normalization(false)
                 .with_map_string_types_to_utf8view(false),
         )
     }
 
     /// Plan a query; types are coerced (DataFusion's analyzer).
-    pub(crate) fn plan_query(&self, query: sql::Query) -> DfResult<LogicalPlan> {
+    pub(crate) fn plan_query(&self, mut query: sql::Query) -> DfResult<LogicalPlan> {
+        name_field_accesses(&mut query);
         let plan = self
             .sql_to_rel()
             .sql_statement_to_plan(sql::Statement::Query(Box::new(query)))?;
@@ -222,7 +278,19 @@ impl<'a> Provider<'a> {
             .build()?;
         let plan = Analyzer::new().execute_and_check(plan, &self.options, |_, _| {})?;
         match plan {
-            LogicalPlan::Projection(mut p) => Ok(p.expr.remove(0).unalias()),
+            LogicalPlan::Projection(mut p) => {
+                use datafusion_common::tree_node::{Transformed, TreeNode};
+                // Columns of the table itself: no qualifier.
+                let e = p.expr.remove(0).unalias().transform(|e| {
+                    Ok(match e {
+                        Expr::Column(c) if c.relation.is_some() => Transformed::yes(Expr::Column(
+                            datafusion_common::Column::new_unqualified(c.name),
+                        )),
+                        other => Transformed::no(other),
+                    })
+                })?;
+                Ok(e.data)
+            }
             other => Err(DataFusionError::Internal(format!(
                 "expression planned as {other}"
             ))),
@@ -483,6 +551,16 @@ impl RelationPlanner for WindowTvfPlanner {
             }
             _ => TvfWindow::Session { gap: need("GAP")? },
         };
+        if let Some(clash) =
+            input.schema().fields().iter().find(|f| {
+                ["window_start", "window_end", "window_time"].contains(&f.name().as_str())
+            })
+        {
+            return plan_err(format!(
+                "{function}: the input '{data}' already has a column '{}'; rename it in a view ({function} adds window_start, window_end and window_time)",
+                clash.name()
+            ));
+        }
         let node = WindowTvf::new(input, time_column, window)?;
         let plan = LogicalPlan::Extension(Extension {
             node: Arc::new(node),
@@ -496,8 +574,9 @@ impl RelationPlanner for WindowTvfPlanner {
 
 /// The single identifier argument of `TABLE(x)` / `DESCRIPTOR(x)`.
 fn single_name(call: &sql::Function) -> DfResult<String> {
+    // TABLE(name, partition columns…): the name comes first.
     if let FunctionArguments::List(l) = &call.args
-        && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(e))] = l.args.as_slice()
+        && let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(e))) = l.args.first()
     {
         match e {
             sql::Expr::Identifier(i) => return Ok(i.value.clone()),

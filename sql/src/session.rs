@@ -465,14 +465,12 @@ impl SqlSession {
             let table = self.catalog.table(&object)?;
             let sink = connectors::sink(table).map_err(weir_err)?;
             let stream = lowering.lower(&insert.plan).map_err(weir_err)?;
-            stream
-                .sink_to(sink, &format!("Sink: {}", insert.table))
-                .map_err(weir_err)?;
+            stream.sink_to(sink, &insert.table).map_err(weir_err)?;
         }
         for (i, q) in self.queries.iter().enumerate() {
             let stream = lowering.lower(q).map_err(weir_err)?;
             stream
-                .sink_to(SinkSpec::Print, &format!("Sink: query {}", i + 1))
+                .sink_to(SinkSpec::Print, &format!("query {}", i + 1))
                 .map_err(weir_err)?;
         }
         Ok(())

@@ -1,0 +1,221 @@
+//! A real coordinator and real worker processes on loopback, driven
+//! through the `weir` binary and the REST API: shared by the end-to-end
+//! tests.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+
+/// Child processes, killed when the test ends — also when it panics.
+#[derive(Default)]
+pub struct Processes(pub Vec<Child>);
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub struct Cluster {
+    pub url: String,
+    pub rpc: String,
+    pub token: Option<String>,
+    /// Arguments given to the coordinator and every worker.
+    pub extra: Vec<String>,
+    pub procs: Processes,
+    /// Each worker's process index and Flight address.
+    pub workers: Vec<(usize, String)>,
+}
+
+impl Cluster {
+    /// A coordinator (fast heartbeats) and `workers` workers of `slots` slots.
+    pub fn start(workers: usize, slots: usize, token: Option<&str>) -> Self {
+        Self::start_with(workers, slots, token, &[])
+    }
+
+    /// As [`Self::start`], passing `extra` to every process.
+    pub fn start_with(workers: usize, slots: usize, token: Option<&str>, extra: &[String]) -> Self {
+        let mut procs = Processes::default();
+        let mut cmd = Command::new(WEIR);
+        cmd.args([
+            "coordinator",
+            "--rest",
+            "127.0.0.1:0",
+            "--rpc",
+            "127.0.0.1:0",
+            "--heartbeat-interval-ms",
+            "200",
+            "--heartbeat-timeout-ms",
+            "2000",
+        ])
+        .args(extra)
+        .env_remove("WEIR_TOKEN")
+        .stdout(Stdio::piped());
+        if let Some(t) = token {
+            cmd.args(["--token", t]);
+        }
+        let mut child = cmd.spawn().expect("start the coordinator");
+        let stdout = child.stdout.take().unwrap();
+        procs.0.push(child);
+        let mut lines = BufReader::new(stdout).lines();
+        let mut url = None;
+        let mut rpc = None;
+        while url.is_none() || rpc.is_none() {
+            let line = lines
+                .next()
+                .expect("the coordinator printed its addresses")
+                .unwrap();
+            if let Some(u) = line.strip_prefix("coordinator REST API on ") {
+                url = Some(u.to_string());
+            }
+            if let Some(r) = line.strip_prefix("coordinator control endpoint on ") {
+                rpc = Some(r.to_string());
+            }
+        }
+        let mut cluster = Cluster {
+            url: url.unwrap(),
+            rpc: rpc.unwrap(),
+            token: token.map(str::to_string),
+            extra: extra.to_vec(),
+            procs,
+            workers: vec![],
+        };
+        for _ in 0..workers {
+            cluster.add_worker(slots);
+        }
+        cluster.wait_for_workers(workers);
+        cluster
+    }
+
+    /// Start a worker; returns its Flight address once it has registered.
+    pub fn add_worker(&mut self, slots: usize) -> String {
+        let mut cmd = Command::new(WEIR);
+        cmd.args([
+            "worker",
+            "--coordinator",
+            &self.rpc,
+            "--slots",
+            &slots.to_string(),
+        ])
+        .args(&self.extra)
+        .env_remove("WEIR_TOKEN")
+        .stdout(Stdio::piped());
+        if let Some(t) = &self.token {
+            cmd.args(["--token", t]);
+        }
+        let mut child = cmd.spawn().expect("start a worker");
+        let stdout = child.stdout.take().unwrap();
+        self.procs.0.push(child);
+        // "worker worker-N serving Flight on ADDR with S slots"
+        let line = BufReader::new(stdout)
+            .lines()
+            .next()
+            .expect("the worker announced itself")
+            .unwrap();
+        let address = line
+            .split_whitespace()
+            .nth(5)
+            .expect("an address in the worker's first line")
+            .to_string();
+        self.workers.push((self.procs.0.len() - 1, address.clone()));
+        address
+    }
+
+    /// Kill -9 the worker process listening on `address`.
+    pub fn kill_worker_at(&mut self, address: &str) {
+        let index = self
+            .workers
+            .iter()
+            .find(|(_, a)| a == address)
+            .map(|(i, _)| *i)
+            .expect("a known worker");
+        let child = &mut self.procs.0[index];
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    pub fn wait_for_workers(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, workers) = self.rest("GET", "/v1/workers", "");
+            if workers.as_array().map(|w| w.len()) == Some(n) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "workers did not register: {workers}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// A raw REST call: status and JSON body.
+    pub fn rest(&self, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+        rest_call(&self.url, self.token.as_deref(), method, path, body)
+    }
+
+    /// Run the `weir` CLI against this cluster.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new(WEIR);
+        cmd.args(args).env("WEIR_COORDINATOR_URL", &self.url);
+        match &self.token {
+            Some(t) => cmd.env("WEIR_TOKEN", t),
+            None => cmd.env_remove("WEIR_TOKEN"),
+        };
+        cmd.output().expect("run weir")
+    }
+
+    pub fn wait_for_status(
+        &self,
+        job: &str,
+        wanted: &[&str],
+        within: Duration,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let (_, details) = self.rest("GET", &format!("/v1/jobs/{job}"), "");
+            let status = details["status"].as_str().unwrap_or_default();
+            if wanted.contains(&status) {
+                return details;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "job {job} did not reach {wanted:?}: {details:#}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+pub fn rest_call(
+    url: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, serde_json::Value) {
+    let host = url.strip_prefix("http://").unwrap();
+    let mut s = TcpStream::connect(host).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, rest) = raw.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let json = serde_json::from_str(rest.trim()).unwrap_or(serde_json::Value::Null);
+    (status, json)
+}
