@@ -52,7 +52,9 @@ fn script(case: &Path, out: &Path, prelude: &str) -> String {
 }
 
 /// Every committed row under `out` (sorted; rows of a subfolder prefixed
-/// with its name and `|`).
+/// with its name and `|`). A changelog (files whose last column is `_op`)
+/// is collapsed into the table it describes: `+I`/`+U` add a row, `-U`/`-D`
+/// take one away; a row taken more often than added is reported.
 fn read_rows(out: &Path) -> Vec<String> {
     fn walk(dir: &Path, prefix: &str, rows: &mut Vec<String>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -65,13 +67,35 @@ fn read_rows(out: &Path) -> Vec<String> {
                 walk(&p, &format!("{prefix}{file}|"), rows);
             } else if file.ends_with(".csv") && !file.starts_with('.') {
                 let text = std::fs::read_to_string(&p).unwrap();
-                rows.extend(text.lines().skip(1).map(|l| format!("{prefix}{l}")));
+                let changelog = text.lines().next().is_some_and(|h| h.ends_with(",_op"));
+                rows.extend(text.lines().skip(1).map(|l| {
+                    if changelog {
+                        let (row, op) = l.rsplit_once(',').unwrap();
+                        format!("{op}{prefix}{row}")
+                    } else {
+                        format!("+I{prefix}{l}")
+                    }
+                }));
             }
         }
     }
+    let mut changes = vec![];
+    walk(out, "", &mut changes);
+    let mut table: std::collections::BTreeMap<String, i64> = Default::default();
+    for c in changes {
+        let (op, row) = c.split_at(2);
+        let n = table.entry(row.to_string()).or_default();
+        match op {
+            "+I" | "+U" => *n += 1,
+            "-U" | "-D" => *n -= 1,
+            other => panic!("unknown change kind {other} in {}", out.display()),
+        }
+    }
     let mut rows = vec![];
-    walk(out, "", &mut rows);
-    rows.sort();
+    for (row, n) in table {
+        assert!(n >= 0, "{row} retracted more often than inserted ({n})");
+        rows.extend(std::iter::repeat_n(row, n as usize));
+    }
     rows
 }
 

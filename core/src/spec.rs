@@ -710,6 +710,28 @@ pub struct WindowAggregateSpec {
     pub late_data_tag: Option<String>,
 }
 
+/// The column of a changelog stream saying what each row does: `+I`
+/// (insert), `-U` (retract the row before an update), `+U` (the row after
+/// an update), `-D` (delete) — Flink's `RowKind`.
+pub const CHANGELOG_COLUMN: &str = "_op";
+
+/// A keyed aggregation over an unbounded input (SQL's `GROUP BY` without a
+/// window): per key, the aggregates of every row so far.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct GroupAggregateSpec {
+    /// Key column names.
+    pub keys: Vec<String>,
+    /// Aggregates, in output order.
+    pub aggregates: Vec<AggregateSpec>,
+    /// Schema of the input.
+    pub input_schema: SchemaRef,
+    /// Streaming: after each batch, emit the changed keys as a changelog
+    /// (`+I` for a new key, `-U`/`+U` for a changed one; a final
+    /// [`CHANGELOG_COLUMN`]). Batch: emit each key's final row once, at
+    /// the end of the input.
+    pub changelog: bool,
+}
+
 /// A function applied to whole batches (application mode only: it cannot be
 /// shipped to a remote cluster). It may return any number of batches, all with
 /// the declared output schema.
@@ -744,6 +766,8 @@ pub enum OperatorSpec {
     WindowJoin(WindowJoinSpec),
     /// A full-window function over the rows of each fired window.
     WindowProcess(WindowProcessSpec),
+    /// An updating aggregation per key.
+    GroupAggregate(GroupAggregateSpec),
 }
 
 /// A keyed window whose rows are all handed to a function when it fires.
@@ -873,6 +897,16 @@ impl fmt::Debug for OperatorSpec {
                 write!(f, "Project({})", parts.join(", "))
             }
             OperatorSpec::MapBatches(_) => write!(f, "MapBatches(<fn>)"),
+            OperatorSpec::GroupAggregate(g) => write!(
+                f,
+                "GroupAggregate(keys [{}], [{}])",
+                g.keys.join(", "),
+                g.aggregates
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             OperatorSpec::KeyedProcess(p) => write!(f, "{p:?}"),
             OperatorSpec::WindowProcess(p) => write!(f, "{p:?}"),
             OperatorSpec::WindowJoin(j) => write!(

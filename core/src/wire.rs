@@ -516,6 +516,7 @@ enum OperatorWire {
     WindowAggregate(crate::spec::WindowAggregateSpec),
     IntervalJoin(crate::spec::IntervalJoinSpec),
     WindowJoin(crate::spec::WindowJoinSpec),
+    GroupAggregate(crate::spec::GroupAggregateSpec),
 }
 
 /// Why a spec cannot leave this process, if it cannot.
@@ -525,6 +526,11 @@ fn closure_reason(spec: &OperatorSpec) -> Option<&'static str> {
         OperatorSpec::KeyedProcess(_) => Some("a process function is Rust code"),
         OperatorSpec::WindowProcess(_) => Some("a window process function is Rust code"),
         OperatorSpec::WindowAggregate(w) => w
+            .aggregates
+            .iter()
+            .any(|a| matches!(a.function, AggregateFunction::Udf(_)))
+            .then_some("a user-defined aggregate is Rust code"),
+        OperatorSpec::GroupAggregate(g) => g
             .aggregates
             .iter()
             .any(|a| matches!(a.function, AggregateFunction::Udf(_)))
@@ -555,6 +561,9 @@ impl Serialize for OperatorSpec {
             }
             OperatorSpec::IntervalJoin(j) => OperatorWire::IntervalJoin(j.clone()),
             OperatorSpec::WindowJoin(j) => OperatorWire::WindowJoin(j.clone()),
+            OperatorSpec::GroupAggregate(g) if closure_reason(self).is_none() => {
+                OperatorWire::GroupAggregate(g.clone())
+            }
             other => {
                 return Err(S::Error::custom(format!(
                     "{other:?} cannot be shipped: {}",
@@ -592,6 +601,7 @@ impl<'de> Deserialize<'de> for OperatorSpec {
             OperatorWire::WindowAggregate(w) => OperatorSpec::WindowAggregate(w),
             OperatorWire::IntervalJoin(j) => OperatorSpec::IntervalJoin(j),
             OperatorWire::WindowJoin(j) => OperatorSpec::WindowJoin(j),
+            OperatorWire::GroupAggregate(g) => OperatorSpec::GroupAggregate(g),
         })
     }
 }

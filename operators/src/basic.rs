@@ -38,6 +38,14 @@ pub(crate) fn create(
             exprs: exprs.iter().map(|(e, _)| Arc::clone(e)).collect(),
             schema: Arc::clone(&node.schema),
         }),
+        OperatorSpec::GroupAggregate(g) => {
+            Box::new(crate::group_aggregate::GroupAggregateOperator::try_new(
+                name,
+                g,
+                Arc::clone(&node.schema),
+                ctx,
+            )?)
+        }
         OperatorSpec::MapBatches(f) => Box::new(MapBatchesOperator {
             name,
             f: Arc::clone(f),

@@ -24,6 +24,7 @@ macro_rules! stateless {
 
 pub mod basic;
 pub mod count_window;
+pub mod group_aggregate;
 pub mod join;
 mod pane_buffer;
 pub mod partition;

@@ -63,8 +63,26 @@ pub(crate) struct Aggregates {
 
 impl Aggregates {
     pub(crate) fn try_new(name: &str, spec: &WindowAggregateSpec) -> Result<Self> {
-        let input = &spec.input_schema;
-        let key_indices = crate::column_indices(input, &spec.keys)?;
+        Self::build(
+            name,
+            &spec.keys,
+            &spec.aggregates,
+            &spec.input_schema,
+            Some(spec.rowtime.as_deref()),
+        )
+    }
+
+    /// The aggregates over `input` grouped by `keys`. `rowtime`: `Some` when
+    /// FIRST_VALUE / LAST_VALUE follow event time (then it must name the
+    /// column), `None` when they follow arrival order.
+    pub(crate) fn build(
+        name: &str,
+        keys: &[String],
+        aggregates: &[weir_core::spec::AggregateSpec],
+        input: &SchemaRef,
+        rowtime: Option<Option<&str>>,
+    ) -> Result<Self> {
+        let key_indices = crate::column_indices(input, keys)?;
         // A non-keyed (all-window) aggregation groups by one constant.
         let key_schema = if key_indices.is_empty() {
             Arc::new(arrow::datatypes::Schema::new(vec![
@@ -75,7 +93,7 @@ impl Aggregates {
         };
         let mut functions = Vec::new();
         let mut arguments = Vec::new();
-        for a in &spec.aggregates {
+        for a in aggregates {
             let mut arg: Arc<dyn PhysicalExpr> = match &a.column {
                 Some(c) => Arc::new(Column::new(c, input.index_of(c)?)),
                 None => Arc::new(Literal::new(ScalarValue::Int64(Some(1)))),
@@ -89,9 +107,9 @@ impl Aggregates {
                 .alias(a.alias.clone())
                 .with_distinct(a.function.is_distinct());
             let mut args = vec![arg];
-            if a.function.is_ordered() {
+            if let (true, Some(rowtime)) = (a.function.is_ordered(), rowtime) {
                 // FIRST_VALUE / LAST_VALUE follow event time, not arrival order.
-                let rowtime = spec.rowtime.as_deref().ok_or_else(|| {
+                let rowtime = rowtime.ok_or_else(|| {
                     WeirError::plan(format!("{name}: {a} needs an event-time window"))
                 })?;
                 let ts: Arc<dyn PhysicalExpr> =

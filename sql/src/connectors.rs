@@ -145,7 +145,31 @@ const FILESYSTEM_OPTIONS: &[&str] = &[
     "csv.header",
     "source.monitor-interval",
     "sink.rolling-policy.file-size",
+    "sink.changelog-mode",
 ];
+
+/// Whether a sink table takes a changelog (updating results, with their
+/// `_op` column): print, blackhole and flight do; a filesystem table only
+/// with `'sink.changelog-mode' = 'retract'` (default `append`).
+pub(crate) fn accepts_changelog(t: &TableEntry) -> Result<bool> {
+    Ok(match connector(t)?.as_str() {
+        "filesystem" => match t
+            .option("sink.changelog-mode")
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            None | Some("append") => false,
+            Some("retract") => true,
+            Some(other) => {
+                return Err(table_err(
+                    t,
+                    format!("sink.changelog-mode = '{other}': expected 'append' or 'retract'"),
+                ));
+            }
+        },
+        _ => true,
+    })
+}
 
 /// The source a table reads from, producing its physical columns in order.
 pub(crate) fn source(t: &TableEntry) -> Result<SourceSpec> {

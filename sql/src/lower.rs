@@ -20,7 +20,9 @@ use datafusion_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion_expr::{Aggregate, Expr, LogicalPlan, case, cast, lit};
 use datafusion_physical_expr::{PhysicalExpr, create_physical_expr};
 use weir_core::api::{DataStream, StreamExecutionEnvironment};
-use weir_core::spec::{AggregateFunction, AggregateSpec, ComputedSourceSpec, SourceSpec};
+use weir_core::spec::{
+    AggregateFunction, AggregateSpec, CHANGELOG_COLUMN, ComputedSourceSpec, SourceSpec,
+};
 use weir_core::time::{WatermarkStrategy, WindowAssigner};
 use weir_core::{Result, WeirError};
 
@@ -71,12 +73,23 @@ impl<'a> Lowering<'a> {
         match plan {
             LogicalPlan::Projection(p) => {
                 let input = self.lower(&p.input)?;
-                let exprs = p
+                let mut exprs = p
                     .expr
                     .iter()
                     .zip(p.schema.fields())
                     .map(|(e, f)| Ok((physical(e, p.input.schema())?, f.name().clone())))
                     .collect::<Result<Vec<_>>>()?;
+                if is_changelog(&input) {
+                    // Each row keeps its change kind.
+                    let at = input.schema().fields().len() - 1;
+                    exprs.push((
+                        Arc::new(datafusion_physical_expr::expressions::Column::new(
+                            CHANGELOG_COLUMN,
+                            at,
+                        )) as Arc<dyn PhysicalExpr>,
+                        CHANGELOG_COLUMN.to_string(),
+                    ));
+                }
                 if is_identity(&exprs, input.schema()) {
                     return Ok(input);
                 }
@@ -202,12 +215,68 @@ impl<'a> Lowering<'a> {
                 other => break as_window_tvf(other),
             }
         };
-        let Some(tvf) = tvf else {
+        match tvf {
+            Some(tvf) => self.window_aggregate(a, tvf, &filters),
+            None => self.group_aggregate(a),
+        }
+    }
+
+    /// An unbounded `GROUP BY`: an updating aggregation (a changelog in
+    /// streaming mode, the final rows in batch mode).
+    fn group_aggregate(&mut self, a: &Aggregate) -> Result<DataStream> {
+        let stream = self.lower(&a.input)?;
+        if is_changelog(&stream) {
             return Err(unsupported(
-                "GROUP BY without a window table function (an updating aggregation) is not supported yet; group the rows of TUMBLE/HOP/CUMULATE/SESSION by window_start, window_end",
+                "an aggregation over an updating input (e.g. GROUP BY over another GROUP BY's result)",
             ));
-        };
-        self.window_aggregate(a, tvf, &filters)
+        }
+        let in_schema = a.input.schema();
+        let mut pre: Vec<(Expr, String)> = vec![];
+        let mut keys = vec![];
+        for g in &a.group_expr {
+            if matches!(g, Expr::GroupingSet(_)) {
+                return Err(unsupported("GROUPING SETS / ROLLUP / CUBE on a stream"));
+            }
+            let name = format!("__k{}", keys.len());
+            pre.push((g.clone(), name.clone()));
+            keys.push(name);
+        }
+        let global = keys.is_empty();
+        if global {
+            // One group: every row has the same key.
+            pre.push((lit(0i8), "__k0".into()));
+            keys.push("__k0".into());
+        }
+        let specs = aggregate_specs(a, &|_| false, &mut pre)?;
+        let exprs = pre
+            .iter()
+            .map(|(e, n)| Ok((physical(e, in_schema)?, n.clone())))
+            .collect::<Result<Vec<_>>>()?;
+        let pre_stream = stream.project_physical(exprs, "Calc(aggregate arguments)")?;
+        let k: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let out = pre_stream.key_by(&k)?.group_aggregate(specs)?;
+        let changelog = is_changelog(&out);
+        let out_df = DFSchema::try_from(out.schema().as_ref().clone())?;
+        let c = |name: &str| Expr::Column(Column::new_unqualified(name));
+        let mut post = vec![];
+        let group_fields = if global { 0 } else { keys.len() };
+        for (i, field) in a.schema.fields().iter().enumerate() {
+            let e = if i < group_fields {
+                c(&format!("__k{i}"))
+            } else {
+                c(&format!("__a{}", i - group_fields))
+            };
+            let e = conform(e, field.data_type(), &out_df)?;
+            post.push((physical(&e, &out_df)?, field.name().clone()));
+        }
+        if changelog {
+            post.push((
+                physical(&c(CHANGELOG_COLUMN), &out_df)?,
+                CHANGELOG_COLUMN.into(),
+            ));
+        }
+        let names: Vec<&str> = post.iter().map(|(_, n)| n.as_str()).collect();
+        out.project_physical(post.clone(), format!("Calc({})", names.join(", ")))
     }
 
     fn window_aggregate(
@@ -278,73 +347,7 @@ impl<'a> Lowering<'a> {
                 "a window aggregation must GROUP BY both window_start and window_end",
             ));
         }
-        let mut specs = vec![];
-        for (j, e) in a.aggr_expr.iter().enumerate() {
-            let Expr::AggregateFunction(f) = e.clone().unalias() else {
-                return Err(unsupported(format!("aggregate expression `{e}`")));
-            };
-            let p = &f.params;
-            if !p.order_by.is_empty() {
-                return Err(unsupported(format!("ORDER BY inside aggregate `{e}`")));
-            }
-            if p.args.len() > 1 {
-                return Err(unsupported(format!(
-                    "aggregate `{e}` with {} arguments",
-                    p.args.len()
-                )));
-            }
-            let name = f.func.name().to_ascii_lowercase();
-            let function = match (name.as_str(), p.distinct) {
-                ("count", false) => AggregateFunction::Count,
-                ("count", true) => AggregateFunction::CountDistinct,
-                ("sum", false) => AggregateFunction::Sum,
-                ("min", _) => AggregateFunction::Min,
-                ("max", _) => AggregateFunction::Max,
-                ("avg", false) => AggregateFunction::Avg,
-                ("first_value", false) => AggregateFunction::FirstValue,
-                ("last_value", false) => AggregateFunction::LastValue,
-                (_, true) => {
-                    return Err(unsupported(format!(
-                        "DISTINCT in `{e}` (COUNT(DISTINCT …) is supported)"
-                    )));
-                }
-                _ => AggregateFunction::Udf(Arc::clone(&f.func)),
-            };
-            let arg = p.args.first().cloned();
-            if arg.as_ref().is_some_and(&touches_window)
-                || p.filter.as_deref().is_some_and(&touches_window)
-            {
-                return Err(unsupported(format!("aggregate `{e}` over window columns")));
-            }
-            let is_count_star =
-                name == "count" && !p.distinct && matches!(arg, None | Some(Expr::Literal(_, _)));
-            let arg = match (arg, p.filter.as_deref()) {
-                (None, None) => None,
-                (Some(_), None) if is_count_star => None,
-                (Some(x), None) => Some(x),
-                (x, Some(cond)) => {
-                    let value = match x {
-                        Some(x) if !is_count_star => x,
-                        _ => lit(1i64),
-                    };
-                    Some(case(cond.clone()).when(lit(true), value).end()?)
-                }
-            };
-            let alias = format!("__a{j}");
-            let column = match arg {
-                Some(x) => {
-                    let n = format!("__arg{j}");
-                    pre.push((x, n.clone()));
-                    Some(n)
-                }
-                None => None,
-            };
-            specs.push(AggregateSpec {
-                function,
-                column,
-                alias,
-            });
-        }
+        let specs = aggregate_specs(a, &touches_window, &mut pre)?;
         // The rowtime rides along under its own name.
         pre.push((
             Expr::Column(Column::from(in_schema.qualified_field(tvf.time_column))),
@@ -412,6 +415,91 @@ impl<'a> Lowering<'a> {
         let result = out.project_physical(exprs.clone(), format!("Calc({})", names.join(", ")))?;
         result.with_rowtime(rowtime.as_deref())
     }
+}
+
+/// The aggregates of `a` as window/group aggregate specs over the columns
+/// `__arg{j}` that `pre` computes (an argument under `FILTER (WHERE c)`
+/// becomes `CASE WHEN c THEN arg END`, which every aggregate skips when
+/// null); outputs are named `__a{j}`.
+fn aggregate_specs(
+    a: &Aggregate,
+    forbidden: &dyn Fn(&Expr) -> bool,
+    pre: &mut Vec<(Expr, String)>,
+) -> Result<Vec<AggregateSpec>> {
+    let mut specs = vec![];
+    for (j, e) in a.aggr_expr.iter().enumerate() {
+        let Expr::AggregateFunction(f) = e.clone().unalias() else {
+            return Err(unsupported(format!("aggregate expression `{e}`")));
+        };
+        let p = &f.params;
+        if !p.order_by.is_empty() {
+            return Err(unsupported(format!("ORDER BY inside aggregate `{e}`")));
+        }
+        if p.args.len() > 1 {
+            return Err(unsupported(format!(
+                "aggregate `{e}` with {} arguments",
+                p.args.len()
+            )));
+        }
+        let name = f.func.name().to_ascii_lowercase();
+        let function = match (name.as_str(), p.distinct) {
+            ("count", false) => AggregateFunction::Count,
+            ("count", true) => AggregateFunction::CountDistinct,
+            ("sum", false) => AggregateFunction::Sum,
+            ("min", _) => AggregateFunction::Min,
+            ("max", _) => AggregateFunction::Max,
+            ("avg", false) => AggregateFunction::Avg,
+            ("first_value", false) => AggregateFunction::FirstValue,
+            ("last_value", false) => AggregateFunction::LastValue,
+            (_, true) => {
+                return Err(unsupported(format!(
+                    "DISTINCT in `{e}` (COUNT(DISTINCT …) is supported)"
+                )));
+            }
+            _ => AggregateFunction::Udf(Arc::clone(&f.func)),
+        };
+        let arg = p.args.first().cloned();
+        if arg.as_ref().is_some_and(forbidden) || p.filter.as_deref().is_some_and(forbidden) {
+            return Err(unsupported(format!("aggregate `{e}` over window columns")));
+        }
+        let is_count_star =
+            name == "count" && !p.distinct && matches!(arg, None | Some(Expr::Literal(_, _)));
+        let arg = match (arg, p.filter.as_deref()) {
+            (None, None) => None,
+            (Some(_), None) if is_count_star => None,
+            (Some(x), None) => Some(x),
+            (x, Some(cond)) => {
+                let value = match x {
+                    Some(x) if !is_count_star => x,
+                    _ => lit(1i64),
+                };
+                Some(case(cond.clone()).when(lit(true), value).end()?)
+            }
+        };
+        let column = match arg {
+            Some(x) => {
+                let n = format!("__arg{j}");
+                pre.push((x, n.clone()));
+                Some(n)
+            }
+            None => None,
+        };
+        specs.push(AggregateSpec {
+            function,
+            column,
+            alias: format!("__a{j}"),
+        });
+    }
+    Ok(specs)
+}
+
+/// Whether a stream is a changelog (its last column is `_op`).
+pub(crate) fn is_changelog(stream: &DataStream) -> bool {
+    stream
+        .schema()
+        .fields()
+        .last()
+        .is_some_and(|f| f.name() == CHANGELOG_COLUMN)
 }
 
 enum GroupOut {

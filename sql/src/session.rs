@@ -249,6 +249,7 @@ impl SqlSession {
                 let plan = self.provider().plan_query(*q).map_err(df_err)?;
                 // Lower now so an unsupported query fails before anything runs.
                 let env = StreamExecutionEnvironment::new(Default::default());
+                apply_options(&env, &self.options)?;
                 Lowering::new(&env, &self.catalog, None)
                     .lower(&plan)
                     .map_err(weir_err)?;
@@ -427,9 +428,11 @@ impl SqlSession {
             .map_err(df_err)?;
         // Lower now: an unsupported query fails before anything runs.
         let env = StreamExecutionEnvironment::new(Default::default());
-        Lowering::new(&env, &self.catalog, None)
+        apply_options(&env, &self.options)?;
+        let stream = Lowering::new(&env, &self.catalog, None)
             .lower(&plan)
             .map_err(weir_err)?;
+        check_changelog_sink(table, &stream)?;
         Ok(PlannedInsert {
             table: name.to_string(),
             plan,
@@ -465,6 +468,7 @@ impl SqlSession {
             let table = self.catalog.table(&object)?;
             let sink = connectors::sink(table).map_err(weir_err)?;
             let stream = lowering.lower(&insert.plan).map_err(weir_err)?;
+            check_changelog_sink(table, &stream)?;
             stream.sink_to(sink, &insert.table).map_err(weir_err)?;
         }
         for (i, q) in self.queries.iter().enumerate() {
@@ -475,6 +479,23 @@ impl SqlSession {
         }
         Ok(())
     }
+}
+
+/// An updating query into a sink that takes only inserts is refused, as
+/// Flink refuses it.
+fn check_changelog_sink(
+    table: &TableEntry,
+    stream: &weir_core::api::DataStream,
+) -> Result<(), SqlError> {
+    if crate::lower::is_changelog(stream)
+        && !connectors::accepts_changelog(table).map_err(weir_err)?
+    {
+        return Err(err(format!(
+            "table sink '{}' doesn't support consuming update changes, which the query produces (an unbounded GROUP BY); write them to a print, blackhole or flight table, to a filesystem table with 'sink.changelog-mode' = 'retract', or run in batch mode",
+            table.definition.name
+        )));
+    }
+    Ok(())
 }
 
 /// The start of a statement, for errors found while planning it.

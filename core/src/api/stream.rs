@@ -469,6 +469,67 @@ impl KeyedStream {
         }
     }
 
+    /// Aggregate every row so far per key (SQL's unbounded `GROUP BY`).
+    /// In streaming mode the output is a changelog: after each input batch
+    /// the keys it changed, `+I` for a new key, `-U` (old row) then `+U`
+    /// (new row) for a changed one, in a final `_op` column
+    /// ([`crate::spec::CHANGELOG_COLUMN`]); unchanged results are not
+    /// re-emitted. In batch mode each key's final row, once, at the end of
+    /// the input. Output columns: the keys, then the aggregates.
+    pub fn group_aggregate(&self, aggregates: Vec<AggregateSpec>) -> Result<DataStream> {
+        let input = &self.stream;
+        if aggregates.is_empty() {
+            return Err(WeirError::plan(
+                "group_aggregate needs at least one aggregate",
+            ));
+        }
+        let mut fields = Vec::new();
+        for k in &self.keys {
+            fields.push(input.schema.field_with_name(k)?.clone());
+        }
+        for a in &aggregates {
+            fields.push(a.output_field(&input.schema)?.as_ref().clone());
+        }
+        let changelog = input.env.config().runtime_mode == crate::config::RuntimeMode::Streaming;
+        if changelog {
+            fields.push(Field::new(
+                crate::spec::CHANGELOG_COLUMN,
+                arrow::datatypes::DataType::Utf8,
+                false,
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for f in &fields {
+            if !seen.insert(f.name().clone()) {
+                return Err(WeirError::plan(format!(
+                    "group aggregate output has two columns named '{}'; use alias()",
+                    f.name()
+                )));
+            }
+        }
+        let spec = crate::spec::GroupAggregateSpec {
+            keys: self.keys.clone(),
+            aggregates,
+            input_schema: Arc::clone(&input.schema),
+            changelog,
+        };
+        let name = format!(
+            "GroupAggregate(keys [{}], [{}])",
+            spec.keys.join(", "),
+            spec.aggregates
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Ok(input.derive(
+            name,
+            TransformationKind::Operator(OperatorSpec::GroupAggregate(spec)),
+            Arc::new(Schema::new(fields)),
+            None,
+        ))
+    }
+
     /// The underlying stream (hash-partitioned).
     pub fn as_stream(&self) -> &DataStream {
         &self.stream

@@ -1,0 +1,405 @@
+//! The updating aggregation: SQL's `GROUP BY` without a window.
+//!
+//! Every key's accumulator state lives in a columnar store (one row per key:
+//! the key columns, then each aggregate's intermediate state columns as
+//! DataFusion's `GroupsAccumulator::state` gives them). A batch is handled
+//! whole, with no per-row dispatch:
+//!
+//! 1. the batch is aggregated on its own (a fresh [`Accumulation`]);
+//! 2. its keys are interned into the key index, which says which keys are
+//!    new and where the old state of the others is;
+//! 3. old states are gathered (`interleave`), evaluated for the old results,
+//!    and merged with the batch's partial states into the new states, which
+//!    are evaluated for the new results and written back to the store;
+//! 4. out goes the changelog of the batch: `-U` old / `+U` new for changed
+//!    keys (unchanged results are not re-emitted, as in Flink), `+I` for new
+//!    keys.
+//!
+//! In batch mode nothing is emitted until the input ends; then every key's
+//! final row, once.
+//!
+//! Snapshots hold the store (`groups`: key columns, then state columns
+//! `a{i}_{field}`), keyed by the key columns, so a restore at another
+//! parallelism keeps the keys of its own key groups.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray, UInt32Array};
+use arrow::compute::{interleave, take};
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::row::{RowConverter, SortField};
+use datafusion_expr::EmitTo;
+use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
+use datafusion_physical_plan::aggregates::order::GroupOrdering;
+use weir_core::spec::GroupAggregateSpec;
+use weir_core::{Result, WeirError};
+
+use crate::window::{Accumulation, Aggregates};
+use crate::{KeyGroupFilter, Operator, OperatorContext, Output, StateTable};
+
+/// Rows of one schema kept in appended batches, addressed by dense id.
+struct RowStore {
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+    /// Where each id's current row is: (batch, row).
+    rows: Vec<(usize, usize)>,
+    stored: usize,
+}
+
+impl RowStore {
+    fn new(schema: SchemaRef) -> Self {
+        Self {
+            schema,
+            batches: vec![],
+            rows: vec![],
+            stored: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// The rows of `ids`, in that order.
+    fn gather(&self, ids: &[usize]) -> Result<Vec<ArrayRef>> {
+        let at: Vec<(usize, usize)> = ids.iter().map(|&i| self.rows[i]).collect();
+        (0..self.schema.fields().len())
+            .map(|c| {
+                let columns: Vec<&dyn arrow::array::Array> =
+                    self.batches.iter().map(|b| b.column(c).as_ref()).collect();
+                if columns.is_empty() {
+                    return Ok(arrow::array::new_empty_array(
+                        self.schema.field(c).data_type(),
+                    ));
+                }
+                Ok(interleave(&columns, &at)?)
+            })
+            .collect()
+    }
+
+    /// Row `r` of `columns` becomes id `ids[r]`'s row (ids may be new).
+    fn put(&mut self, ids: &[usize], columns: Vec<ArrayRef>) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)?;
+        let b = self.batches.len();
+        self.stored += batch.num_rows();
+        self.batches.push(batch);
+        let max = ids.iter().max().copied().unwrap_or(0);
+        if max >= self.rows.len() {
+            self.rows.resize(max + 1, (usize::MAX, 0));
+        }
+        for (r, &id) in ids.iter().enumerate() {
+            self.rows[id] = (b, r);
+        }
+        // Rewrite when dead rows outnumber live ones.
+        if self.batches.len() > 64 && self.stored > 2 * self.rows.len() + 8192 {
+            let all: Vec<usize> = (0..self.rows.len()).collect();
+            let columns = self.gather(&all)?;
+            let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)?;
+            self.stored = batch.num_rows();
+            self.batches = vec![batch];
+            self.rows = (0..self.stored).map(|r| (0, r)).collect();
+        }
+        Ok(())
+    }
+}
+
+/// The updating aggregation operator.
+pub struct GroupAggregateOperator {
+    name: String,
+    aggregates: Aggregates,
+    /// Key → dense id.
+    index: Box<dyn GroupValues>,
+    /// Per id: key columns, then state columns.
+    store: RowStore,
+    key_width: usize,
+    state_widths: Vec<usize>,
+    schema: SchemaRef,
+    changelog: bool,
+    key_groups: KeyGroupFilter,
+    batch_size: usize,
+}
+
+impl GroupAggregateOperator {
+    /// The operator of one subtask.
+    pub fn try_new(
+        name: String,
+        spec: &GroupAggregateSpec,
+        schema: SchemaRef,
+        ctx: &OperatorContext,
+    ) -> Result<Self> {
+        let aggregates = Aggregates::build(
+            &name,
+            &spec.keys,
+            &spec.aggregates,
+            &spec.input_schema,
+            None,
+        )?;
+        let key_schema = aggregates.key_schema();
+        let snapshot = aggregates.snapshot_schema()?;
+        // The pane snapshot schema minus its `pane_start`: keys, then states.
+        let store_schema = Arc::new(Schema::new(
+            snapshot.fields()[1..]
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect::<Vec<Field>>(),
+        ));
+        Ok(Self {
+            index: new_group_values(Arc::clone(&key_schema), &GroupOrdering::None)?,
+            store: RowStore::new(store_schema),
+            key_width: key_schema.fields().len(),
+            state_widths: aggregates.state_widths()?,
+            aggregates,
+            schema,
+            changelog: spec.changelog,
+            key_groups: KeyGroupFilter::new(ctx),
+            batch_size: ctx.config.batch_size.max(1),
+            name,
+        })
+    }
+
+    /// Split stored columns into each aggregate's state columns.
+    fn states_of<'a>(&self, columns: &'a [ArrayRef]) -> Vec<&'a [ArrayRef]> {
+        let mut at = self.key_width;
+        self.state_widths
+            .iter()
+            .map(|&w| {
+                let s = &columns[at..at + w];
+                at += w;
+                s
+            })
+            .collect()
+    }
+
+    /// Final values of groups given their state columns (one row each).
+    fn evaluate(&self, states: &[&[ArrayRef]], rows: usize) -> Result<Vec<ArrayRef>> {
+        let mut acc = self.aggregates.new_accumulation()?;
+        let ids: Vec<usize> = (0..rows).collect();
+        let mut out = Vec::with_capacity(states.len());
+        for (a, s) in acc.accumulators.iter_mut().zip(states) {
+            a.merge_batch(s, &ids, rows)?;
+            out.push(a.evaluate(EmitTo::All)?);
+        }
+        Ok(out)
+    }
+
+    fn output(
+        &self,
+        keys: &[ArrayRef],
+        values: &[ArrayRef],
+        op: Option<&str>,
+    ) -> Result<RecordBatch> {
+        let rows = keys.first().or(values.first()).map_or(0, |c| c.len());
+        let mut columns: Vec<ArrayRef> = self.aggregates.output_keys(keys.to_vec());
+        for (v, f) in values
+            .iter()
+            .zip(self.schema.fields().iter().skip(columns.len()))
+        {
+            columns.push(if v.data_type() == f.data_type() {
+                Arc::clone(v)
+            } else {
+                arrow::compute::cast(v, f.data_type())?
+            });
+        }
+        if let Some(op) = op {
+            columns.push(Arc::new(StringArray::from(vec![op; rows])));
+        }
+        Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
+    }
+
+    fn accumulate(&mut self, batch: &RecordBatch, out: &mut dyn Output) -> Result<()> {
+        // 1. The batch on its own.
+        let mut part: Accumulation = self.aggregates.new_accumulation()?;
+        let mut local = Vec::new();
+        part.groups
+            .intern(&self.aggregates.keys(batch), &mut local)?;
+        let n = part.groups.len();
+        self.aggregates
+            .update(&mut part.accumulators, batch, &local, n)?;
+        let keys = part.groups.emit(EmitTo::All)?;
+        let partial: Vec<Vec<ArrayRef>> = part
+            .accumulators
+            .iter_mut()
+            .map(|a| a.state(EmitTo::All))
+            .collect::<datafusion_common::Result<_>>()?;
+        // 2. Which keys are new.
+        let known = self.index.len();
+        let mut ids = Vec::new();
+        self.index.intern(&keys, &mut ids)?;
+        let old_rows: Vec<usize> = (0..n).filter(|&r| ids[r] < known).collect();
+        let old_ids: Vec<usize> = old_rows.iter().map(|&r| ids[r]).collect();
+        // 3. Old states merged with the batch's.
+        let old_columns = self.store.gather(&old_ids)?;
+        let old_states = self.states_of(&old_columns);
+        let mut merged = self.aggregates.new_accumulation()?;
+        let all: Vec<usize> = (0..n).collect();
+        let mut new_states: Vec<ArrayRef> = keys.clone();
+        for ((a, p), o) in merged
+            .accumulators
+            .iter_mut()
+            .zip(&partial)
+            .zip(&old_states)
+        {
+            a.merge_batch(p, &all, n)?;
+            if !old_rows.is_empty() {
+                a.merge_batch(o, &old_rows, n)?;
+            }
+            new_states.extend(a.state(EmitTo::All)?);
+        }
+        if self.changelog {
+            let new_values = self.evaluate(&self.states_of(&new_states), n)?;
+            self.emit_changes(&keys, &new_values, &old_rows, &old_states, out)?;
+        }
+        self.store.put(&ids, new_states)
+    }
+
+    fn emit_changes(
+        &self,
+        keys: &[ArrayRef],
+        new_values: &[ArrayRef],
+        old_rows: &[usize],
+        old_states: &[&[ArrayRef]],
+        out: &mut dyn Output,
+    ) -> Result<()> {
+        let n = keys.first().map_or(0, |k| k.len());
+        let mut changed = vec![];
+        let mut old_changed = vec![];
+        if !old_rows.is_empty() {
+            let old_values = self.evaluate(old_states, old_rows.len())?;
+            let index = UInt32Array::from_iter_values(old_rows.iter().map(|&r| r as u32));
+            let new_of_old: Vec<ArrayRef> = new_values
+                .iter()
+                .map(|v| take(v, &index, None))
+                .collect::<std::result::Result<_, _>>()?;
+            let fields: Vec<SortField> = old_values
+                .iter()
+                .map(|v| SortField::new(v.data_type().clone()))
+                .collect();
+            let converter = RowConverter::new(fields)?;
+            let before = converter.convert_columns(&old_values)?;
+            let after = converter.convert_columns(&new_of_old)?;
+            for (i, &r) in old_rows.iter().enumerate() {
+                if before.row(i) != after.row(i) {
+                    changed.push(r as u32);
+                    old_changed.push(i as u32);
+                }
+            }
+            if !changed.is_empty() {
+                let pick = |cols: &[ArrayRef], at: &[u32]| -> Result<Vec<ArrayRef>> {
+                    let index = UInt32Array::from(at.to_vec());
+                    Ok(cols
+                        .iter()
+                        .map(|c| take(c, &index, None))
+                        .collect::<std::result::Result<_, _>>()?)
+                };
+                let ks = pick(keys, &changed)?;
+                out.collect(self.output(&ks, &pick(&old_values, &old_changed)?, Some("-U"))?)?;
+                out.collect(self.output(&ks, &pick(new_values, &changed)?, Some("+U"))?)?;
+            }
+        }
+        let mut is_old = vec![false; n];
+        for &r in old_rows {
+            is_old[r] = true;
+        }
+        let inserted: Vec<u32> = (0..n as u32).filter(|&r| !is_old[r as usize]).collect();
+        if !inserted.is_empty() {
+            let index = UInt32Array::from(inserted);
+            let pick = |cols: &[ArrayRef]| -> Result<Vec<ArrayRef>> {
+                Ok(cols
+                    .iter()
+                    .map(|c| take(c, &index, None))
+                    .collect::<std::result::Result<_, _>>()?)
+            };
+            out.collect(self.output(&pick(keys)?, &pick(new_values)?, Some("+I"))?)?;
+        }
+        Ok(())
+    }
+}
+
+impl Operator for GroupAggregateOperator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.accumulate(&batch, out)
+            .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))
+    }
+
+    fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
+        if self.changelog {
+            return Ok(());
+        }
+        let total = self.store.len();
+        let mut from = 0;
+        while from < total {
+            let to = (from + self.batch_size).min(total);
+            let ids: Vec<usize> = (from..to).collect();
+            let columns = self.store.gather(&ids)?;
+            let values = self.evaluate(&self.states_of(&columns), ids.len())?;
+            out.collect(self.output(&columns[..self.key_width], &values, None)?)?;
+            from = to;
+        }
+        Ok(())
+    }
+
+    fn metrics(&self) -> Vec<(String, u64)> {
+        vec![("groups".into(), self.store.len() as u64)]
+    }
+
+    fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<StateTable>> {
+        let ids: Vec<usize> = (0..self.store.len()).collect();
+        let columns = self.store.gather(&ids)?;
+        let batch = RecordBatch::try_new(Arc::clone(&self.store.schema), columns)?;
+        Ok(vec![
+            StateTable::new("groups", batch).keyed(0..self.key_width),
+        ])
+    }
+
+    fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
+        let keys: Vec<usize> = (0..self.key_width).collect();
+        let all_keys = self.aggregates.key_indices.is_empty();
+        for t in tables {
+            if t.name != "groups" {
+                return Err(WeirError::Execution(format!(
+                    "{}: unknown state table '{}'",
+                    self.name, t.name
+                )));
+            }
+            if t.batch.schema().fields() != self.store.schema.fields() {
+                return Err(WeirError::Execution(format!(
+                    "{}: the checkpoint's groups have columns [{}], this aggregation needs [{}]",
+                    self.name,
+                    weir_core::time::column_list(&t.batch.schema()),
+                    weir_core::time::column_list(&self.store.schema)
+                )));
+            }
+            let batch = if all_keys {
+                t.batch
+            } else {
+                self.key_groups.keep(t.batch, &keys)?
+            };
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            // Subtasks own disjoint keys: a key seen twice is damaged state.
+            let columns = batch.columns().to_vec();
+            let mut ids = Vec::new();
+            let known = self.index.len();
+            self.index.intern(&columns[..self.key_width], &mut ids)?;
+            if ids.iter().any(|&i| i < known) {
+                return Err(WeirError::Execution(format!(
+                    "{}: a key appears twice in the restored state",
+                    self.name
+                )));
+            }
+            self.store.put(&ids, columns)?;
+        }
+        Ok(())
+    }
+}
