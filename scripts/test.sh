@@ -4,16 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
-# Python side: pyarrow (Flight client test) and moto's S3 server (the
-# s3:// checkpoint test), in a virtualenv under the target directory.
+# Python side: pyarrow (Flight client test), moto's S3 server (the s3://
+# checkpoint test) and DuckDB (the independent Nexmark check), in a
+# virtualenv under the target directory.
 venv="$target/py-venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import pyarrow.flight, moto" 2>/dev/null; then
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import pyarrow.flight, moto, duckdb" 2>/dev/null; then
   if [ ! -x "$venv/bin/python" ] && ! python3 -m venv "$venv" 2>/dev/null; then
     # Debian ships venv separately.
     apt-get install -y -qq python3-venv >/dev/null
     python3 -m venv "$venv"
   fi
-  "$venv/bin/pip" install --quiet --disable-pip-version-check pyarrow 'moto[server]'
+  "$venv/bin/pip" install --quiet --disable-pip-version-check pyarrow 'moto[server]' duckdb
 fi
 export WEIR_TEST_MOTO_SERVER="$(cd "$venv/bin" && pwd)/moto_server"
 
@@ -21,3 +22,7 @@ cargo test --workspace "$@"
 
 cargo build -p flight_sink_demo "$@"
 "$venv/bin/python" tests/python/test_flight_sink.py "$target/debug/flight_sink_demo"
+
+# Nexmark queries against DuckDB over the same events written to Parquet.
+cargo build -p weir "$@"
+"$venv/bin/python" tests/python/nexmark_check.py "$target/debug/weir" 100000

@@ -52,6 +52,19 @@ pub(crate) struct Lowering<'a> {
     catalog: &'a Catalog,
     idle_timeout: Option<Duration>,
     sources: HashMap<String, DataStream>,
+    /// Streams of window results: which columns hold their windows'
+    /// bounds (Flink's window properties), by stream id.
+    windows: HashMap<usize, WindowProps>,
+}
+
+/// The window bounds a stream of window results carries.
+#[derive(Debug, Clone)]
+struct WindowProps {
+    start: String,
+    end: String,
+    /// Distance between consecutive window ends, and their offset.
+    slide: i64,
+    offset: i64,
 }
 
 impl<'a> Lowering<'a> {
@@ -65,6 +78,7 @@ impl<'a> Lowering<'a> {
             catalog,
             idle_timeout,
             sources: HashMap::new(),
+            windows: HashMap::new(),
         }
     }
 
@@ -94,12 +108,32 @@ impl<'a> Lowering<'a> {
                     return Ok(input);
                 }
                 let names: Vec<&str> = exprs.iter().map(|(_, n)| n.as_str()).collect();
-                input.project_physical(exprs.clone(), format!("Calc({})", names.join(", ")))
+                let out =
+                    input.project_physical(exprs.clone(), format!("Calc({})", names.join(", ")))?;
+                if let Some(w) = self.windows.get(&input.id()).cloned() {
+                    // The bounds survive when both columns are kept.
+                    let renamed = |col: &str| {
+                        exprs.iter().find_map(|(e, n)| {
+                            e.downcast_ref::<datafusion_physical_expr::expressions::Column>()
+                                .filter(|c| input.schema().field(c.index()).name() == col)
+                                .map(|_| n.clone())
+                        })
+                    };
+                    if let (Some(start), Some(end)) = (renamed(&w.start), renamed(&w.end)) {
+                        self.windows
+                            .insert(out.id(), WindowProps { start, end, ..w });
+                    }
+                }
+                Ok(out)
             }
             LogicalPlan::Filter(f) => {
                 let input = self.lower(&f.input)?;
                 let predicate = physical(&f.predicate, f.input.schema())?;
-                input.filter_physical(predicate, format!("Where({})", f.predicate))
+                let out = input.filter_physical(predicate, format!("Where({})", f.predicate))?;
+                if let Some(w) = self.windows.get(&input.id()).cloned() {
+                    self.windows.insert(out.id(), w);
+                }
+                Ok(out)
             }
             LogicalPlan::SubqueryAlias(a) => self.lower(&a.input),
             LogicalPlan::TableScan(scan) => {
@@ -111,7 +145,16 @@ impl<'a> Lowering<'a> {
                     .catalog
                     .table(&object)
                     .map_err(|e| WeirError::plan(e.message))?;
-                let stream = self.source(entry)?;
+                let mut stream = self.source(entry)?;
+                // Filters pushed into the scan run right after the source.
+                if let Some(cond) = datafusion_expr::utils::conjunction(scan.filters.clone()) {
+                    let schema = DFSchema::try_from_qualified_schema(
+                        scan.table_name.clone(),
+                        entry.full_schema.as_ref(),
+                    )?;
+                    let p = physical(&cond, &schema)?;
+                    stream = stream.filter_physical(p, format!("Where({cond})"))?;
+                }
                 match &scan.projection {
                     Some(cols) if cols.len() != stream.schema().fields().len() => {
                         let schema = Arc::clone(stream.schema());
@@ -148,7 +191,7 @@ impl<'a> Lowering<'a> {
                     "a window table function must feed a window aggregation (GROUP BY window_start, window_end, …); other uses are not supported yet",
                 ))
             }
-            LogicalPlan::Join(_) => Err(unsupported("joins are not supported yet")),
+            LogicalPlan::Join(j) => self.join(j),
             LogicalPlan::Window(_) => Err(unsupported("OVER windows are not supported yet")),
             LogicalPlan::Sort(_) => Err(unsupported(
                 "ORDER BY on a stream (order by time ascending is implied; Top-N is not supported yet)",
@@ -161,6 +204,190 @@ impl<'a> Lowering<'a> {
                 other.display()
             ))),
         }
+    }
+
+    /// An inner equi-join of two append-only streams. Conditions bounding
+    /// the right rowtime against the left one (`r.ts BETWEEN l.ts - INTERVAL
+    /// … AND l.ts`, `l.ts = r.ts` of window results, …) make it an interval
+    /// join whose state the watermark clears; without them it is a regular
+    /// join keeping every row (unbounded bounds). Other conditions filter
+    /// the joined rows.
+    fn join(&mut self, j: &datafusion_expr::logical_plan::Join) -> Result<DataStream> {
+        use datafusion_expr::JoinType;
+        if j.join_type != JoinType::Inner {
+            return Err(unsupported(format!(
+                "{} joins on streams (INNER joins are supported)",
+                j.join_type
+            )));
+        }
+        // Equalities between the two sides in the condition are join keys.
+        let mut on = j.on.clone();
+        let mut others = vec![];
+        if let Some(f) = &j.filter {
+            for c in datafusion_expr::utils::split_conjunction(f) {
+                let side = |e: &Expr, s: &DFSchema| {
+                    let refs = e.column_refs();
+                    !refs.is_empty() && refs.iter().all(|c| s.index_of_column(c).is_ok())
+                };
+                if let Expr::BinaryExpr(b) = c
+                    && b.op == datafusion_expr::Operator::Eq
+                {
+                    if side(&b.left, j.left.schema()) && side(&b.right, j.right.schema()) {
+                        on.push(((*b.left).clone(), (*b.right).clone()));
+                        continue;
+                    }
+                    if side(&b.right, j.left.schema()) && side(&b.left, j.right.schema()) {
+                        on.push(((*b.right).clone(), (*b.left).clone()));
+                        continue;
+                    }
+                }
+                others.push(c.clone());
+            }
+        }
+        if on.is_empty() {
+            return Err(unsupported(format!(
+                "a join without an equality condition between its inputs (a cross join){}",
+                j.filter
+                    .as_ref()
+                    .map(|f| format!("; its condition: {f}"))
+                    .unwrap_or_default()
+            )));
+        }
+        let left = self.lower(&j.left)?;
+        let right = self.lower(&j.right)?;
+        if is_changelog(&left) || is_changelog(&right) {
+            return Err(unsupported("a join of an updating input"));
+        }
+        let (Some(lrt), Some(rrt)) = (left.rowtime(), right.rowtime()) else {
+            return Err(unsupported(
+                "a join of an input without a time attribute (both sides need a WATERMARK'd rowtime)",
+            ));
+        };
+        let nl = j.left.schema().fields().len();
+        let lrt = j
+            .left
+            .schema()
+            .fields()
+            .iter()
+            .position(|f| f.name() == lrt);
+        let rrt = j
+            .right
+            .schema()
+            .fields()
+            .iter()
+            .position(|f| f.name() == rrt)
+            .map(|i| i + nl);
+        let (Some(lrt), Some(rrt)) = (lrt, rrt) else {
+            return Err(WeirError::plan(
+                "join: the inputs' rowtime columns are not in the plan",
+            ));
+        };
+        // Bounds on d = right.ts - left.ts.
+        let mut lower = i64::MIN;
+        let mut upper = i64::MAX;
+        let mut rest = vec![];
+        for c in others {
+            let bounds = time_bounds(&c, j.schema.as_ref(), lrt, rrt);
+            match bounds {
+                Some(v) => {
+                    for (lo, hi) in v {
+                        lower = lower.max(lo);
+                        upper = upper.min(hi);
+                    }
+                }
+                None => rest.push(c),
+            }
+        }
+        // Key expressions: plain columns are used as they are, others are
+        // computed on their side first.
+        let mut lkeys = vec![];
+        let mut rkeys = vec![];
+        let mut lextra: Vec<(Expr, String)> = vec![];
+        let mut rextra: Vec<(Expr, String)> = vec![];
+        for (i, (l, r)) in on.iter().enumerate() {
+            if let (Some((a, 0)), Some((b, 0))) = (
+                time_offset(l, j.left.schema()),
+                time_offset(r, j.right.schema()),
+            ) && a == lrt
+                && b + nl == rrt
+            {
+                lower = lower.max(0);
+                upper = upper.min(0);
+            }
+            lkeys.push(key_column(
+                l,
+                j.left.schema(),
+                &format!("__jl{i}"),
+                &mut lextra,
+            ));
+            rkeys.push(key_column(
+                r,
+                j.right.schema(),
+                &format!("__jr{i}"),
+                &mut rextra,
+            ));
+        }
+        if lower > upper {
+            return Err(WeirError::plan(format!(
+                "the join's time conditions admit no rows (right.ts - left.ts between {lower} and {upper} ms)"
+            )));
+        }
+        // Unbounded sides: a regular join, holding every row.
+        const FOREVER: i64 = 1 << 60;
+        let (lower, upper) = (lower.max(-FOREVER), upper.min(FOREVER));
+        let widen = |stream: DataStream,
+                     schema: &DFSchema,
+                     extra: &[(Expr, String)]|
+         -> Result<DataStream> {
+            if extra.is_empty() {
+                return Ok(stream);
+            }
+            let mut exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = schema
+                .fields()
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    (
+                        Arc::new(datafusion_physical_expr::expressions::Column::new(
+                            f.name(),
+                            i,
+                        )) as Arc<dyn PhysicalExpr>,
+                        f.name().clone(),
+                    )
+                })
+                .collect();
+            for (e, n) in extra {
+                exprs.push((physical(e, schema)?, n.clone()));
+            }
+            stream.project_physical(exprs, "Calc(join keys)")
+        };
+        let left = widen(left, j.left.schema(), &lextra)?;
+        let right = widen(right, j.right.schema(), &rextra)?;
+        let lk: Vec<&str> = lkeys.iter().map(String::as_str).collect();
+        let rk: Vec<&str> = rkeys.iter().map(String::as_str).collect();
+        let joined = left
+            .key_by(&lk)?
+            .interval_join(&right.key_by(&rk)?)
+            .between(lower, upper)?;
+        // Back to the plan's columns (dropping computed keys).
+        let lw = left.schema().fields().len();
+        let mut exprs = vec![];
+        for (i, f) in j.schema.fields().iter().enumerate() {
+            let at = if i < nl { i } else { lw + (i - nl) };
+            exprs.push((
+                Arc::new(datafusion_physical_expr::expressions::Column::new(
+                    joined.schema().field(at).name(),
+                    at,
+                )) as Arc<dyn PhysicalExpr>,
+                f.name().clone(),
+            ));
+        }
+        let mut out = joined.project_physical(exprs, "Calc(join output)")?;
+        if let Some(cond) = datafusion_expr::utils::conjunction(rest) {
+            let p = physical(&cond, &j.schema)?;
+            out = out.filter_physical(p, format!("Where({cond})"))?;
+        }
+        Ok(out)
     }
 
     /// The source of a table: read by its connector, computed columns
@@ -221,10 +448,98 @@ impl<'a> Lowering<'a> {
         }
     }
 
+    /// `GROUP BY` over window results that keeps their window bounds (as
+    /// Flink's window properties): each window's rows are aggregated once
+    /// the window is complete — a tumbling window of the input windows'
+    /// slide over `window_end - 1`, keyed by the group keys (which include
+    /// the bounds). Append-only, like the input.
+    fn windowed_group_aggregate(
+        &mut self,
+        a: &Aggregate,
+        stream: DataStream,
+        w: WindowProps,
+    ) -> Result<DataStream> {
+        let in_schema = a.input.schema();
+        let mut pre: Vec<(Expr, String)> = vec![];
+        let mut keys = vec![];
+        for g in &a.group_expr {
+            if matches!(g, Expr::GroupingSet(_)) {
+                return Err(unsupported("GROUPING SETS / ROLLUP / CUBE on a stream"));
+            }
+            let name = format!("__k{}", keys.len());
+            pre.push((g.clone(), name.clone()));
+            keys.push(name);
+        }
+        let mut specs = aggregate_specs(a, &|_| false, &mut pre)?;
+        if specs.is_empty() {
+            specs.push(AggregateSpec::count_star().alias("__a0"));
+        }
+        let end_at = stream.schema().index_of(&w.end)?;
+        let end = Expr::Column(Column::from(in_schema.qualified_field(end_at)));
+        pre.push((window_time(end), "__wt".into()));
+        let exprs = pre
+            .iter()
+            .map(|(e, n)| Ok((physical(e, in_schema)?, n.clone())))
+            .collect::<Result<Vec<_>>>()?;
+        let pre_stream = stream
+            .project_physical(exprs, "Calc(window arguments)")?
+            .with_rowtime(Some("__wt"))?;
+        let k: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let out = pre_stream
+            .key_by(&k)?
+            .window(WindowAssigner::Tumbling {
+                size: w.slide,
+                offset: w.offset.rem_euclid(w.slide),
+            })
+            .aggregate(specs)?;
+        let out_df = DFSchema::try_from(out.schema().as_ref().clone())?;
+        let c = |name: &str| Expr::Column(Column::new_unqualified(name));
+        let mut post = vec![];
+        let mut bounds = (None, None);
+        for (i, field) in a.schema.fields().iter().enumerate() {
+            let e = if i < keys.len() {
+                if let Expr::Column(col) = &a.group_expr[i]
+                    && let Ok(at) = in_schema.index_of_column(col)
+                {
+                    let n = stream.schema().field(at).name();
+                    if n == &w.start {
+                        bounds.0 = Some(field.name().clone());
+                    } else if n == &w.end {
+                        bounds.1 = Some(field.name().clone());
+                    }
+                }
+                c(&format!("__k{i}"))
+            } else {
+                c(&format!("__a{}", i - keys.len()))
+            };
+            let e = conform(e, field.data_type(), &out_df)?;
+            post.push((physical(&e, &out_df)?, field.name().clone()));
+        }
+        let names: Vec<&str> = post.iter().map(|(_, n)| n.as_str()).collect();
+        let result = out.project_physical(post.clone(), format!("Calc({})", names.join(", ")))?;
+        let (Some(start), Some(end)) = bounds else {
+            return Ok(result);
+        };
+        let result = result.with_rowtime(Some(&end))?;
+        self.windows
+            .insert(result.id(), WindowProps { start, end, ..w });
+        Ok(result)
+    }
+
     /// An unbounded `GROUP BY`: an updating aggregation (a changelog in
     /// streaming mode, the final rows in batch mode).
     fn group_aggregate(&mut self, a: &Aggregate) -> Result<DataStream> {
         let stream = self.lower(&a.input)?;
+        if let Some(w) = self.windows.get(&stream.id()).cloned() {
+            let grouped = |name: &str| {
+                a.group_expr.iter().any(|g| {
+                    matches!(g, Expr::Column(c) if a.input.schema().index_of_column(c).is_ok_and(|i| stream.schema().field(i).name() == name))
+                })
+            };
+            if grouped(&w.start) && grouped(&w.end) {
+                return self.windowed_group_aggregate(a, stream, w);
+            }
+        }
         if is_changelog(&stream) {
             return Err(unsupported(
                 "an aggregation over an updating input (e.g. GROUP BY over another GROUP BY's result)",
@@ -247,7 +562,10 @@ impl<'a> Lowering<'a> {
             pre.push((lit(0i8), "__k0".into()));
             keys.push("__k0".into());
         }
-        let specs = aggregate_specs(a, &|_| false, &mut pre)?;
+        let mut specs = aggregate_specs(a, &|_| false, &mut pre)?;
+        if specs.is_empty() {
+            specs.push(AggregateSpec::count_star().alias("__a0"));
+        }
         let exprs = pre
             .iter()
             .map(|(e, n)| Ok((physical(e, in_schema)?, n.clone())))
@@ -347,7 +665,11 @@ impl<'a> Lowering<'a> {
                 "a window aggregation must GROUP BY both window_start and window_end",
             ));
         }
-        let specs = aggregate_specs(a, &touches_window, &mut pre)?;
+        let mut specs = aggregate_specs(a, &touches_window, &mut pre)?;
+        if specs.is_empty() {
+            // GROUP BY without aggregates: one row per key and window.
+            specs.push(AggregateSpec::count_star().alias("__a0"));
+        }
         // The rowtime rides along under its own name.
         pre.push((
             Expr::Column(Column::from(in_schema.qualified_field(tvf.time_column))),
@@ -389,10 +711,14 @@ impl<'a> Lowering<'a> {
         let c = |name: &str| Expr::Column(Column::new_unqualified(name));
         let mut post = vec![];
         let mut rowtime = None;
+        let mut end_column = None;
         for (g, field) in group_out.iter().zip(a.schema.fields()) {
             let e = match g {
                 GroupOut::Window(0) => c("window_start"),
-                GroupOut::Window(1) => c("window_end"),
+                GroupOut::Window(1) => {
+                    end_column = Some(field.name().clone());
+                    c("window_end")
+                }
                 GroupOut::Window(_) => {
                     rowtime = Some(field.name().clone());
                     window_time(c("window_end"))
@@ -413,7 +739,34 @@ impl<'a> Lowering<'a> {
             .collect::<Result<Vec<_>>>()?;
         let names: Vec<&str> = exprs.iter().map(|(_, n)| n.as_str()).collect();
         let result = out.project_physical(exprs.clone(), format!("Calc({})", names.join(", ")))?;
-        result.with_rowtime(rowtime.as_deref())
+        let aligned = match tvf.window {
+            TvfWindow::Tumble { size, offset } => Some((size, offset)),
+            TvfWindow::Hop { slide, offset, .. } => Some((slide, offset)),
+            TvfWindow::Cumulate { step, offset, .. } => Some((step, offset)),
+            TvfWindow::Session { .. } => None,
+        };
+        let start_column = group_out
+            .iter()
+            .zip(a.schema.fields())
+            .find(|(g, _)| matches!(g, GroupOut::Window(0)))
+            .map(|(_, f)| f.name().clone());
+        // window_time is the results' rowtime; without it window_end
+        // (= window_time + 1 ms) serves: results leave before the watermark
+        // that fired them, so both are ahead of the downstream watermark.
+        let result = result.with_rowtime(rowtime.or(end_column.clone()).as_deref())?;
+        if let (Some((slide, offset)), Some(start), Some(end)) = (aligned, start_column, end_column)
+        {
+            self.windows.insert(
+                result.id(),
+                WindowProps {
+                    start,
+                    end,
+                    slide,
+                    offset,
+                },
+            );
+        }
+        Ok(result)
     }
 }
 
@@ -506,6 +859,118 @@ enum GroupOut {
     /// 0 window_start, 1 window_end, 2 window_time.
     Window(usize),
     Key(usize),
+}
+
+/// `column + offset_ms` for a column (possibly cast) plus or minus an
+/// interval literal; the column's index in `schema`.
+fn time_offset(e: &Expr, schema: &DFSchema) -> Option<(usize, i64)> {
+    use datafusion_expr::{BinaryExpr, Operator};
+    match e {
+        Expr::Column(c) => schema.index_of_column(c).ok().map(|i| (i, 0)),
+        Expr::Cast(c) => time_offset(&c.expr, schema),
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if matches!(op, Operator::Plus | Operator::Minus) =>
+        {
+            let (i, base) = time_offset(left, schema)?;
+            let ms = interval_literal(right)?;
+            Some((
+                i,
+                if *op == Operator::Plus {
+                    base + ms
+                } else {
+                    base - ms
+                },
+            ))
+        }
+        _ => None,
+    }
+}
+
+fn interval_literal(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
+            Some(v.days as i64 * 86_400_000 + v.nanoseconds / 1_000_000)
+        }
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+            Some(v.days as i64 * 86_400_000 + v.milliseconds as i64)
+        }
+        Expr::Literal(ScalarValue::DurationMillisecond(Some(v)), _) => Some(*v),
+        Expr::Cast(c) => interval_literal(&c.expr),
+        _ => None,
+    }
+}
+
+/// The bounds a join condition puts on `d = right.ts - left.ts` (columns
+/// `lrt`, `rrt` of the join schema), when it is a comparison of the two
+/// rowtimes; several for BETWEEN.
+fn time_bounds(e: &Expr, schema: &DFSchema, lrt: usize, rrt: usize) -> Option<Vec<(i64, i64)>> {
+    use datafusion_expr::{BinaryExpr, Operator};
+    match e {
+        Expr::Between(b) if !b.negated => {
+            let lo = Expr::BinaryExpr(BinaryExpr::new(
+                b.expr.clone(),
+                Operator::GtEq,
+                b.low.clone(),
+            ));
+            let hi = Expr::BinaryExpr(BinaryExpr::new(
+                b.expr.clone(),
+                Operator::LtEq,
+                b.high.clone(),
+            ));
+            let mut v = time_bounds(&lo, schema, lrt, rrt)?;
+            v.extend(time_bounds(&hi, schema, lrt, rrt)?);
+            Some(v)
+        }
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            let (x, a) = time_offset(left, schema)?;
+            let (y, b) = time_offset(right, schema)?;
+            const MIN: i64 = i64::MIN;
+            const MAX: i64 = i64::MAX;
+            // x + a  op  y + b
+            if x == lrt && y == rrt {
+                // r - l  (flipped op)  a - b
+                let c = a - b;
+                Some(vec![match op {
+                    Operator::GtEq => (MIN, c),
+                    Operator::Gt => (MIN, c - 1),
+                    Operator::LtEq => (c, MAX),
+                    Operator::Lt => (c + 1, MAX),
+                    Operator::Eq => (c, c),
+                    _ => return None,
+                }])
+            } else if x == rrt && y == lrt {
+                // r - l  op  b - a
+                let c = b - a;
+                Some(vec![match op {
+                    Operator::GtEq => (c, MAX),
+                    Operator::Gt => (c + 1, MAX),
+                    Operator::LtEq => (MIN, c),
+                    Operator::Lt => (MIN, c - 1),
+                    Operator::Eq => (c, c),
+                    _ => return None,
+                }])
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A join key as a column name of its side: the column itself, or a
+/// computed column `name` added to `extra`.
+fn key_column(e: &Expr, schema: &DFSchema, name: &str, extra: &mut Vec<(Expr, String)>) -> String {
+    if let Expr::Column(c) = e
+        && let Ok(i) = schema.index_of_column(c)
+    {
+        let f = schema.field(i).name();
+        // A name used twice on one side would be ambiguous for key_by.
+        if schema.fields().iter().filter(|x| x.name() == f).count() == 1 {
+            return f.clone();
+        }
+    }
+    extra.push((e.clone(), name.to_string()));
+    name.to_string()
 }
 
 /// `window_end - 1 ms`: SQL's rowtime of a window result.

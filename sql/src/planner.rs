@@ -261,7 +261,20 @@ impl<'a> Provider<'a> {
         let plan = self
             .sql_to_rel()
             .sql_statement_to_plan(sql::Statement::Query(Box::new(query)))?;
-        Analyzer::new().execute_and_check(plan, &self.options, |_, _| {})
+        let plan = Analyzer::new().execute_and_check(plan, &self.options, |_, _| {})?;
+        // Filters move toward the sources and into joins (`FROM a, b WHERE
+        // a.k = b.k` becomes a join with that condition; the lowering takes
+        // its equalities as keys). Rules that reshape aggregations or
+        // projections are left out: the lowering recognizes window
+        // aggregations by their plan shape.
+        let optimizer = datafusion_optimizer::Optimizer::with_rules(vec![Arc::new(
+            datafusion_optimizer::push_down_filter::PushDownFilter::new(),
+        )]);
+        optimizer.optimize(
+            plan,
+            &datafusion_optimizer::OptimizerContext::new().with_skip_failing_rules(false),
+            |_, _| {},
+        )
     }
 
     /// Plan one expression against a schema (computed columns); returns

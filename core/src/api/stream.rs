@@ -75,6 +75,12 @@ impl DataStream {
         ))
     }
 
+    /// The id of the transformation producing this stream (unique within
+    /// its environment).
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
     /// Output schema.
     pub fn schema(&self) -> &SchemaRef {
         &self.schema

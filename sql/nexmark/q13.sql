@@ -1,0 +1,31 @@
+-- Query 13: bounded side input join (enrich bids from a file table).
+-- Adjusted: the side table uses the current filesystem connector's options.
+CREATE TABLE side_input (
+  key BIGINT,
+  `value` VARCHAR
+) WITH (
+  'connector' = 'filesystem',
+  'path' = '${SIDE_INPUT}',
+  'format' = 'csv'
+);
+
+CREATE TABLE nexmark_q13 (
+  auction  BIGINT,
+  bidder  BIGINT,
+  price  BIGINT,
+  dateTime  TIMESTAMP(3),
+  `value`  VARCHAR
+) WITH (
+  'connector' = 'blackhole'
+);
+
+INSERT INTO nexmark_q13
+SELECT
+    B.auction,
+    B.bidder,
+    B.price,
+    B.dateTime,
+    S.`value`
+FROM (SELECT *, PROCTIME() as p_time FROM bid) B
+JOIN side_input FOR SYSTEM_TIME AS OF B.p_time AS S
+ON mod(B.auction, 10000) = S.key;

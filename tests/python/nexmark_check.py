@@ -1,0 +1,230 @@
+"""Nexmark results checked against an independent evaluation.
+
+Weir writes a bounded run's Person, Auction and Bid events to Parquet, then
+runs each Nexmark query (sql/nexmark/qN.sql) on the same `nexmark`
+connector configuration with its sink switched to Parquet. DuckDB evaluates
+the same query — written for DuckDB from the query's meaning, windows as
+integer arithmetic on epoch milliseconds — over the event files, and the
+two results must be equal as multisets (changelogs collapsed first).
+
+    python nexmark_check.py path/to/weir [events] [queries…]
+"""
+
+import collections
+import decimal
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import duckdb
+import pyarrow.parquet as pq
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+NEXMARK = os.path.join(ROOT, "sql", "nexmark")
+
+# The same events for the dump and every query: bounded, emitted at full
+# speed, event time advancing at 2,000 events/s.
+def ddl(events):
+    text = open(os.path.join(NEXMARK, "ddl.sql")).read()
+    return text.replace("${TPS}", "2000").replace("${EVENTS_NUM}", str(events))
+
+
+DUMP = """
+SET 'parallelism.default' = '2';
+CREATE TABLE bid_out (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR,
+  dateTime TIMESTAMP(3), extra VARCHAR)
+  WITH ('connector' = 'filesystem', 'path' = '{out}/bid', 'format' = 'parquet');
+CREATE TABLE person_out (id BIGINT, name VARCHAR, emailAddress VARCHAR, creditCard VARCHAR,
+  city VARCHAR, state VARCHAR, dateTime TIMESTAMP(3), extra VARCHAR)
+  WITH ('connector' = 'filesystem', 'path' = '{out}/person', 'format' = 'parquet');
+CREATE TABLE auction_out (id BIGINT, itemName VARCHAR, description VARCHAR, initialBid BIGINT,
+  reserve BIGINT, dateTime TIMESTAMP(3), expires TIMESTAMP(3), seller BIGINT, category BIGINT,
+  extra VARCHAR)
+  WITH ('connector' = 'filesystem', 'path' = '{out}/auction', 'format' = 'parquet');
+EXECUTE STATEMENT SET BEGIN
+INSERT INTO bid_out SELECT * FROM bid;
+INSERT INTO person_out SELECT * FROM person;
+INSERT INTO auction_out SELECT * FROM auction;
+END;
+"""
+
+TS = "epoch_ms(dateTime)"
+
+# DuckDB's reading of each query over tables bid, person, auction.
+REFERENCE = {
+    "q0": "SELECT auction, bidder, price, dateTime, extra FROM bid",
+    "q1": "SELECT auction, bidder, CAST(0.908 * price AS DECIMAL(23, 3)), dateTime, extra FROM bid",
+    "q2": "SELECT auction, price FROM bid WHERE auction % 123 = 0",
+    "q3": """SELECT P.name, P.city, P.state, A.id FROM auction A JOIN person P ON A.seller = P.id
+             WHERE A.category = 10 AND P.state IN ('OR', 'ID', 'CA')""",
+    "q5": f"""
+        WITH w AS (
+          SELECT auction, s AS ws, s + 10000 AS we FROM (
+            SELECT auction, unnest(range({TS} - {TS} % 2000 - 8000, {TS} - {TS} % 2000 + 1, 2000)) AS s
+            FROM bid)),
+        ab AS (SELECT auction, count(*) AS num, ws, we FROM w GROUP BY auction, ws, we),
+        mb AS (SELECT max(num) AS maxn, ws, we FROM ab GROUP BY ws, we)
+        SELECT ab.auction, ab.num FROM ab JOIN mb ON ab.ws = mb.ws AND ab.we = mb.we
+        WHERE ab.num >= mb.maxn""",
+    "q7": f"""
+        WITH b1 AS (SELECT max(price) AS maxprice, {TS} - {TS} % 10000 + 10000 AS we
+                    FROM bid GROUP BY {TS} - {TS} % 10000)
+        SELECT B.auction, B.bidder, B.price, B.dateTime, B.extra FROM bid B JOIN b1 ON B.price = b1.maxprice
+        WHERE epoch_ms(B.dateTime) BETWEEN b1.we - 10000 AND b1.we""",
+    "q8": f"""
+        WITH p AS (SELECT DISTINCT id, name, {TS} - {TS} % 10000 AS ws FROM person),
+             a AS (SELECT DISTINCT seller, {TS} - {TS} % 10000 AS ws FROM auction)
+        SELECT p.id, p.name, make_timestamp(p.ws * 1000) FROM p JOIN a ON p.id = a.seller AND p.ws = a.ws""",
+    "q14": """
+        SELECT auction, bidder, CAST(0.908 * price AS DECIMAL(23, 3)),
+          CASE WHEN hour(dateTime) >= 8 AND hour(dateTime) <= 18 THEN 'dayTime'
+               WHEN hour(dateTime) <= 6 OR hour(dateTime) >= 20 THEN 'nightTime'
+               ELSE 'otherTime' END,
+          dateTime, extra, length(extra) - length(replace(extra, 'c', ''))
+        FROM bid WHERE 0.908 * price > 1000000 AND 0.908 * price < 50000000""",
+    "q15": """
+        SELECT strftime(dateTime, '%Y-%m-%d'), count(*),
+          count(*) FILTER (WHERE price < 10000),
+          count(*) FILTER (WHERE price >= 10000 AND price < 1000000),
+          count(*) FILTER (WHERE price >= 1000000),
+          count(DISTINCT bidder),
+          count(DISTINCT bidder) FILTER (WHERE price < 10000),
+          count(DISTINCT bidder) FILTER (WHERE price >= 10000 AND price < 1000000),
+          count(DISTINCT bidder) FILTER (WHERE price >= 1000000),
+          count(DISTINCT auction),
+          count(DISTINCT auction) FILTER (WHERE price < 10000),
+          count(DISTINCT auction) FILTER (WHERE price >= 10000 AND price < 1000000),
+          count(DISTINCT auction) FILTER (WHERE price >= 1000000)
+        FROM bid GROUP BY strftime(dateTime, '%Y-%m-%d')""",
+    "q16": """
+        SELECT channel, strftime(dateTime, '%Y-%m-%d'), max(strftime(dateTime, '%H:%M')), count(*),
+          count(*) FILTER (WHERE price < 10000),
+          count(*) FILTER (WHERE price >= 10000 AND price < 1000000),
+          count(*) FILTER (WHERE price >= 1000000),
+          count(DISTINCT bidder),
+          count(DISTINCT bidder) FILTER (WHERE price < 10000),
+          count(DISTINCT bidder) FILTER (WHERE price >= 10000 AND price < 1000000),
+          count(DISTINCT bidder) FILTER (WHERE price >= 1000000),
+          count(DISTINCT auction),
+          count(DISTINCT auction) FILTER (WHERE price < 10000),
+          count(DISTINCT auction) FILTER (WHERE price >= 10000 AND price < 1000000),
+          count(DISTINCT auction) FILTER (WHERE price >= 1000000)
+        FROM bid GROUP BY channel, strftime(dateTime, '%Y-%m-%d')""",
+    "q17": """
+        SELECT auction, strftime(dateTime, '%Y-%m-%d'), count(*),
+          count(*) FILTER (WHERE price < 10000),
+          count(*) FILTER (WHERE price >= 10000 AND price < 1000000),
+          count(*) FILTER (WHERE price >= 1000000),
+          min(price), max(price), CAST(trunc(sum(price) / count(price)) AS BIGINT), sum(price)
+        FROM bid GROUP BY auction, strftime(dateTime, '%Y-%m-%d')""",
+    "q20": """
+        SELECT B.auction, B.bidder, B.price, B.channel, B.url, B.dateTime, B.extra,
+          A.itemName, A.description, A.initialBid, A.reserve, A.dateTime, A.expires, A.seller,
+          A.category, A.extra
+        FROM bid B JOIN auction A ON B.auction = A.id WHERE A.category = 10""",
+    "q21": """
+        SELECT auction, bidder, price, channel,
+          CASE WHEN lower(channel) = 'apple' THEN '0'
+               WHEN lower(channel) = 'google' THEN '1'
+               WHEN lower(channel) = 'facebook' THEN '2'
+               WHEN lower(channel) = 'baidu' THEN '3'
+               ELSE CASE WHEN regexp_matches(url, '(&|^)channel_id=([^&]*)')
+                         THEN regexp_extract(url, '(&|^)channel_id=([^&]*)', 2) END END
+        FROM bid
+        WHERE regexp_matches(url, '(&|^)channel_id=([^&]*)')
+           OR lower(channel) IN ('apple', 'google', 'facebook', 'baidu')""",
+    "q22": """
+        SELECT auction, bidder, price, channel,
+          nullif(split_part(url, '/', 4), ''), nullif(split_part(url, '/', 5), ''),
+          nullif(split_part(url, '/', 6), '')
+        FROM bid""",
+}
+
+
+def norm(v):
+    if isinstance(v, decimal.Decimal):
+        return str(v.normalize())
+    if hasattr(v, "replace") and hasattr(v, "tzinfo") and v.tzinfo is not None:
+        return v.replace(tzinfo=None)
+    return v
+
+
+def weir_rows(folder):
+    """Rows of every Parquet file under folder, a changelog collapsed."""
+    counts = collections.Counter()
+    for dirpath, _, files in os.walk(folder):
+        for f in files:
+            if not f.endswith(".parquet") or f.startswith("."):
+                continue
+            table = pq.read_table(os.path.join(dirpath, f))
+            names = table.column_names
+            changelog = names and names[-1] == "_op"
+            for row in table.to_pylist():
+                values = tuple(norm(row[n]) for n in names if n != "_op")
+                op = row["_op"] if changelog else "+I"
+                counts[values] += 1 if op in ("+I", "+U") else -1
+    bad = [r for r, n in counts.items() if n < 0]
+    assert not bad, f"rows retracted more often than inserted: {bad[:3]}"
+    return +counts
+
+
+def run(weir, script, workdir):
+    path = os.path.join(workdir, "job.sql")
+    with open(path, "w") as f:
+        f.write(script)
+    p = subprocess.run([weir, "run", path], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"weir failed:\n{p.stderr}")
+
+
+def main():
+    weir = sys.argv[1]
+    events = int(sys.argv[2]) if len(sys.argv) > 2 else 200_000
+    queries = sys.argv[3:] or sorted(REFERENCE, key=lambda q: int(q[1:]))
+    work = tempfile.mkdtemp(prefix="nexmark-check-")
+    events_dir = os.path.join(work, "events")
+    run(weir, ddl(events) + DUMP.format(out=events_dir), work)
+    db = duckdb.connect()
+    for t in ("bid", "person", "auction"):
+        db.execute(
+            f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{events_dir}/{t}/*.parquet')"
+        )
+    total = db.execute("SELECT (SELECT count(*) FROM bid) + (SELECT count(*) FROM person)"
+                       " + (SELECT count(*) FROM auction)").fetchone()[0]
+    assert total == events, f"the dump has {total} events, expected {events}"
+    failures = []
+    for q in queries:
+        out = os.path.join(work, q)
+        text = open(os.path.join(NEXMARK, f"{q}.sql")).read()
+        text = re.sub(
+            r"'connector'\s*=\s*'blackhole'",
+            f"'connector' = 'filesystem', 'path' = '{out}', 'format' = 'parquet', "
+            "'sink.changelog-mode' = 'retract'",
+            text,
+        )
+        run(weir, "SET 'parallelism.default' = '2';\n" + ddl(events) + text, work)
+        got = weir_rows(out)
+        want = collections.Counter(
+            tuple(norm(v) for v in row) for row in db.execute(REFERENCE[q]).fetchall()
+        )
+        n = sum(want.values())
+        if got == want:
+            print(f"{q}: {n} rows equal")
+        else:
+            missing = list((want - got).items())[:3]
+            extra = list((got - want).items())[:3]
+            failures.append(
+                f"{q}: Weir {sum(got.values())} rows, DuckDB {n}; "
+                f"missing e.g. {missing}; unexpected e.g. {extra}"
+            )
+            print(failures[-1])
+        if n == 0:
+            failures.append(f"{q}: the reference has no rows; the check proves nothing")
+    if failures:
+        raise SystemExit("\n".join(failures))
+
+
+if __name__ == "__main__":
+    main()
