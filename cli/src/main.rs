@@ -7,6 +7,7 @@
 //! or as separate processes with `--processes` — and exits with the job.
 
 mod http;
+mod shell;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -219,6 +220,13 @@ enum Cmd {
         #[command(subcommand)]
         command: StateCmd,
     },
+    /// An interactive SQL shell on the embedded runtime: statements from
+    /// stdin, a SELECT's result shown as a live table.
+    Sql {
+        /// Run this script first (tables, views, options).
+        #[arg(long)]
+        init: Option<PathBuf>,
+    },
     /// Run one job on its own cluster (application mode) and exit with it.
     Run {
         /// The job: a job graph (JSON) or a Flink SQL script (`.sql`).
@@ -301,6 +309,7 @@ fn main() -> ExitCode {
         Cmd::State {
             command: StateCmd::Inspect { path },
         } => inspect(&path),
+        Cmd::Sql { init } => shell::run(init.as_deref()),
         Cmd::Run {
             job,
             workers,

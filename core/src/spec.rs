@@ -732,6 +732,30 @@ pub struct GroupAggregateSpec {
     pub changelog: bool,
 }
 
+/// The first rows per key by an ordering (SQL's `ROW_NUMBER() OVER
+/// (PARTITION BY … ORDER BY …) <= N`: Top-N, and deduplication when N = 1).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct TopNSpec {
+    /// Key (partition) columns.
+    pub keys: Vec<String>,
+    /// Ordering: column, descending, nulls first. Ties keep arrival order
+    /// (the earlier row ranks first) …
+    pub order: Vec<(String, bool, bool)>,
+    /// … unless this is set: the later row ranks first (Flink's
+    /// deduplication keeping the last row by time).
+    #[serde(default)]
+    pub later_wins_ties: bool,
+    /// Rows kept per key.
+    pub limit: usize,
+    /// Name of the row-number column appended to the output, if any.
+    pub row_number: Option<String>,
+    /// Schema of the input.
+    pub input_schema: SchemaRef,
+    /// Streaming: a changelog of the kept rows as they change (a final
+    /// [`CHANGELOG_COLUMN`]). Batch: the final rows, once, at the end.
+    pub changelog: bool,
+}
+
 /// A function applied to whole batches (application mode only: it cannot be
 /// shipped to a remote cluster). It may return any number of batches, all with
 /// the declared output schema.
@@ -768,6 +792,8 @@ pub enum OperatorSpec {
     WindowProcess(WindowProcessSpec),
     /// An updating aggregation per key.
     GroupAggregate(GroupAggregateSpec),
+    /// The first rows per key.
+    TopN(TopNSpec),
 }
 
 /// A keyed window whose rows are all handed to a function when it fires.
@@ -906,6 +932,17 @@ impl fmt::Debug for OperatorSpec {
                     .map(|a| a.to_string())
                     .collect::<Vec<_>>()
                     .join(", ")
+            ),
+            OperatorSpec::TopN(t) => write!(
+                f,
+                "TopN(keys [{}], order [{}], limit {})",
+                t.keys.join(", "),
+                t.order
+                    .iter()
+                    .map(|(c, desc, _)| format!("{c}{}", if *desc { " DESC" } else { "" }))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                t.limit
             ),
             OperatorSpec::KeyedProcess(p) => write!(f, "{p:?}"),
             OperatorSpec::WindowProcess(p) => write!(f, "{p:?}"),

@@ -517,6 +517,7 @@ enum OperatorWire {
     IntervalJoin(crate::spec::IntervalJoinSpec),
     WindowJoin(crate::spec::WindowJoinSpec),
     GroupAggregate(crate::spec::GroupAggregateSpec),
+    TopN(crate::spec::TopNSpec),
 }
 
 /// Why a spec cannot leave this process, if it cannot.
@@ -564,6 +565,7 @@ impl Serialize for OperatorSpec {
             OperatorSpec::GroupAggregate(g) if closure_reason(self).is_none() => {
                 OperatorWire::GroupAggregate(g.clone())
             }
+            OperatorSpec::TopN(t) => OperatorWire::TopN(t.clone()),
             other => {
                 return Err(S::Error::custom(format!(
                     "{other:?} cannot be shipped: {}",
@@ -602,6 +604,7 @@ impl<'de> Deserialize<'de> for OperatorSpec {
             OperatorWire::IntervalJoin(j) => OperatorSpec::IntervalJoin(j),
             OperatorWire::WindowJoin(j) => OperatorSpec::WindowJoin(j),
             OperatorWire::GroupAggregate(g) => OperatorSpec::GroupAggregate(g),
+            OperatorWire::TopN(t) => OperatorSpec::TopN(t),
         })
     }
 }

@@ -46,6 +46,12 @@ pub(crate) fn create(
                 ctx,
             )?)
         }
+        OperatorSpec::TopN(t) => Box::new(crate::top_n::TopNOperator::try_new(
+            name,
+            t,
+            Arc::clone(&node.schema),
+            ctx,
+        )?),
         OperatorSpec::MapBatches(f) => Box::new(MapBatchesOperator {
             name,
             f: Arc::clone(f),

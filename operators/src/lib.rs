@@ -35,6 +35,7 @@ pub mod session_process;
 mod sessions;
 pub mod sinks;
 pub mod sources;
+pub mod top_n;
 pub mod window;
 pub mod window_join;
 pub mod window_process;

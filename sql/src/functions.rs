@@ -35,6 +35,9 @@ impl Default for Functions {
             f.register_aggregate(a);
         }
         f.register_aggregate(FlinkAvg::udaf());
+        for w in datafusion_functions_window::all_default_window_functions() {
+            f.register_window(w);
+        }
         f
     }
 }

@@ -127,6 +127,9 @@ impl<'a> Lowering<'a> {
                 Ok(out)
             }
             LogicalPlan::Filter(f) => {
+                if let Some(stream) = self.top_n(f)? {
+                    return Ok(stream);
+                }
                 let input = self.lower(&f.input)?;
                 let predicate = physical(&f.predicate, f.input.schema())?;
                 let out = input.filter_physical(predicate, format!("Where({})", f.predicate))?;
@@ -192,7 +195,14 @@ impl<'a> Lowering<'a> {
                 ))
             }
             LogicalPlan::Join(j) => self.join(j),
-            LogicalPlan::Window(_) => Err(unsupported("OVER windows are not supported yet")),
+            LogicalPlan::Window(w) => {
+                let input = self.lower(&w.input)?;
+                Err(unsupported(if is_changelog(&input) {
+                    "an OVER aggregation over an updating input (Flink rejects it too: its OVER window cannot consume retractions)"
+                } else {
+                    "OVER windows other than ROW_NUMBER() … <= N (Top-N, deduplication) are not supported yet"
+                }))
+            }
             LogicalPlan::Sort(_) => Err(unsupported(
                 "ORDER BY on a stream (order by time ascending is implied; Top-N is not supported yet)",
             )),
@@ -204,6 +214,161 @@ impl<'a> Lowering<'a> {
                 other.display()
             ))),
         }
+    }
+
+    /// `WHERE rn <= N` over `ROW_NUMBER() OVER (PARTITION BY k ORDER BY
+    /// …) AS rn`: a Top-N (deduplication for N = 1), when the filter is one.
+    fn top_n(&mut self, f: &datafusion_expr::logical_plan::Filter) -> Result<Option<DataStream>> {
+        use datafusion_expr::{BinaryExpr, Operator};
+        fn peel(mut p: &LogicalPlan) -> &LogicalPlan {
+            while let LogicalPlan::SubqueryAlias(a) = p {
+                p = &a.input;
+            }
+            p
+        }
+        let mut node = peel(&f.input);
+        let projection = match node {
+            LogicalPlan::Projection(p)
+                if p.expr
+                    .iter()
+                    .all(|e| matches!(e.clone().unalias(), Expr::Column(_))) =>
+            {
+                node = peel(&p.input);
+                Some(p)
+            }
+            _ => None,
+        };
+        let LogicalPlan::Window(w) = node else {
+            return Ok(None);
+        };
+        let [wexpr] = w.window_expr.as_slice() else {
+            return Ok(None);
+        };
+        let Expr::WindowFunction(wf) = wexpr.clone().unalias() else {
+            return Ok(None);
+        };
+        if !wf.fun.name().eq_ignore_ascii_case("row_number") {
+            return Ok(None);
+        }
+        let rank_at = w.input.schema().fields().len();
+        // The rank column as the filter sees it.
+        let rank_in_filter = match projection {
+            None => Some(rank_at),
+            Some(p) => p.expr.iter().position(|e| {
+                matches!(e.clone().unalias(), Expr::Column(c) if w.schema.index_of_column(&c).ok() == Some(rank_at))
+            }),
+        };
+        let is_rank = |e: &Expr| matches!(e, Expr::Column(c) if f.input.schema().index_of_column(c).ok() == rank_in_filter && rank_in_filter.is_some());
+        let number = |e: &Expr| match e {
+            Expr::Literal(v, _) => {
+                v.cast_to(&arrow::datatypes::DataType::Int64)
+                    .ok()
+                    .and_then(|v| match v {
+                        ScalarValue::Int64(Some(n)) => Some(n),
+                        _ => None,
+                    })
+            }
+            Expr::Cast(c) => match c.expr.as_ref() {
+                Expr::Literal(v, _) => {
+                    v.cast_to(&arrow::datatypes::DataType::Int64)
+                        .ok()
+                        .and_then(|v| match v {
+                            ScalarValue::Int64(Some(n)) => Some(n),
+                            _ => None,
+                        })
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let strip = |e: &Expr| match e {
+            Expr::Cast(c) => (*c.expr).clone(),
+            other => other.clone(),
+        };
+        let limit = match &f.predicate {
+            Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+                let (l, r) = (strip(left), strip(right));
+                match (is_rank(&l), is_rank(&r), op) {
+                    (true, _, Operator::LtEq) => number(right),
+                    (true, _, Operator::Lt) => number(right).map(|n| n - 1),
+                    (true, _, Operator::Eq) => number(right).filter(|&n| n == 1),
+                    (_, true, Operator::GtEq) => number(left),
+                    (_, true, Operator::Gt) => number(left).map(|n| n - 1),
+                    (_, true, Operator::Eq) => number(left).filter(|&n| n == 1),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let Some(limit) = limit.filter(|&n| n >= 1) else {
+            return Err(unsupported(format!(
+                "a filter `{}` on ROW_NUMBER(); Top-N takes `rownum <= N`, `rownum < N` or `rownum = 1`",
+                f.predicate
+            )));
+        };
+        let input = self.lower(&w.input)?;
+        if is_changelog(&input) {
+            return Err(unsupported("a Top-N over an updating input"));
+        }
+        let in_schema = w.input.schema();
+        let column_name = |e: &Expr| -> Result<String> {
+            match e {
+                Expr::Column(c) => Ok(input
+                    .schema()
+                    .field(in_schema.index_of_column(c)?)
+                    .name()
+                    .clone()),
+                other => Err(unsupported(format!(
+                    "`{other}` in the PARTITION BY / ORDER BY of a Top-N (use columns)"
+                ))),
+            }
+        };
+        if wf.params.partition_by.is_empty() {
+            return Err(unsupported("a Top-N without PARTITION BY"));
+        }
+        let keys = wf
+            .params
+            .partition_by
+            .iter()
+            .map(&column_name)
+            .collect::<Result<Vec<_>>>()?;
+        let order = wf
+            .params
+            .order_by
+            .iter()
+            .map(|s| Ok((column_name(&s.expr)?, !s.asc, s.nulls_first)))
+            .collect::<Result<Vec<_>>>()?;
+        let k: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let rank_name = w.schema.field(rank_at).name().clone();
+        // Deduplication keeping the last row by time: later arrivals win ties.
+        let keep_last = limit == 1
+            && matches!(order.as_slice(), [(c, true, _)] if Some(c.as_str()) == input.rowtime());
+        let keyed = input.key_by(&k)?;
+        let ranked = if keep_last {
+            keyed.keep_last(&order[0].0, Some(&rank_name))?
+        } else {
+            keyed.top_n(order, limit as usize, Some(&rank_name))?
+        };
+        let Some(p) = projection else {
+            return Ok(Some(ranked));
+        };
+        let mut exprs = p
+            .expr
+            .iter()
+            .zip(p.schema.fields())
+            .map(|(e, f)| Ok((physical(e, &w.schema)?, f.name().clone())))
+            .collect::<Result<Vec<_>>>()?;
+        if is_changelog(&ranked) {
+            let at = ranked.schema().fields().len() - 1;
+            exprs.push((
+                Arc::new(datafusion_physical_expr::expressions::Column::new(
+                    CHANGELOG_COLUMN,
+                    at,
+                )) as Arc<dyn PhysicalExpr>,
+                CHANGELOG_COLUMN.to_string(),
+            ));
+        }
+        Ok(Some(ranked.project_physical(exprs, "Calc(Top-N output)")?))
     }
 
     /// An inner equi-join of two append-only streams. Conditions bounding

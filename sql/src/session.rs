@@ -53,6 +53,10 @@ pub const OPTIONS: &[(&str, &str)] = &[
         "table.exec.source.idle-timeout",
         "mark a source split idle after this long without data",
     ),
+    (
+        "sql-client.execution.result-mode",
+        "how `weir sql` shows a SELECT: 'table' (a live table) or 'changelog' (each change)",
+    ),
 ];
 
 fn err(message: impl Into<String>) -> SqlError {
@@ -439,6 +443,13 @@ impl SqlSession {
         })
     }
 
+    /// Forget the inserts and queries planned so far (after running them);
+    /// tables, views and options stay.
+    pub fn clear_job(&mut self) {
+        self.inserts.clear();
+        self.queries.clear();
+    }
+
     /// The job's name: `pipeline.name`, else one from its sinks.
     pub fn job_name(&self) -> String {
         if let Some(n) = self.options.get("pipeline.name") {
@@ -455,6 +466,16 @@ impl SqlSession {
 
     /// Configure `env` from the options and add the job's streams to it.
     pub fn build(&self, env: &StreamExecutionEnvironment) -> Result<(), SqlError> {
+        self.build_with(env, &|| SinkSpec::Print)
+    }
+
+    /// As [`Self::build`], with each `SELECT`'s rows going to the sink
+    /// `query_sink` makes (a shell collects them to show a live table).
+    pub fn build_with(
+        &self,
+        env: &StreamExecutionEnvironment,
+        query_sink: &dyn Fn() -> SinkSpec,
+    ) -> Result<(), SqlError> {
         apply_options(env, &self.options)?;
         let idle = self
             .options
@@ -474,7 +495,7 @@ impl SqlSession {
         for (i, q) in self.queries.iter().enumerate() {
             let stream = lowering.lower(q).map_err(weir_err)?;
             stream
-                .sink_to(SinkSpec::Print, &format!("query {}", i + 1))
+                .sink_to(query_sink(), &format!("query {}", i + 1))
                 .map_err(weir_err)?;
         }
         Ok(())
@@ -715,6 +736,11 @@ fn apply_options(
             "table.exec.source.idle-timeout" => {
                 connectors::parse_duration_ms(v)
                     .ok_or_else(|| bad(k, v, "a duration such as '5 s'"))?;
+            }
+            "sql-client.execution.result-mode" => {
+                if !["table", "changelog"].contains(&v.to_ascii_lowercase().as_str()) {
+                    return Err(bad(k, v, "'table' or 'changelog'"));
+                }
             }
             _ => {}
         }

@@ -536,6 +536,85 @@ impl KeyedStream {
         ))
     }
 
+    /// Keep the first `limit` rows per key by `order` (column, descending,
+    /// nulls first; ties keep arrival order): Flink's Top-N, and its
+    /// deduplication with `limit` 1. With `row_number`, the output gets that
+    /// column (the row's 1-based position). Streaming: a changelog (`_op`)
+    /// as the kept rows change; batch: the final rows at the end.
+    pub fn top_n(
+        &self,
+        order: Vec<(String, bool, bool)>,
+        limit: usize,
+        row_number: Option<&str>,
+    ) -> Result<DataStream> {
+        let input = &self.stream;
+        if limit == 0 {
+            return Err(WeirError::plan("top_n needs a limit of at least 1"));
+        }
+        if order.is_empty() {
+            return Err(WeirError::plan("top_n needs an ordering"));
+        }
+        for (c, _, _) in &order {
+            input.schema.index_of(c).map_err(|_| {
+                WeirError::plan(format!(
+                    "top_n: no column '{c}'; available columns: {}",
+                    column_list(&input.schema)
+                ))
+            })?;
+        }
+        let mut fields: Vec<Field> = input
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        if let Some(r) = row_number {
+            fields.push(Field::new(r, arrow::datatypes::DataType::UInt64, false));
+        }
+        let changelog = input.env.config().runtime_mode == crate::config::RuntimeMode::Streaming;
+        if changelog {
+            fields.push(Field::new(
+                crate::spec::CHANGELOG_COLUMN,
+                arrow::datatypes::DataType::Utf8,
+                false,
+            ));
+        }
+        let spec = crate::spec::TopNSpec {
+            keys: self.keys.clone(),
+            later_wins_ties: false,
+            order,
+            limit,
+            row_number: row_number.map(str::to_string),
+            input_schema: Arc::clone(&input.schema),
+            changelog,
+        };
+        self.top_n_spec(spec, fields)
+    }
+
+    /// Deduplication keeping the last row per key by `time` (Flink's
+    /// `ROW_NUMBER() OVER (PARTITION BY k ORDER BY time DESC) = 1`): of rows
+    /// with equal times the later arrival wins. Output as [`Self::top_n`].
+    pub fn keep_last(&self, time: &str, row_number: Option<&str>) -> Result<DataStream> {
+        let out = self.top_n(vec![(time.to_string(), true, false)], 1, row_number)?;
+        out.env.update(out.id, |t| {
+            if let TransformationKind::Operator(OperatorSpec::TopN(spec)) = &mut t.kind {
+                spec.later_wins_ties = true;
+            }
+        });
+        Ok(out)
+    }
+
+    fn top_n_spec(&self, spec: crate::spec::TopNSpec, fields: Vec<Field>) -> Result<DataStream> {
+        let input = &self.stream;
+        let name = format!("{:?}", OperatorSpec::TopN(spec.clone()));
+        Ok(input.derive(
+            name,
+            TransformationKind::Operator(OperatorSpec::TopN(spec)),
+            Arc::new(Schema::new(fields)),
+            None,
+        ))
+    }
+
     /// The underlying stream (hash-partitioned).
     pub fn as_stream(&self) -> &DataStream {
         &self.stream
