@@ -737,10 +737,10 @@ fn apply_options(
                 connectors::parse_duration_ms(v)
                     .ok_or_else(|| bad(k, v, "a duration such as '5 s'"))?;
             }
-            "sql-client.execution.result-mode" => {
-                if !["table", "changelog"].contains(&v.to_ascii_lowercase().as_str()) {
-                    return Err(bad(k, v, "'table' or 'changelog'"));
-                }
+            "sql-client.execution.result-mode"
+                if !["table", "changelog"].contains(&v.to_ascii_lowercase().as_str()) =>
+            {
+                return Err(bad(k, v, "'table' or 'changelog'"));
             }
             _ => {}
         }
