@@ -9,6 +9,7 @@
 //! | `TO_TIMESTAMP_LTZ(n [, precision])` | epoch seconds (0) or ms (3) → TIMESTAMP_LTZ(3) |
 //! | `SPLIT_INDEX(s, sep, i)` | i-th (0-based) piece of `s` split by `sep`, NULL if none |
 //! | `REGEXP_EXTRACT(s, re [, group])` | the group of the first match, NULL if none |
+//! | `PROCTIME()` | the wall clock: a processing-time attribute for windows |
 //! | `MOD(a, b)` | remainder with the sign of `a` (Java's `%`) |
 //! | `COUNT_CHAR(s, c)` | occurrences of character `c` in `s` (Nexmark's q14 UDF) |
 //!
@@ -41,6 +42,7 @@ pub fn flink_functions() -> Vec<Arc<ScalarUDF>> {
         f(Kind::RegexpExtract),
         f(Kind::CountChar),
         f(Kind::Mod),
+        f(Kind::Proctime),
     ]
 }
 
@@ -55,6 +57,7 @@ enum Kind {
     RegexpExtract,
     CountChar,
     Mod,
+    Proctime,
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -76,14 +79,19 @@ impl FlinkFunction {
             Kind::RegexpExtract => ("regexp_extract", &[2, 3]),
             Kind::CountChar => ("count_char", &[2]),
             Kind::Mod => ("mod", &[2]),
+            Kind::Proctime => ("proctime", &[0]),
         };
-        let signature = Signature::one_of(
-            arities
-                .iter()
-                .map(|&n| datafusion_expr::TypeSignature::Any(n))
-                .collect(),
-            Volatility::Immutable,
-        );
+        let signature = if arities == [0] {
+            Signature::nullary(Volatility::Volatile)
+        } else {
+            Signature::one_of(
+                arities
+                    .iter()
+                    .map(|&n| datafusion_expr::TypeSignature::Any(n))
+                    .collect(),
+                Volatility::Immutable,
+            )
+        };
         Self {
             kind,
             name,
@@ -218,6 +226,7 @@ impl ScalarUDFImpl for FlinkFunction {
             Kind::SplitIndex | Kind::RegexpExtract => DataType::Utf8,
             Kind::CountChar => DataType::Int64,
             Kind::Mod => mod_type(&args[0], &args[1])?,
+            Kind::Proctime => DataType::Timestamp(TimeUnit::Millisecond, None),
         })
     }
 
@@ -357,6 +366,13 @@ impl ScalarUDFImpl for FlinkFunction {
                     b.append_option(found);
                 }
                 Arc::new(b.finish())
+            }
+            Kind::Proctime => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as i64)
+                    .unwrap_or(0);
+                Arc::new(TimestampMillisecondArray::from(vec![now; n]))
             }
             Kind::Mod => {
                 let t = mod_type(arrays[0].data_type(), arrays[1].data_type())?;

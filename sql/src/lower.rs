@@ -55,6 +55,8 @@ pub(crate) struct Lowering<'a> {
     /// Streams of window results: which columns hold their windows'
     /// bounds (Flink's window properties), by stream id.
     windows: HashMap<usize, WindowProps>,
+    /// Processing-time attributes (`PROCTIME()` columns), by stream id.
+    proctime: HashMap<usize, Vec<String>>,
 }
 
 /// The window bounds a stream of window results carries.
@@ -79,6 +81,7 @@ impl<'a> Lowering<'a> {
             idle_timeout,
             sources: HashMap::new(),
             windows: HashMap::new(),
+            proctime: HashMap::new(),
         }
     }
 
@@ -110,6 +113,25 @@ impl<'a> Lowering<'a> {
                 let names: Vec<&str> = exprs.iter().map(|(_, n)| n.as_str()).collect();
                 let out =
                     input.project_physical(exprs.clone(), format!("Calc({})", names.join(", ")))?;
+                let before = self.proctime.get(&input.id()).cloned().unwrap_or_default();
+                let proc: Vec<String> = p
+                    .expr
+                    .iter()
+                    .zip(p.schema.fields())
+                    .filter(|(e, _)| match (*e).clone().unalias() {
+                        Expr::ScalarFunction(f) => f.func.name() == "proctime",
+                        Expr::Column(c) => p
+                            .input
+                            .schema()
+                            .index_of_column(&c)
+                            .is_ok_and(|i| before.contains(input.schema().field(i).name())),
+                        _ => false,
+                    })
+                    .map(|(_, f)| f.name().clone())
+                    .collect();
+                if !proc.is_empty() {
+                    self.proctime.insert(out.id(), proc);
+                }
                 if let Some(w) = self.windows.get(&input.id()).cloned() {
                     // The bounds survive when both columns are kept.
                     let renamed = |col: &str| {
@@ -135,6 +157,9 @@ impl<'a> Lowering<'a> {
                 let out = input.filter_physical(predicate, format!("Where({})", f.predicate))?;
                 if let Some(w) = self.windows.get(&input.id()).cloned() {
                     self.windows.insert(out.id(), w);
+                }
+                if let Some(p) = self.proctime.get(&input.id()).cloned() {
+                    self.proctime.insert(out.id(), p);
                 }
                 Ok(out)
             }
@@ -782,7 +807,11 @@ impl<'a> Lowering<'a> {
         };
         let mut stream = self.lower(&tvf.input)?;
         let time_name = tvf.input.schema().field(tvf.time_column).name().clone();
-        if stream.rowtime() != Some(time_name.as_str()) {
+        let processing_time = self
+            .proctime
+            .get(&stream.id())
+            .is_some_and(|p| p.contains(&time_name));
+        if !processing_time && stream.rowtime() != Some(time_name.as_str()) {
             return Err(WeirError::plan(format!(
                 "DESCRIPTOR({time_name}) is not a time attribute: window table functions need the column a WATERMARK is declared for{}",
                 match stream.rowtime() {
@@ -863,11 +892,15 @@ impl<'a> Lowering<'a> {
             },
             TvfWindow::Session { gap } => WindowAssigner::Session { gap },
         };
+        let windows = weir_core::time::Windows {
+            assigner,
+            processing_time,
+        };
         let windowed = if keys.is_empty() {
-            pre_stream.window_all(assigner)
+            pre_stream.window_all(windows)
         } else {
             let k: Vec<&str> = keys.iter().map(String::as_str).collect();
-            pre_stream.key_by(&k)?.window(assigner)
+            pre_stream.key_by(&k)?.window(windows)
         };
         let out = windowed.aggregate(specs)?;
         // Back to the aggregate's columns: groups in order, then aggregates.

@@ -165,6 +165,161 @@ impl TableSource for ViewSource {
     }
 }
 
+fn call(name: &str, args: Vec<sql::Expr>) -> sql::Expr {
+    sql::Expr::Function(sql::Function {
+        name: sql::ObjectName::from(vec![sql::Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(sql::FunctionArgumentList {
+            duplicate_treatment: None,
+            args: args
+                .into_iter()
+                .map(|e| FunctionArg::Unnamed(FunctionArgExpr::Expr(e)))
+                .collect(),
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
+}
+
+fn call_args(f: &sql::Function) -> Vec<sql::Expr> {
+    match &f.args {
+        FunctionArguments::List(l) => l
+            .args
+            .iter()
+            .filter_map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => vec![],
+    }
+}
+
+/// Flink's older group window functions — `GROUP BY k, TUMBLE(ts, size)`
+/// (or `HOP(ts, slide, size)`, `SESSION(ts, gap)`) with `TUMBLE_START(…)`,
+/// `…_END`, `…_ROWTIME` in the select list — are the window table function
+/// over the single table of the FROM clause, grouped by `window_start,
+/// window_end`: rewritten so before planning.
+fn group_window_functions(query: &mut sql::Query) -> DfResult<()> {
+    use sqlparser::ast::VisitMut;
+    fn select(s: &mut sql::Select) -> DfResult<()> {
+        let sql::GroupByExpr::Expressions(groups, _) = &mut s.group_by else {
+            return Ok(());
+        };
+        let kinds = ["TUMBLE", "HOP", "SESSION"];
+        let Some(at) = groups.iter().position(|g| {
+            matches!(g, sql::Expr::Function(f) if kinds.contains(&f.name.to_string().to_ascii_uppercase().as_str()))
+        }) else {
+            return Ok(());
+        };
+        let sql::Expr::Function(f) = groups[at].clone() else {
+            unreachable!()
+        };
+        let kind = f.name.to_string().to_ascii_uppercase();
+        let mut args = call_args(&f);
+        if args.len() < 2 {
+            return plan_err(format!(
+                "{kind}(time, …) in GROUP BY needs its time column and interval(s)"
+            ));
+        }
+        let time = match args.remove(0) {
+            sql::Expr::Identifier(i) => i,
+            sql::Expr::CompoundIdentifier(parts) => {
+                parts.last().cloned().unwrap_or_else(|| sql::Ident::new(""))
+            }
+            other => {
+                return plan_err(format!(
+                    "{kind}({other}, …): the first argument must be a time column"
+                ));
+            }
+        };
+        let [from] = s.from.as_mut_slice() else {
+            return plan_err(format!("GROUP BY {kind}(…) needs a single table in FROM"));
+        };
+        if !from.joins.is_empty() {
+            return plan_err(format!("GROUP BY {kind}(…) needs a single table in FROM"));
+        }
+        let TableFactor::Table { name, alias, .. } = &from.relation else {
+            return plan_err(format!("GROUP BY {kind}(…) needs a table or view in FROM"));
+        };
+        let table = sql::Expr::CompoundIdentifier(
+            name.0
+                .iter()
+                .filter_map(|p| p.as_ident().cloned())
+                .collect(),
+        );
+        let mut tvf_args = vec![
+            call("TABLE", vec![table]),
+            call("DESCRIPTOR", vec![sql::Expr::Identifier(time)]),
+        ];
+        tvf_args.extend(args);
+        from.relation = TableFactor::TableFunction {
+            expr: call(&kind, tvf_args),
+            alias: alias.clone(),
+        };
+        groups.splice(
+            at..=at,
+            [
+                sql::Expr::Identifier(sql::Ident::new("window_start")),
+                sql::Expr::Identifier(sql::Ident::new("window_end")),
+            ],
+        );
+        // TUMBLE_START(…) and friends name the window columns.
+        struct Props;
+        impl sql::VisitorMut for Props {
+            type Break = ();
+            fn post_visit_expr(&mut self, e: &mut sql::Expr) -> std::ops::ControlFlow<()> {
+                if let sql::Expr::Function(f) = e {
+                    let n = f.name.to_string().to_ascii_uppercase();
+                    let column = ["TUMBLE", "HOP", "SESSION"].iter().find_map(|k| {
+                        n.strip_prefix(k).and_then(|rest| match rest {
+                            "_START" => Some("window_start"),
+                            "_END" => Some("window_end"),
+                            "_ROWTIME" => Some("window_time"),
+                            _ => None,
+                        })
+                    });
+                    if let Some(c) = column {
+                        *e = sql::Expr::Identifier(sql::Ident::new(c));
+                    }
+                }
+                std::ops::ControlFlow::Continue(())
+            }
+        }
+        for item in &mut s.projection {
+            let _ = item.visit(&mut Props);
+        }
+        if let Some(h) = &mut s.having {
+            let _ = h.visit(&mut Props);
+        }
+        Ok(())
+    }
+    fn set_expr(body: &mut sql::SetExpr) -> DfResult<()> {
+        match body {
+            sql::SetExpr::Select(s) => {
+                select(s)?;
+                for t in &mut s.from {
+                    if let TableFactor::Derived { subquery, .. } = &mut t.relation {
+                        group_window_functions(subquery)?;
+                    }
+                }
+                Ok(())
+            }
+            sql::SetExpr::Query(q) => group_window_functions(q),
+            sql::SetExpr::SetOperation { left, right, .. } => {
+                set_expr(left)?;
+                set_expr(right)
+            }
+            _ => Ok(()),
+        }
+    }
+    set_expr(&mut query.body)
+}
+
 /// Flink names an unaliased `row.field` (or `t.column`) select item by
 /// its last part; DataFusion would call it `t.row[field]`. Alias such items
 /// so views over ROW columns (Nexmark's) have Flink's column names.
@@ -258,6 +413,7 @@ impl<'a> Provider<'a> {
     /// Plan a query; types are coerced (DataFusion's analyzer).
     pub(crate) fn plan_query(&self, mut query: sql::Query) -> DfResult<LogicalPlan> {
         name_field_accesses(&mut query);
+        group_window_functions(&mut query)?;
         let plan = self
             .sql_to_rel()
             .sql_statement_to_plan(sql::Statement::Query(Box::new(query)))?;

@@ -82,6 +82,13 @@ REFERENCE = {
         WITH p AS (SELECT DISTINCT id, name, {TS} - {TS} % 10000 AS ws FROM person),
              a AS (SELECT DISTINCT seller, {TS} - {TS} % 10000 AS ws FROM auction)
         SELECT p.id, p.name, make_timestamp(p.ws * 1000) FROM p JOIN a ON p.id = a.seller AND p.ws = a.ws""",
+    "q11": f"""
+        WITH s AS (SELECT bidder, {TS} AS t,
+                     lag({TS}) OVER (PARTITION BY bidder ORDER BY {TS}) AS prev FROM bid),
+             g AS (SELECT bidder, t, sum(CASE WHEN prev IS NULL OR t - prev > 10000 THEN 1 ELSE 0 END)
+                     OVER (PARTITION BY bidder ORDER BY t ROWS UNBOUNDED PRECEDING) AS sid FROM s)
+        SELECT bidder, count(*), make_timestamp(min(t) * 1000), make_timestamp((max(t) + 10000) * 1000)
+        FROM g GROUP BY bidder, sid""",
     "q14": """
         SELECT auction, bidder, CAST(0.908 * price AS DECIMAL(23, 3)),
           CASE WHEN hour(dateTime) >= 8 AND hour(dateTime) <= 18 THEN 'dayTime'

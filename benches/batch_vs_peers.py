@@ -1,0 +1,108 @@
+"""Batch-mode aggregation over Parquet: Weir against DataFusion and DuckDB,
+same file, same query, same machine, same run.
+
+    python benches/batch_vs_peers.py path/to/release/weir [ROWS]
+
+The file: ROWS orders (default 20 M) with 100,000 users, written by DuckDB.
+The query: per user, COUNT(*), SUM, MIN, MAX and AVG of the amount.
+Weir runs it as a SQL script in batch mode (`weir run`, parallelism 2,
+the whole process timed: start, plan, read, aggregate, write the result);
+DuckDB and DataFusion run the same SELECT in-process with 2 threads. Each is
+run 3 times; the best time counts. Results are checked equal.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import datafusion
+import duckdb
+import pyarrow.parquet as pq
+
+QUERY = """SELECT user_id, COUNT(*) AS orders, SUM(amount) AS total, MIN(amount) AS smallest,
+  MAX(amount) AS largest, AVG(amount) AS average FROM orders GROUP BY user_id"""
+
+
+def best(f, runs=3):
+    times = []
+    result = None
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = f()
+        times.append(time.perf_counter() - start)
+    return min(times), result
+
+
+def main():
+    weir = sys.argv[1]
+    rows = int(sys.argv[2]) if len(sys.argv) > 2 else 20_000_000
+    work = tempfile.mkdtemp(prefix="batch-bench-")
+    data = os.path.join(work, "orders.parquet")
+    duckdb.sql(
+        f"""COPY (SELECT i AS order_id, (hash(i) % 100000)::BIGINT AS user_id,
+                   (100 + hash(i * 7) % 50000)::BIGINT AS amount
+                 FROM range({rows}) t(i))
+            TO '{data}' (FORMAT parquet, ROW_GROUP_SIZE 1000000)"""
+    )
+    size = os.path.getsize(data)
+
+    def run_weir():
+        out = os.path.join(work, f"weir-out-{time.time_ns()}")
+        script = os.path.join(work, "job.sql")
+        with open(script, "w") as f:
+            f.write(
+                f"""SET 'execution.runtime-mode' = 'batch';
+SET 'parallelism.default' = '2';
+CREATE TABLE orders (order_id BIGINT, user_id BIGINT, amount BIGINT)
+  WITH ('connector' = 'filesystem', 'path' = '{data}', 'format' = 'parquet');
+CREATE TABLE result (user_id BIGINT, orders BIGINT, total BIGINT, smallest BIGINT,
+  largest BIGINT, average DOUBLE)
+  WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'parquet');
+INSERT INTO result
+SELECT user_id, COUNT(*), SUM(amount), MIN(amount), MAX(amount), AVG(CAST(amount AS DOUBLE))
+FROM orders GROUP BY user_id;
+"""
+            )
+        p = subprocess.run([weir, "run", script], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit(p.stderr)
+        return out
+
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    con.execute(f"CREATE VIEW orders AS SELECT * FROM read_parquet('{data}')")
+
+    def run_duckdb():
+        return con.execute(QUERY).fetch_arrow_table()
+
+    config = datafusion.SessionConfig().with_target_partitions(2)
+    ctx = datafusion.SessionContext(config)
+    ctx.register_parquet("orders", data)
+
+    def run_datafusion():
+        return ctx.sql(QUERY).collect()
+
+    t_weir, out = best(run_weir)
+    t_duck, duck = best(run_duckdb)
+    t_df, df = best(run_datafusion)
+    weir_rows = pq.read_table(out).num_rows
+    df_rows = sum(b.num_rows for b in df)
+    assert weir_rows == duck.num_rows == df_rows, (weir_rows, duck.num_rows, df_rows)
+    check = con.execute(
+        f"""SELECT count(*) FROM read_parquet('{out}/*.parquet') w
+            JOIN ({QUERY}) d USING (user_id)
+            WHERE w.orders = d.orders AND w.total = d.total AND w.smallest = d.smallest
+              AND w.largest = d.largest AND abs(w.average - d.average) < 1e-6"""
+    ).fetchone()[0]
+    assert check == duck.num_rows, f"{check} of {duck.num_rows} groups agree"
+    print(f"{rows} rows ({size / 1e6:.0f} MB Parquet), {duck.num_rows} groups, 2 threads each, best of 3")
+    print(f"  Weir (batch mode, whole process) {t_weir:6.2f} s  {rows / t_weir / 1e6:7.1f} M rows/s")
+    print(f"  DuckDB {duckdb.__version__:<10}              {t_duck:6.2f} s  {rows / t_duck / 1e6:7.1f} M rows/s")
+    print(f"  DataFusion {datafusion.__version__:<10}          {t_df:6.2f} s  {rows / t_df / 1e6:7.1f} M rows/s")
+    print(f"  Weir / DuckDB time {t_weir / t_duck:.2f}x, Weir / DataFusion time {t_weir / t_df:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
