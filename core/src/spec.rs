@@ -756,6 +756,24 @@ pub struct TopNSpec {
     pub changelog: bool,
 }
 
+/// A lookup join: each row of the stream joined with the rows of a bounded
+/// table held in memory whose keys are equal (an inner join, Flink's
+/// `JOIN t FOR SYSTEM_TIME AS OF s.proc_time`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct LookupJoinSpec {
+    /// Key columns of the stream.
+    pub keys: Vec<String>,
+    /// Key columns of the table (same types, same order).
+    pub table_keys: Vec<String>,
+    /// The table's schema.
+    pub table_schema: SchemaRef,
+    /// The table's rows.
+    #[serde(with = "crate::wire::batches")]
+    pub table: Vec<RecordBatch>,
+    /// Schema of the stream.
+    pub input_schema: SchemaRef,
+}
+
 /// A function applied to whole batches (application mode only: it cannot be
 /// shipped to a remote cluster). It may return any number of batches, all with
 /// the declared output schema.
@@ -794,6 +812,8 @@ pub enum OperatorSpec {
     GroupAggregate(GroupAggregateSpec),
     /// The first rows per key.
     TopN(TopNSpec),
+    /// A join with a table held in memory.
+    LookupJoin(LookupJoinSpec),
 }
 
 /// A keyed window whose rows are all handed to a function when it fires.
@@ -943,6 +963,13 @@ impl fmt::Debug for OperatorSpec {
                     .collect::<Vec<_>>()
                     .join(", "),
                 t.limit
+            ),
+            OperatorSpec::LookupJoin(l) => write!(
+                f,
+                "LookupJoin(keys [{}] = [{}], {} table rows)",
+                l.keys.join(", "),
+                l.table_keys.join(", "),
+                l.table.iter().map(|b| b.num_rows()).sum::<usize>()
             ),
             OperatorSpec::KeyedProcess(p) => write!(f, "{p:?}"),
             OperatorSpec::WindowProcess(p) => write!(f, "{p:?}"),

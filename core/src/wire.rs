@@ -518,6 +518,7 @@ enum OperatorWire {
     WindowJoin(crate::spec::WindowJoinSpec),
     GroupAggregate(crate::spec::GroupAggregateSpec),
     TopN(crate::spec::TopNSpec),
+    LookupJoin(crate::spec::LookupJoinSpec),
 }
 
 /// Why a spec cannot leave this process, if it cannot.
@@ -566,6 +567,7 @@ impl Serialize for OperatorSpec {
                 OperatorWire::GroupAggregate(g.clone())
             }
             OperatorSpec::TopN(t) => OperatorWire::TopN(t.clone()),
+            OperatorSpec::LookupJoin(l) => OperatorWire::LookupJoin(l.clone()),
             other => {
                 return Err(S::Error::custom(format!(
                     "{other:?} cannot be shipped: {}",
@@ -605,6 +607,7 @@ impl<'de> Deserialize<'de> for OperatorSpec {
             OperatorWire::WindowJoin(j) => OperatorSpec::WindowJoin(j),
             OperatorWire::GroupAggregate(g) => OperatorSpec::GroupAggregate(g),
             OperatorWire::TopN(t) => OperatorSpec::TopN(t),
+            OperatorWire::LookupJoin(l) => OperatorSpec::LookupJoin(l),
         })
     }
 }

@@ -46,6 +46,11 @@ pub(crate) fn create(
                 ctx,
             )?)
         }
+        OperatorSpec::LookupJoin(l) => Box::new(crate::lookup_join::LookupJoinOperator::try_new(
+            name,
+            l,
+            Arc::clone(&node.schema),
+        )?),
         OperatorSpec::TopN(t) => Box::new(crate::top_n::TopNOperator::try_new(
             name,
             t,

@@ -26,6 +26,7 @@ pub mod basic;
 pub mod count_window;
 pub mod group_aggregate;
 pub mod join;
+pub mod lookup_join;
 mod pane_buffer;
 pub mod partition;
 pub mod process;

@@ -272,6 +272,84 @@ fn format(t: &TableEntry) -> Result<String> {
     }
 }
 
+/// All rows of a bounded table (a lookup join's side table): its files
+/// read now, as the table's physical columns.
+pub(crate) fn read_all(t: &TableEntry) -> Result<weir_core::spec::MemorySourceSpec> {
+    if connector(t)? != "filesystem" {
+        return Err(table_err(
+            t,
+            "a lookup join reads a bounded table: connector 'filesystem'",
+        ));
+    }
+    let path = required(t, "path")?;
+    let context = |e: &dyn std::fmt::Display| table_err(t, format!("reading {path}: {e}"));
+    let mut batches = vec![];
+    let files: Vec<std::path::PathBuf> = if std::path::Path::new(path).is_dir() {
+        let mut v: Vec<_> = std::fs::read_dir(path)
+            .map_err(|e| context(&e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_file()
+                    && !p
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            })
+            .collect();
+        v.sort();
+        v
+    } else {
+        vec![path.into()]
+    };
+    for f in files {
+        let file = std::fs::File::open(&f).map_err(|e| context(&e))?;
+        match format(t)?.as_str() {
+            "parquet" => {
+                let reader =
+                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                        .and_then(|b| b.build())
+                        .map_err(|e| context(&e))?;
+                for b in reader {
+                    let b = b.map_err(|e| context(&e))?;
+                    let columns = t
+                        .schema
+                        .fields()
+                        .iter()
+                        .map(|want| {
+                            let c = b.column_by_name(want.name()).ok_or_else(|| {
+                                table_err(
+                                    t,
+                                    format!("{}: no column '{}'", f.display(), want.name()),
+                                )
+                            })?;
+                            Ok(arrow::compute::cast(c, want.data_type())?)
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    batches.push(arrow::record_batch::RecordBatch::try_new(
+                        Arc::clone(&t.schema),
+                        columns,
+                    )?);
+                }
+            }
+            _ => {
+                let header = t
+                    .option("csv.header")
+                    .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+                let reader = arrow::csv::ReaderBuilder::new(Arc::clone(&t.schema))
+                    .with_header(header)
+                    .build(file)
+                    .map_err(|e| context(&e))?;
+                for b in reader {
+                    batches.push(b.map_err(|e| table_err(t, format!("{}: {e}", f.display())))?);
+                }
+            }
+        }
+    }
+    Ok(weir_core::spec::MemorySourceSpec::new(
+        Arc::clone(&t.schema),
+        batches,
+    ))
+}
+
 /// Reads `inner` and yields the table's physical columns by name, cast to
 /// the declared types (ROW fields matched by name, extra ones dropped).
 fn conform_source(t: &TableEntry, inner: SourceSpec) -> Result<SourceSpec> {

@@ -57,6 +57,11 @@ impl Dialect for FlinkDialect {
         true
     }
 
+    /// `JOIN t FOR SYSTEM_TIME AS OF s.proc_time`: a lookup join.
+    fn supports_table_versioning(&self) -> bool {
+        true
+    }
+
     /// `TABLE name` inside a function call is the table a window table
     /// function reads: it becomes the call `TABLE(name)`.
     fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {

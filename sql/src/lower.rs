@@ -241,6 +241,106 @@ impl<'a> Lowering<'a> {
         }
     }
 
+    /// `JOIN t FOR SYSTEM_TIME AS OF …`: the stream's rows joined with the
+    /// rows of bounded table `t`, read into memory when the job is planned.
+    fn lookup_join(
+        &mut self,
+        j: &datafusion_expr::logical_plan::Join,
+        on: &[(Expr, Expr)],
+        others: Vec<Expr>,
+        lookup: &crate::planner::LookupTable,
+    ) -> Result<DataStream> {
+        let LogicalPlan::TableScan(scan) = &lookup.input else {
+            return Err(unsupported("a lookup join against anything but a table"));
+        };
+        let object = sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::new(
+            scan.table_name.table(),
+        )]);
+        let entry = self
+            .catalog
+            .table(&object)
+            .map_err(|e| WeirError::plan(e.message))?;
+        if entry.has_computed_columns() {
+            return Err(unsupported("a lookup table with computed columns"));
+        }
+        if on.is_empty() {
+            return Err(unsupported("a lookup join without an equality condition"));
+        }
+        let table = connectors::read_all(entry)?;
+        let left = self.lower(&j.left)?;
+        if is_changelog(&left) {
+            return Err(unsupported("a lookup join of an updating input"));
+        }
+        let mut keys = vec![];
+        let mut widened: Vec<(Expr, String)> = vec![];
+        let mut table_keys = vec![];
+        for (i, (l, r)) in on.iter().enumerate() {
+            let Expr::Column(c) = r else {
+                return Err(unsupported(format!(
+                    "lookup key `{r}`: the table side of a lookup join takes columns"
+                )));
+            };
+            let at = j.right.schema().index_of_column(c)?;
+            table_keys.push(entry.schema.field(at).name().clone());
+            // Stream-side keys are computed next to the row, as the table
+            // key's type.
+            use datafusion_expr::ExprSchemable;
+            let want = r.get_type(j.right.schema())?;
+            let mut extra = vec![];
+            let name = key_column(l, j.left.schema(), &format!("__jl{i}"), &mut extra);
+            let same_type = l.get_type(j.left.schema())? == want;
+            if extra.is_empty() && same_type {
+                keys.push(name);
+            } else {
+                let n = format!("__jl{i}");
+                widened.push((conform(l.clone(), &want, j.left.schema())?, n.clone()));
+                keys.push(n);
+            }
+        }
+        let nl = j.left.schema().fields().len();
+        let stream = if widened.is_empty() {
+            left
+        } else {
+            let mut exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = (0..nl)
+                .map(|i| {
+                    let f = left.schema().field(i);
+                    (
+                        Arc::new(datafusion_physical_expr::expressions::Column::new(
+                            f.name(),
+                            i,
+                        )) as Arc<dyn PhysicalExpr>,
+                        f.name().clone(),
+                    )
+                })
+                .collect();
+            for (e, n) in &widened {
+                exprs.push((physical(e, j.left.schema())?, n.clone()));
+            }
+            left.project_physical(exprs, "Calc(lookup keys)")?
+        };
+        let k: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let tk: Vec<&str> = table_keys.iter().map(String::as_str).collect();
+        let joined = stream.lookup_join(&k, table, &tk)?;
+        let lw = stream.schema().fields().len();
+        let mut exprs = vec![];
+        for (i, f) in j.schema.fields().iter().enumerate() {
+            let at = if i < nl { i } else { lw + (i - nl) };
+            exprs.push((
+                Arc::new(datafusion_physical_expr::expressions::Column::new(
+                    joined.schema().field(at).name(),
+                    at,
+                )) as Arc<dyn PhysicalExpr>,
+                f.name().clone(),
+            ));
+        }
+        let mut out = joined.project_physical(exprs, "Calc(join output)")?;
+        if let Some(cond) = datafusion_expr::utils::conjunction(others) {
+            let p = physical(&cond, &j.schema)?;
+            out = out.filter_physical(p, format!("Where({cond})"))?;
+        }
+        Ok(out)
+    }
+
     /// `WHERE rn <= N` over `ROW_NUMBER() OVER (PARTITION BY k ORDER BY
     /// …) AS rn`: a Top-N (deduplication for N = 1), when the filter is one.
     fn top_n(&mut self, f: &datafusion_expr::logical_plan::Filter) -> Result<Option<DataStream>> {
@@ -433,6 +533,9 @@ impl<'a> Lowering<'a> {
                 }
                 others.push(c.clone());
             }
+        }
+        if let Some(lookup) = crate::planner::as_lookup_table(&j.right) {
+            return self.lookup_join(j, &on, others, lookup);
         }
         if on.is_empty() {
             return Err(unsupported(format!(

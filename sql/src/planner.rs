@@ -149,6 +149,61 @@ impl UserDefinedLogicalNodeCore for WindowTvf {
     }
 }
 
+/// A table read by a lookup join (`FOR SYSTEM_TIME AS OF`): its rows are
+/// looked up, not streamed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LookupTable {
+    /// The table's scan.
+    pub input: LogicalPlan,
+}
+
+impl PartialOrd for LookupTable {
+    fn partial_cmp(&self, _other: &Self) -> Option<std::cmp::Ordering> {
+        None
+    }
+}
+
+impl UserDefinedLogicalNodeCore for LookupTable {
+    fn name(&self) -> &str {
+        "LookupTable"
+    }
+
+    fn inputs(&self) -> Vec<&LogicalPlan> {
+        vec![&self.input]
+    }
+
+    fn schema(&self) -> &DFSchemaRef {
+        self.input.schema()
+    }
+
+    fn expressions(&self) -> Vec<Expr> {
+        vec![]
+    }
+
+    fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "LookupTable")
+    }
+
+    fn with_exprs_and_inputs(
+        &self,
+        _exprs: Vec<Expr>,
+        mut inputs: Vec<LogicalPlan>,
+    ) -> DfResult<Self> {
+        Ok(Self {
+            input: inputs.remove(0),
+        })
+    }
+}
+
+/// The lookup table under a plan node, if it is one.
+pub(crate) fn as_lookup_table(plan: &LogicalPlan) -> Option<&LookupTable> {
+    match plan {
+        LogicalPlan::Extension(e) => e.node.as_any().downcast_ref::<LookupTable>(),
+        LogicalPlan::SubqueryAlias(a) => as_lookup_table(&a.input),
+        _ => None,
+    }
+}
+
 /// A view: its plan is inlined wherever it is read.
 #[derive(Debug)]
 struct ViewSource {
@@ -567,6 +622,26 @@ impl RelationPlanner for WindowTvfPlanner {
         relation: TableFactor,
         ctx: &mut dyn RelationPlannerContext,
     ) -> DfResult<RelationPlanning> {
+        if let TableFactor::Table {
+            name,
+            alias,
+            version: Some(sql::TableVersion::ForSystemTimeAsOf(_)),
+            ..
+        } = &relation
+        {
+            let table = name.to_string();
+            let source = ctx
+                .context_provider()
+                .get_table_source(TableReference::bare(table.clone()))?;
+            let scan = LogicalPlanBuilder::scan(table, source, None)?.build()?;
+            let plan = LogicalPlan::Extension(Extension {
+                node: Arc::new(LookupTable { input: scan }),
+            });
+            return Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(
+                plan,
+                alias.clone(),
+            ))));
+        }
         let TableFactor::TableFunction {
             expr: sql::Expr::Function(f),
             alias,

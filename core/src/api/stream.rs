@@ -248,6 +248,63 @@ impl DataStream {
         ))
     }
 
+    /// Join each row with the rows of `table` (bounded, held in memory by
+    /// every subtask) whose `table_keys` equal the row's `keys`: an inner
+    /// lookup join. Output: the stream's columns, then the table's (a taken
+    /// name gets the prefix `right_`).
+    pub fn lookup_join(
+        &self,
+        keys: &[&str],
+        table: crate::spec::MemorySourceSpec,
+        table_keys: &[&str],
+    ) -> Result<DataStream> {
+        if keys.is_empty() || keys.len() != table_keys.len() {
+            return Err(WeirError::plan(
+                "lookup join needs as many table keys as stream keys (at least one)",
+            ));
+        }
+        let mut fields: Vec<Field> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        for (k, t) in keys.iter().zip(table_keys) {
+            let a = self.schema.field_with_name(k)?;
+            let b = table.schema.field_with_name(t)?;
+            if a.data_type() != b.data_type() {
+                return Err(WeirError::plan(format!(
+                    "lookup join key '{k}' is {} but the table's '{t}' is {}",
+                    a.data_type(),
+                    b.data_type()
+                )));
+            }
+        }
+        for f in table.schema.fields() {
+            let taken = fields.iter().any(|x| x.name() == f.name());
+            let name = if taken {
+                format!("right_{}", f.name())
+            } else {
+                f.name().clone()
+            };
+            fields.push(f.as_ref().clone().with_name(name).with_nullable(true));
+        }
+        let spec = crate::spec::LookupJoinSpec {
+            keys: keys.iter().map(|k| k.to_string()).collect(),
+            table_keys: table_keys.iter().map(|k| k.to_string()).collect(),
+            table_schema: Arc::clone(&table.schema),
+            table: table.batches,
+            input_schema: Arc::clone(&self.schema),
+        };
+        let name = format!("{:?}", OperatorSpec::LookupJoin(spec.clone()));
+        Ok(self.derive(
+            name,
+            TransformationKind::Operator(OperatorSpec::LookupJoin(spec)),
+            Arc::new(Schema::new(fields)),
+            self.rowtime.clone(),
+        ))
+    }
+
     /// Apply a Rust function to every batch; it returns a batch with
     /// `output_schema` (any number of rows). Application mode only.
     pub fn map_batches(
