@@ -730,6 +730,11 @@ pub struct GroupAggregateSpec {
     /// [`CHANGELOG_COLUMN`]). Batch: emit each key's final row once, at
     /// the end of the input.
     pub changelog: bool,
+    /// The input is itself a changelog (its last column `_op`): `-U`/`-D`
+    /// rows are taken back out. Only COUNT and SUM can do that; a key whose
+    /// rows are all retracted is deleted (`-D`).
+    #[serde(default)]
+    pub retractions: bool,
 }
 
 /// The first rows per key by an ordering (SQL's `ROW_NUMBER() OVER

@@ -24,7 +24,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, StringArray, UInt32Array};
+use arrow::array::{ArrayRef, AsArray, RecordBatch, StringArray, UInt32Array};
 use arrow::compute::{interleave, take};
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
@@ -120,6 +120,11 @@ pub struct GroupAggregateOperator {
     changelog: bool,
     key_groups: KeyGroupFilter,
     batch_size: usize,
+    /// The input is a changelog: its retractions are subtracted, and a
+    /// hidden last aggregate counts each key's rows.
+    retractions: bool,
+    /// Per id: whether the key has rows (always, without retractions).
+    alive: Vec<bool>,
 }
 
 impl GroupAggregateOperator {
@@ -130,13 +135,11 @@ impl GroupAggregateOperator {
         schema: SchemaRef,
         ctx: &OperatorContext,
     ) -> Result<Self> {
-        let aggregates = Aggregates::build(
-            &name,
-            &spec.keys,
-            &spec.aggregates,
-            &spec.input_schema,
-            None,
-        )?;
+        let mut list = spec.aggregates.clone();
+        if spec.retractions {
+            list.push(weir_core::spec::AggregateSpec::count_star().alias("__rows"));
+        }
+        let aggregates = Aggregates::build(&name, &spec.keys, &list, &spec.input_schema, None)?;
         let key_schema = aggregates.key_schema();
         let snapshot = aggregates.snapshot_schema()?;
         // The pane snapshot schema minus its `pane_start`: keys, then states.
@@ -156,8 +159,40 @@ impl GroupAggregateOperator {
             changelog: spec.changelog,
             key_groups: KeyGroupFilter::new(ctx),
             batch_size: ctx.config.batch_size.max(1),
+            retractions: spec.retractions,
+            alive: vec![],
             name,
         })
+    }
+
+    /// Whether each group of `values` (evaluated) has rows left.
+    fn has_rows(&self, values: &[ArrayRef]) -> Vec<bool> {
+        match (self.retractions, values.last()) {
+            (true, Some(rows)) => rows
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .iter()
+                .map(|n| n.unwrap_or(0) > 0)
+                .collect(),
+            _ => vec![true; values.first().map_or(0, |v| v.len())],
+        }
+    }
+
+    /// The batch's rows split into additions and (for a changelog input)
+    /// retractions.
+    fn parts(&self, batch: &RecordBatch) -> Result<Vec<(RecordBatch, bool)>> {
+        if !self.retractions {
+            return Ok(vec![(batch.clone(), false)]);
+        }
+        let op = batch.column(batch.num_columns() - 1).as_string::<i32>();
+        let adds: arrow::array::BooleanArray = op
+            .iter()
+            .map(|o| Some(matches!(o, Some("+I") | Some("+U"))))
+            .collect();
+        let subs = arrow::compute::not(&adds)?;
+        Ok(vec![
+            (arrow::compute::filter_record_batch(batch, &adds)?, false),
+            (arrow::compute::filter_record_batch(batch, &subs)?, true),
+        ])
     }
 
     /// Split stored columns into each aggregate's state columns.
@@ -210,20 +245,40 @@ impl GroupAggregateOperator {
     }
 
     fn accumulate(&mut self, batch: &RecordBatch, out: &mut dyn Output) -> Result<()> {
-        // 1. The batch on its own.
-        let mut part: Accumulation = self.aggregates.new_accumulation()?;
-        let mut local = Vec::new();
-        part.groups
-            .intern(&self.aggregates.keys(batch), &mut local)?;
-        let n = part.groups.len();
-        self.aggregates
-            .update(&mut part.accumulators, batch, &local, n)?;
-        let keys = part.groups.emit(EmitTo::All)?;
-        let partial: Vec<Vec<ArrayRef>> = part
-            .accumulators
-            .iter_mut()
-            .map(|a| a.state(EmitTo::All))
-            .collect::<datafusion_common::Result<_>>()?;
+        // 1. The batch on its own (additions, and retractions negated),
+        //    its keys interned once.
+        let mut local = new_group_values(self.aggregates.key_schema(), &GroupOrdering::None)?;
+        let mut partials: Vec<(Vec<usize>, Vec<Vec<ArrayRef>>)> = vec![];
+        for (rows, negate) in self.parts(batch)? {
+            if rows.num_rows() == 0 {
+                continue;
+            }
+            let mut part: Accumulation = self.aggregates.new_accumulation()?;
+            let mut ids = Vec::new();
+            part.groups.intern(&self.aggregates.keys(&rows), &mut ids)?;
+            let n = part.groups.len();
+            self.aggregates
+                .update(&mut part.accumulators, &rows, &ids, n)?;
+            let keys = part.groups.emit(EmitTo::All)?;
+            let mut states: Vec<Vec<ArrayRef>> = part
+                .accumulators
+                .iter_mut()
+                .map(|a| a.state(EmitTo::All))
+                .collect::<datafusion_common::Result<_>>()?;
+            if negate {
+                for s in states.iter_mut().flatten() {
+                    *s = arrow::compute::kernels::numeric::neg(s)?;
+                }
+            }
+            let mut at = Vec::new();
+            local.intern(&keys, &mut at)?;
+            partials.push((at, states));
+        }
+        let n = local.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let keys = local.emit(EmitTo::All)?;
         // 2. Which keys are new.
         let known = self.index.len();
         let mut ids = Vec::new();
@@ -234,40 +289,63 @@ impl GroupAggregateOperator {
         let old_columns = self.store.gather(&old_ids)?;
         let old_states = self.states_of(&old_columns);
         let mut merged = self.aggregates.new_accumulation()?;
-        let all: Vec<usize> = (0..n).collect();
         let mut new_states: Vec<ArrayRef> = keys.clone();
-        for ((a, p), o) in merged
-            .accumulators
-            .iter_mut()
-            .zip(&partial)
-            .zip(&old_states)
-        {
-            a.merge_batch(p, &all, n)?;
+        for (i, a) in merged.accumulators.iter_mut().enumerate() {
+            for (at, states) in &partials {
+                a.merge_batch(&states[i], at, n)?;
+            }
             if !old_rows.is_empty() {
-                a.merge_batch(o, &old_rows, n)?;
+                a.merge_batch(old_states[i], &old_rows, n)?;
             }
             new_states.extend(a.state(EmitTo::All)?);
         }
+        let was_alive: Vec<bool> = (0..n)
+            .map(|r| ids[r] < known && self.alive.get(ids[r]).copied().unwrap_or(true))
+            .collect();
+        let new_values = self.evaluate(&self.states_of(&new_states), n)?;
+        let alive = self.has_rows(&new_values);
         if self.changelog {
-            let new_values = self.evaluate(&self.states_of(&new_states), n)?;
-            self.emit_changes(&keys, &new_values, &old_rows, &old_states, out)?;
+            self.emit_changes(
+                &keys,
+                &new_values,
+                &old_rows,
+                &old_states,
+                &was_alive,
+                &alive,
+                out,
+            )?;
+        }
+        let max = ids.iter().max().copied().unwrap_or(0);
+        if self.alive.len() <= max {
+            self.alive.resize(max + 1, true);
+        }
+        for (r, &id) in ids.iter().enumerate() {
+            self.alive[id] = alive[r];
         }
         self.store.put(&ids, new_states)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn emit_changes(
         &self,
         keys: &[ArrayRef],
         new_values: &[ArrayRef],
         old_rows: &[usize],
         old_states: &[&[ArrayRef]],
+        was_alive: &[bool],
+        alive: &[bool],
         out: &mut dyn Output,
     ) -> Result<()> {
         let n = keys.first().map_or(0, |k| k.len());
+        let visible = new_values.len() - usize::from(self.retractions);
+        let new_values = &new_values[..visible];
         let mut changed = vec![];
         let mut old_changed = vec![];
+        let mut deleted = vec![];
+        let mut old_deleted = vec![];
         if !old_rows.is_empty() {
             let old_values = self.evaluate(old_states, old_rows.len())?;
+            let old_values = &old_values[..visible];
             let index = UInt32Array::from_iter_values(old_rows.iter().map(|&r| r as u32));
             let new_of_old: Vec<ArrayRef> = new_values
                 .iter()
@@ -278,12 +356,19 @@ impl GroupAggregateOperator {
                 .map(|v| SortField::new(v.data_type().clone()))
                 .collect();
             let converter = RowConverter::new(fields)?;
-            let before = converter.convert_columns(&old_values)?;
+            let before = converter.convert_columns(old_values)?;
             let after = converter.convert_columns(&new_of_old)?;
             for (i, &r) in old_rows.iter().enumerate() {
-                if before.row(i) != after.row(i) {
-                    changed.push(r as u32);
-                    old_changed.push(i as u32);
+                match (was_alive[r], alive[r]) {
+                    (true, true) if before.row(i) != after.row(i) => {
+                        changed.push(r as u32);
+                        old_changed.push(i as u32);
+                    }
+                    (true, false) => {
+                        deleted.push(r as u32);
+                        old_deleted.push(i as u32);
+                    }
+                    _ => {}
                 }
             }
             if !changed.is_empty() {
@@ -295,15 +380,27 @@ impl GroupAggregateOperator {
                         .collect::<std::result::Result<_, _>>()?)
                 };
                 let ks = pick(keys, &changed)?;
-                out.collect(self.output(&ks, &pick(&old_values, &old_changed)?, Some("-U"))?)?;
+                out.collect(self.output(&ks, &pick(old_values, &old_changed)?, Some("-U"))?)?;
                 out.collect(self.output(&ks, &pick(new_values, &changed)?, Some("+U"))?)?;
             }
+            if !deleted.is_empty() {
+                let index = UInt32Array::from(deleted);
+                let ks: Vec<ArrayRef> = keys
+                    .iter()
+                    .map(|c| take(c, &index, None))
+                    .collect::<std::result::Result<_, _>>()?;
+                let index = UInt32Array::from(old_deleted);
+                let vs: Vec<ArrayRef> = old_values
+                    .iter()
+                    .map(|c| take(c, &index, None))
+                    .collect::<std::result::Result<_, _>>()?;
+                out.collect(self.output(&ks, &vs, Some("-D"))?)?;
+            }
         }
-        let mut is_old = vec![false; n];
-        for &r in old_rows {
-            is_old[r] = true;
-        }
-        let inserted: Vec<u32> = (0..n as u32).filter(|&r| !is_old[r as usize]).collect();
+        // New keys, and keys back after all their rows were retracted.
+        let inserted: Vec<u32> = (0..n as u32)
+            .filter(|&r| !was_alive[r as usize] && alive[r as usize])
+            .collect();
         if !inserted.is_empty() {
             let index = UInt32Array::from(inserted);
             let pick = |cols: &[ArrayRef]| -> Result<Vec<ArrayRef>> {
@@ -339,11 +436,19 @@ impl Operator for GroupAggregateOperator {
         let mut from = 0;
         while from < total {
             let to = (from + self.batch_size).min(total);
-            let ids: Vec<usize> = (from..to).collect();
-            let columns = self.store.gather(&ids)?;
-            let values = self.evaluate(&self.states_of(&columns), ids.len())?;
-            out.collect(self.output(&columns[..self.key_width], &values, None)?)?;
+            let ids: Vec<usize> = (from..to)
+                .filter(|&i| self.alive.get(i).copied().unwrap_or(true))
+                .collect();
             from = to;
+            if ids.is_empty() {
+                continue;
+            }
+            let columns = self.store.gather(&ids)?;
+            let mut values = self.evaluate(&self.states_of(&columns), ids.len())?;
+            if self.retractions {
+                values.pop();
+            }
+            out.collect(self.output(&columns[..self.key_width], &values, None)?)?;
         }
         Ok(())
     }
@@ -397,6 +502,17 @@ impl Operator for GroupAggregateOperator {
                     "{}: a key appears twice in the restored state",
                     self.name
                 )));
+            }
+            if self.retractions {
+                let values = self.evaluate(&self.states_of(&columns), ids.len())?;
+                let alive = self.has_rows(&values);
+                let max = ids.iter().max().copied().unwrap_or(0);
+                if self.alive.len() <= max {
+                    self.alive.resize(max + 1, true);
+                }
+                for (r, &id) in ids.iter().enumerate() {
+                    self.alive[id] = alive[r];
+                }
             }
             self.store.put(&ids, columns)?;
         }

@@ -833,11 +833,7 @@ impl<'a> Lowering<'a> {
                 return self.windowed_group_aggregate(a, stream, w);
             }
         }
-        if is_changelog(&stream) {
-            return Err(unsupported(
-                "an aggregation over an updating input (e.g. GROUP BY over another GROUP BY's result)",
-            ));
-        }
+        let retracting = is_changelog(&stream);
         let in_schema = a.input.schema();
         let mut pre: Vec<(Expr, String)> = vec![];
         let mut keys = vec![];
@@ -859,10 +855,44 @@ impl<'a> Lowering<'a> {
         if specs.is_empty() {
             specs.push(AggregateSpec::count_star().alias("__a0"));
         }
-        let exprs = pre
+        // Over an updating input an average is a sum over a count, both of
+        // which can take retractions back.
+        let mut averages = vec![];
+        if retracting {
+            let mut split = vec![];
+            for s in specs {
+                if s.function == AggregateFunction::Avg {
+                    averages.push(s.alias.clone());
+                    split.push(AggregateSpec {
+                        function: AggregateFunction::Sum,
+                        column: s.column.clone(),
+                        alias: format!("{}_sum", s.alias),
+                    });
+                    split.push(AggregateSpec {
+                        function: AggregateFunction::Count,
+                        column: s.column,
+                        alias: format!("{}_count", s.alias),
+                    });
+                } else {
+                    split.push(s);
+                }
+            }
+            specs = split;
+        }
+        let mut exprs = pre
             .iter()
             .map(|(e, n)| Ok((physical(e, in_schema)?, n.clone())))
             .collect::<Result<Vec<_>>>()?;
+        if retracting {
+            let at = stream.schema().fields().len() - 1;
+            exprs.push((
+                Arc::new(datafusion_physical_expr::expressions::Column::new(
+                    CHANGELOG_COLUMN,
+                    at,
+                )) as Arc<dyn PhysicalExpr>,
+                CHANGELOG_COLUMN.to_string(),
+            ));
+        }
         let pre_stream = stream.project_physical(exprs, "Calc(aggregate arguments)")?;
         let k: Vec<&str> = keys.iter().map(String::as_str).collect();
         let out = pre_stream.key_by(&k)?.group_aggregate(specs)?;
@@ -875,7 +905,13 @@ impl<'a> Lowering<'a> {
             let e = if i < group_fields {
                 c(&format!("__k{i}"))
             } else {
-                c(&format!("__a{}", i - group_fields))
+                let alias = format!("__a{}", i - group_fields);
+                if averages.contains(&alias) {
+                    // Integer averages truncate, as Flink's AVG of integers.
+                    c(&format!("{alias}_sum")) / c(&format!("{alias}_count"))
+                } else {
+                    c(&alias)
+                }
             };
             let e = conform(e, field.data_type(), &out_df)?;
             post.push((physical(&e, &out_df)?, field.name().clone()));

@@ -64,6 +64,10 @@ REFERENCE = {
     "q2": "SELECT auction, price FROM bid WHERE auction % 123 = 0",
     "q3": """SELECT P.name, P.city, P.state, A.id FROM auction A JOIN person P ON A.seller = P.id
              WHERE A.category = 10 AND P.state IN ('OR', 'ID', 'CA')""",
+    "q4": """
+        WITH q AS (SELECT max(B.price) AS final, A.category FROM auction A JOIN bid B ON A.id = B.auction
+                   WHERE B.dateTime BETWEEN A.dateTime AND A.expires GROUP BY A.id, A.category)
+        SELECT category, CAST(trunc(sum(final) / count(final)) AS BIGINT) FROM q GROUP BY category""",
     "q5": f"""
         WITH w AS (
           SELECT auction, s AS ws, s + 10000 AS we FROM (

@@ -538,7 +538,9 @@ impl KeyedStream {
     /// (new row) for a changed one, in a final `_op` column
     /// ([`crate::spec::CHANGELOG_COLUMN`]); unchanged results are not
     /// re-emitted. In batch mode each key's final row, once, at the end of
-    /// the input. Output columns: the keys, then the aggregates.
+    /// the input. Output columns: the keys, then the aggregates. An input
+    /// that is itself a changelog is aggregated with its retractions
+    /// (COUNT and SUM only); a key left without rows is deleted (`-D`).
     pub fn group_aggregate(&self, aggregates: Vec<AggregateSpec>) -> Result<DataStream> {
         let input = &self.stream;
         if aggregates.is_empty() {
@@ -570,11 +572,29 @@ impl KeyedStream {
                 )));
             }
         }
+        let retractions = input
+            .schema
+            .fields()
+            .last()
+            .is_some_and(|f| f.name() == crate::spec::CHANGELOG_COLUMN);
+        if retractions
+            && let Some(a) = aggregates.iter().find(|a| {
+                !matches!(
+                    a.function,
+                    crate::spec::AggregateFunction::Count | crate::spec::AggregateFunction::Sum
+                )
+            })
+        {
+            return Err(WeirError::plan(format!(
+                "{a} over an updating input: only COUNT, SUM and AVG can take retractions"
+            )));
+        }
         let spec = crate::spec::GroupAggregateSpec {
             keys: self.keys.clone(),
             aggregates,
             input_schema: Arc::clone(&input.schema),
             changelog,
+            retractions,
         };
         let name = format!(
             "GroupAggregate(keys [{}], [{}])",
