@@ -75,7 +75,7 @@ FROM orders GROUP BY user_id;
     con.execute(f"CREATE VIEW orders AS SELECT * FROM read_parquet('{data}')")
 
     def run_duckdb():
-        return con.execute(QUERY).fetch_arrow_table()
+        return con.sql(QUERY).to_arrow_table()
 
     config = datafusion.SessionConfig().with_target_partitions(2)
     ctx = datafusion.SessionContext(config)

@@ -125,6 +125,9 @@ pub struct GroupAggregateOperator {
     retractions: bool,
     /// Per id: whether the key has rows (always, without retractions).
     alive: Vec<bool>,
+    /// Batch mode over an insert-only input: one accumulation updated in
+    /// place, evaluated once at the end (no per-batch results to compare).
+    direct: Option<Accumulation>,
 }
 
 impl GroupAggregateOperator {
@@ -149,6 +152,9 @@ impl GroupAggregateOperator {
                 .map(|f| f.as_ref().clone())
                 .collect::<Vec<Field>>(),
         ));
+        let direct = (!spec.changelog && !spec.retractions)
+            .then(|| aggregates.new_accumulation())
+            .transpose()?;
         Ok(Self {
             index: new_group_values(Arc::clone(&key_schema), &GroupOrdering::None)?,
             store: RowStore::new(store_schema),
@@ -161,6 +167,7 @@ impl GroupAggregateOperator {
             batch_size: ctx.config.batch_size.max(1),
             retractions: spec.retractions,
             alive: vec![],
+            direct,
             name,
         })
     }
@@ -424,12 +431,39 @@ impl Operator for GroupAggregateOperator {
         if batch.num_rows() == 0 {
             return Ok(());
         }
+        if let Some(acc) = &mut self.direct {
+            let mut ids = Vec::new();
+            acc.groups.intern(&self.aggregates.keys(&batch), &mut ids)?;
+            let n = acc.groups.len();
+            return self
+                .aggregates
+                .update(&mut acc.accumulators, &batch, &ids, n);
+        }
         self.accumulate(&batch, out)
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))
     }
 
     fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
         if self.changelog {
+            return Ok(());
+        }
+        if let Some(mut acc) = self.direct.take() {
+            if acc.groups.is_empty() {
+                return Ok(());
+            }
+            let keys = acc.groups.emit(EmitTo::All)?;
+            let values = acc
+                .accumulators
+                .iter_mut()
+                .map(|a| a.evaluate(EmitTo::All))
+                .collect::<datafusion_common::Result<Vec<_>>>()?;
+            let all = self.output(&keys, &values, None)?;
+            let mut from = 0;
+            while from < all.num_rows() {
+                let len = self.batch_size.min(all.num_rows() - from);
+                out.collect(all.slice(from, len))?;
+                from += len;
+            }
             return Ok(());
         }
         let total = self.store.len();
@@ -458,6 +492,12 @@ impl Operator for GroupAggregateOperator {
     }
 
     fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<StateTable>> {
+        if self.direct.is_some() {
+            return Err(WeirError::Execution(format!(
+                "{}: batch mode takes no checkpoints (a failed batch job runs again)",
+                self.name
+            )));
+        }
         let ids: Vec<usize> = (0..self.store.len()).collect();
         let columns = self.store.gather(&ids)?;
         let batch = RecordBatch::try_new(Arc::clone(&self.store.schema), columns)?;

@@ -118,10 +118,17 @@ impl datafusion_expr::AggregateUDFImpl for FlinkAvg {
     }
 
     fn coerce_types(&self, args: &[DataType]) -> datafusion_common::Result<Vec<DataType>> {
-        if args.len() == 1 && args[0].is_integer() {
-            return Ok(args.to_vec());
+        match args {
+            [t] if t.is_numeric() => Ok(args.to_vec()),
+            [DataType::Null] => Ok(vec![DataType::Float64]),
+            _ => datafusion_common::plan_err!(
+                "AVG takes one number, not ({})",
+                args.iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
-        inner_avg().inner().coerce_types(args)
     }
 
     fn return_type(&self, args: &[DataType]) -> datafusion_common::Result<DataType> {
