@@ -6,6 +6,8 @@
 //! jobs take no checkpoints) — and all three must give the expected rows. `error_NAME.sql` cases start with `-- error: TEXT`: the
 //! run must fail before anything runs, print TEXT, and write nothing.
 //!
+//! `${GOLDEN}` names the golden folder (its `data/` holds side tables).
+//!
 //! `WEIR_BLESS=1` rewrites the `.out` files from the parallelism-1 run
 //! (review the diff before committing it).
 
@@ -43,7 +45,9 @@ fn name(case: &Path) -> String {
 /// The case's script with its sink at `out` and `prelude` in front.
 fn script(case: &Path, out: &Path, prelude: &str) -> String {
     let text = std::fs::read_to_string(case).unwrap();
-    let text = text.replace("${OUT}", &out.display().to_string());
+    let text = text
+        .replace("${OUT}", &out.display().to_string())
+        .replace("${GOLDEN}", &golden_dir().display().to_string());
     if prelude.is_empty() {
         text
     } else {

@@ -98,14 +98,7 @@ impl<'a> Lowering<'a> {
                     .collect::<Result<Vec<_>>>()?;
                 if is_changelog(&input) {
                     // Each row keeps its change kind.
-                    let at = input.schema().fields().len() - 1;
-                    exprs.push((
-                        Arc::new(datafusion_physical_expr::expressions::Column::new(
-                            CHANGELOG_COLUMN,
-                            at,
-                        )) as Arc<dyn PhysicalExpr>,
-                        CHANGELOG_COLUMN.to_string(),
-                    ));
+                    exprs.push(changelog_column(&input));
                 }
                 if is_identity(&exprs, input.schema()) {
                     return Ok(input);
@@ -189,13 +182,9 @@ impl<'a> Lowering<'a> {
                         let exprs = cols
                             .iter()
                             .map(|&i| {
-                                let f = schema.field(i);
                                 (
-                                    Arc::new(datafusion_physical_expr::expressions::Column::new(
-                                        f.name(),
-                                        i,
-                                    )) as Arc<dyn PhysicalExpr>,
-                                    f.name().clone(),
+                                    column(schema.field(i).name(), i),
+                                    schema.field(i).name().clone(),
                                 )
                             })
                             .collect();
@@ -297,48 +286,11 @@ impl<'a> Lowering<'a> {
                 keys.push(n);
             }
         }
-        let nl = j.left.schema().fields().len();
-        let stream = if widened.is_empty() {
-            left
-        } else {
-            let mut exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = (0..nl)
-                .map(|i| {
-                    let f = left.schema().field(i);
-                    (
-                        Arc::new(datafusion_physical_expr::expressions::Column::new(
-                            f.name(),
-                            i,
-                        )) as Arc<dyn PhysicalExpr>,
-                        f.name().clone(),
-                    )
-                })
-                .collect();
-            for (e, n) in &widened {
-                exprs.push((physical(e, j.left.schema())?, n.clone()));
-            }
-            left.project_physical(exprs, "Calc(lookup keys)")?
-        };
+        let stream = widen(left, j.left.schema(), &widened, "Calc(lookup keys)")?;
         let k: Vec<&str> = keys.iter().map(String::as_str).collect();
         let tk: Vec<&str> = table_keys.iter().map(String::as_str).collect();
         let joined = stream.lookup_join(&k, table, &tk)?;
-        let lw = stream.schema().fields().len();
-        let mut exprs = vec![];
-        for (i, f) in j.schema.fields().iter().enumerate() {
-            let at = if i < nl { i } else { lw + (i - nl) };
-            exprs.push((
-                Arc::new(datafusion_physical_expr::expressions::Column::new(
-                    joined.schema().field(at).name(),
-                    at,
-                )) as Arc<dyn PhysicalExpr>,
-                f.name().clone(),
-            ));
-        }
-        let mut out = joined.project_physical(exprs, "Calc(join output)")?;
-        if let Some(cond) = datafusion_expr::utils::conjunction(others) {
-            let p = physical(&cond, &j.schema)?;
-            out = out.filter_physical(p, format!("Where({cond})"))?;
-        }
-        Ok(out)
+        join_output(j, joined, stream.schema().fields().len(), others)
     }
 
     /// `WHERE rn <= N` over `ROW_NUMBER() OVER (PARTITION BY k ORDER BY
@@ -484,14 +436,7 @@ impl<'a> Lowering<'a> {
             .map(|(e, f)| Ok((physical(e, &w.schema)?, f.name().clone())))
             .collect::<Result<Vec<_>>>()?;
         if is_changelog(&ranked) {
-            let at = ranked.schema().fields().len() - 1;
-            exprs.push((
-                Arc::new(datafusion_physical_expr::expressions::Column::new(
-                    CHANGELOG_COLUMN,
-                    at,
-                )) as Arc<dyn PhysicalExpr>,
-                CHANGELOG_COLUMN.to_string(),
-            ));
+            exprs.push(changelog_column(&ranked));
         }
         Ok(Some(ranked.project_physical(exprs, "Calc(Top-N output)")?))
     }
@@ -628,59 +573,15 @@ impl<'a> Lowering<'a> {
         // Unbounded sides: a regular join, holding every row.
         const FOREVER: i64 = 1 << 60;
         let (lower, upper) = (lower.max(-FOREVER), upper.min(FOREVER));
-        let widen = |stream: DataStream,
-                     schema: &DFSchema,
-                     extra: &[(Expr, String)]|
-         -> Result<DataStream> {
-            if extra.is_empty() {
-                return Ok(stream);
-            }
-            let mut exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = schema
-                .fields()
-                .iter()
-                .enumerate()
-                .map(|(i, f)| {
-                    (
-                        Arc::new(datafusion_physical_expr::expressions::Column::new(
-                            f.name(),
-                            i,
-                        )) as Arc<dyn PhysicalExpr>,
-                        f.name().clone(),
-                    )
-                })
-                .collect();
-            for (e, n) in extra {
-                exprs.push((physical(e, schema)?, n.clone()));
-            }
-            stream.project_physical(exprs, "Calc(join keys)")
-        };
-        let left = widen(left, j.left.schema(), &lextra)?;
-        let right = widen(right, j.right.schema(), &rextra)?;
+        let left = widen(left, j.left.schema(), &lextra, "Calc(join keys)")?;
+        let right = widen(right, j.right.schema(), &rextra, "Calc(join keys)")?;
         let lk: Vec<&str> = lkeys.iter().map(String::as_str).collect();
         let rk: Vec<&str> = rkeys.iter().map(String::as_str).collect();
         let joined = left
             .key_by(&lk)?
             .interval_join(&right.key_by(&rk)?)
             .between(lower, upper)?;
-        // Back to the plan's columns (dropping computed keys).
-        let lw = left.schema().fields().len();
-        let mut exprs = vec![];
-        for (i, f) in j.schema.fields().iter().enumerate() {
-            let at = if i < nl { i } else { lw + (i - nl) };
-            exprs.push((
-                Arc::new(datafusion_physical_expr::expressions::Column::new(
-                    joined.schema().field(at).name(),
-                    at,
-                )) as Arc<dyn PhysicalExpr>,
-                f.name().clone(),
-            ));
-        }
-        let mut out = joined.project_physical(exprs, "Calc(join output)")?;
-        if let Some(cond) = datafusion_expr::utils::conjunction(rest) {
-            let p = physical(&cond, &j.schema)?;
-            out = out.filter_physical(p, format!("Where({cond})"))?;
-        }
-        Ok(out)
+        join_output(j, joined, left.schema().fields().len(), rest)
     }
 
     /// The source of a table: read by its connector, computed columns
@@ -884,14 +785,7 @@ impl<'a> Lowering<'a> {
             .map(|(e, n)| Ok((physical(e, in_schema)?, n.clone())))
             .collect::<Result<Vec<_>>>()?;
         if retracting {
-            let at = stream.schema().fields().len() - 1;
-            exprs.push((
-                Arc::new(datafusion_physical_expr::expressions::Column::new(
-                    CHANGELOG_COLUMN,
-                    at,
-                )) as Arc<dyn PhysicalExpr>,
-                CHANGELOG_COLUMN.to_string(),
-            ));
+            exprs.push(changelog_column(&stream));
         }
         let pre_stream = stream.project_physical(exprs, "Calc(aggregate arguments)")?;
         let k: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -1196,6 +1090,71 @@ enum GroupOut {
     /// 0 window_start, 1 window_end, 2 window_time.
     Window(usize),
     Key(usize),
+}
+
+/// Column `i` of a stream, named `name`, as a physical expression.
+fn column(name: &str, i: usize) -> Arc<dyn PhysicalExpr> {
+    Arc::new(datafusion_physical_expr::expressions::Column::new(name, i))
+}
+
+/// The `_op` column of a changelog stream, passed on by a projection.
+fn changelog_column(stream: &DataStream) -> (Arc<dyn PhysicalExpr>, String) {
+    let at = stream.schema().fields().len() - 1;
+    (column(CHANGELOG_COLUMN, at), CHANGELOG_COLUMN.to_string())
+}
+
+/// `stream` with the columns `extra` computes (planned against `schema`,
+/// the stream's plan schema) after its own.
+fn widen(
+    stream: DataStream,
+    schema: &DFSchema,
+    extra: &[(Expr, String)],
+    name: &str,
+) -> Result<DataStream> {
+    if extra.is_empty() {
+        return Ok(stream);
+    }
+    let mut exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = (0..schema.fields().len())
+        .map(|i| {
+            let f = stream.schema().field(i);
+            (column(f.name(), i), f.name().clone())
+        })
+        .collect();
+    for (e, n) in extra {
+        exprs.push((physical(e, schema)?, n.clone()));
+    }
+    stream.project_physical(exprs, name)
+}
+
+/// A join's result as the plan has it: the left input's plan columns, the
+/// right input's after the joined left's `left_width` columns (computed
+/// keys dropped), then the remaining conditions.
+fn join_output(
+    j: &datafusion_expr::logical_plan::Join,
+    joined: DataStream,
+    left_width: usize,
+    conditions: Vec<Expr>,
+) -> Result<DataStream> {
+    let nl = j.left.schema().fields().len();
+    let exprs = j
+        .schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let at = if i < nl { i } else { left_width + (i - nl) };
+            (
+                column(joined.schema().field(at).name(), at),
+                f.name().clone(),
+            )
+        })
+        .collect();
+    let mut out = joined.project_physical(exprs, "Calc(join output)")?;
+    if let Some(cond) = datafusion_expr::utils::conjunction(conditions) {
+        let p = physical(&cond, &j.schema)?;
+        out = out.filter_physical(p, format!("Where({cond})"))?;
+    }
+    Ok(out)
 }
 
 /// `column + offset_ms` for a column (possibly cast) plus or minus an
