@@ -51,6 +51,9 @@ pub(crate) struct Lowering<'a> {
     env: &'a StreamExecutionEnvironment,
     catalog: &'a Catalog,
     idle_timeout: Option<Duration>,
+    /// `table.exec.state.ttl`: how long (in event time) a regular join
+    /// keeps a row for matches; `None` keeps it forever.
+    state_ttl: Option<i64>,
     sources: HashMap<String, DataStream>,
     /// Streams of window results: which columns hold their windows'
     /// bounds (Flink's window properties), by stream id.
@@ -79,10 +82,17 @@ impl<'a> Lowering<'a> {
             env,
             catalog,
             idle_timeout,
+            state_ttl: None,
             sources: HashMap::new(),
             windows: HashMap::new(),
             proctime: HashMap::new(),
         }
+    }
+
+    /// Bound how long regular joins keep rows (`table.exec.state.ttl`).
+    pub(crate) fn with_state_ttl(mut self, ttl_ms: Option<i64>) -> Self {
+        self.state_ttl = ttl_ms.filter(|&t| t > 0);
+        self
     }
 
     /// The stream of `plan`'s rows; its schema has the plan's field names.
@@ -571,8 +581,9 @@ impl<'a> Lowering<'a> {
             )));
         }
         // Unbounded sides: a regular join, holding every row.
-        const FOREVER: i64 = 1 << 60;
-        let (lower, upper) = (lower.max(-FOREVER), upper.min(FOREVER));
+        // With a state TTL a side without a bound keeps rows that long.
+        let forever = self.state_ttl.unwrap_or(1 << 60);
+        let (lower, upper) = (lower.max(-forever), upper.min(forever));
         let left = widen(left, j.left.schema(), &lextra, "Calc(join keys)")?;
         let right = widen(right, j.right.schema(), &rextra, "Calc(join keys)")?;
         let lk: Vec<&str> = lkeys.iter().map(String::as_str).collect();

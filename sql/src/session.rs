@@ -54,6 +54,10 @@ pub const OPTIONS: &[(&str, &str)] = &[
         "mark a source split idle after this long without data",
     ),
     (
+        "table.exec.state.ttl",
+        "how long (in event time) a regular join keeps a row for matches (default: forever)",
+    ),
+    (
         "sql-client.execution.result-mode",
         "how `weir sql` shows a SELECT: 'table' (a live table) or 'changelog' (each change)",
     ),
@@ -483,7 +487,11 @@ impl SqlSession {
             .and_then(|v| connectors::parse_duration_ms(v))
             .filter(|&ms| ms > 0)
             .map(|ms| Duration::from_millis(ms as u64));
-        let mut lowering = Lowering::new(env, &self.catalog, idle);
+        let ttl = self
+            .options
+            .get("table.exec.state.ttl")
+            .and_then(|v| connectors::parse_duration_ms(v));
+        let mut lowering = Lowering::new(env, &self.catalog, idle).with_state_ttl(ttl);
         for insert in &self.inserts {
             let object = sql::ObjectName::from(vec![sql::Ident::new(insert.table.clone())]);
             let table = self.catalog.table(&object)?;
@@ -736,6 +744,10 @@ fn apply_options(
             "table.exec.source.idle-timeout" => {
                 connectors::parse_duration_ms(v)
                     .ok_or_else(|| bad(k, v, "a duration such as '5 s'"))?;
+            }
+            "table.exec.state.ttl" => {
+                connectors::parse_duration_ms(v)
+                    .ok_or_else(|| bad(k, v, "a duration such as '1 h'"))?;
             }
             "sql-client.execution.result-mode"
                 if !["table", "changelog"].contains(&v.to_ascii_lowercase().as_str()) =>
