@@ -779,6 +779,19 @@ pub struct LookupJoinSpec {
     pub input_schema: SchemaRef,
 }
 
+/// Window table function rows: each row once per window it falls in (by
+/// its event time), with `window_start`, `window_end` and `window_time`
+/// appended — SQL's `TUMBLE`/`HOP`/`CUMULATE` outside an aggregation.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct WindowAssignSpec {
+    /// Tumbling, sliding or cumulating windows.
+    pub assigner: WindowAssigner,
+    /// The event-time column.
+    pub time_column: String,
+    /// Schema of the input.
+    pub input_schema: SchemaRef,
+}
+
 /// A function applied to whole batches (application mode only: it cannot be
 /// shipped to a remote cluster). It may return any number of batches, all with
 /// the declared output schema.
@@ -819,6 +832,8 @@ pub enum OperatorSpec {
     TopN(TopNSpec),
     /// A join with a table held in memory.
     LookupJoin(LookupJoinSpec),
+    /// Rows repeated per window, with its bounds.
+    WindowAssign(WindowAssignSpec),
 }
 
 /// A keyed window whose rows are all handed to a function when it fires.
@@ -969,6 +984,14 @@ impl fmt::Debug for OperatorSpec {
                     .join(", "),
                 t.limit
             ),
+            OperatorSpec::WindowAssign(w) => {
+                write!(
+                    f,
+                    "WindowAssign({}, {})",
+                    w.assigner.describe(),
+                    w.time_column
+                )
+            }
             OperatorSpec::LookupJoin(l) => write!(
                 f,
                 "LookupJoin(keys [{}] = [{}], {} table rows)",

@@ -398,6 +398,45 @@ impl WindowAssigner {
     }
 }
 
+impl WindowAssigner {
+    /// The windows `[start, end)` an event at `ts` belongs to, for the
+    /// aligned assigners (tumbling, sliding, cumulating); sessions and
+    /// count windows have none known from the event alone.
+    pub fn windows_of(&self, ts: i64, out: &mut Vec<(i64, i64)>) {
+        match *self {
+            WindowAssigner::Tumbling { size, offset } => {
+                let start = tumbling_window_start(ts, size, offset);
+                out.push((start, start + size));
+            }
+            WindowAssigner::Sliding {
+                size,
+                slide,
+                offset,
+            } => {
+                // Latest start first, as Flink's sliding assigner lists them.
+                let mut start = tumbling_window_start(ts, slide, offset);
+                while start > ts - size {
+                    out.push((start, start + size));
+                    start -= slide;
+                }
+            }
+            WindowAssigner::Cumulate {
+                step,
+                max_size,
+                offset,
+            } => {
+                let cycle = tumbling_window_start(ts, max_size, offset);
+                let mut end = tumbling_window_start(ts, step, offset) + step;
+                while end <= cycle + max_size {
+                    out.push((cycle, end));
+                    end += step;
+                }
+            }
+            WindowAssigner::Session { .. } | WindowAssigner::Count { .. } => {}
+        }
+    }
+}
+
 /// Start of the tumbling window (or pane) containing `ts` (non-negative
 /// modulo, so timestamps before the epoch fall into the right window).
 #[inline(always)]

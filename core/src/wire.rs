@@ -519,6 +519,7 @@ enum OperatorWire {
     GroupAggregate(crate::spec::GroupAggregateSpec),
     TopN(crate::spec::TopNSpec),
     LookupJoin(crate::spec::LookupJoinSpec),
+    WindowAssign(crate::spec::WindowAssignSpec),
 }
 
 /// Why a spec cannot leave this process, if it cannot.
@@ -568,6 +569,7 @@ impl Serialize for OperatorSpec {
             }
             OperatorSpec::TopN(t) => OperatorWire::TopN(t.clone()),
             OperatorSpec::LookupJoin(l) => OperatorWire::LookupJoin(l.clone()),
+            OperatorSpec::WindowAssign(w) => OperatorWire::WindowAssign(w.clone()),
             other => {
                 return Err(S::Error::custom(format!(
                     "{other:?} cannot be shipped: {}",
@@ -608,6 +610,7 @@ impl<'de> Deserialize<'de> for OperatorSpec {
             OperatorWire::GroupAggregate(g) => OperatorSpec::GroupAggregate(g),
             OperatorWire::TopN(t) => OperatorSpec::TopN(t),
             OperatorWire::LookupJoin(l) => OperatorSpec::LookupJoin(l),
+            OperatorWire::WindowAssign(w) => OperatorSpec::WindowAssign(w),
         })
     }
 }

@@ -46,6 +46,13 @@ pub(crate) fn create(
                 ctx,
             )?)
         }
+        OperatorSpec::WindowAssign(w) => Box::new(WindowAssignOperator {
+            name,
+            time: w.input_schema.index_of(&w.time_column)?,
+            assigner: w.assigner,
+            schema: Arc::clone(&node.schema),
+            windows: vec![],
+        }),
         OperatorSpec::LookupJoin(l) => Box::new(crate::lookup_join::LookupJoinOperator::try_new(
             name,
             l,
@@ -203,5 +210,51 @@ impl Operator for MapBatchesOperator {
             }
         }
         Ok(())
+    }
+}
+
+/// Repeats each row once per window its event time falls in and appends
+/// the window's bounds (all columns gathered with one `take` each).
+struct WindowAssignOperator {
+    name: String,
+    time: usize,
+    assigner: WindowAssigner,
+    schema: SchemaRef,
+    windows: Vec<(i64, i64)>,
+}
+
+impl Operator for WindowAssignOperator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        let times = crate::window::timestamps(batch.column(self.time), &self.name)?;
+        let mut rows = Vec::with_capacity(batch.num_rows());
+        let (mut starts, mut ends) = (Vec::new(), Vec::new());
+        for (i, &ts) in times.iter().enumerate() {
+            self.windows.clear();
+            self.assigner.windows_of(ts, &mut self.windows);
+            for &(s, e) in &self.windows {
+                rows.push(i as u32);
+                starts.push(s);
+                ends.push(e);
+            }
+        }
+        let index = arrow::array::UInt32Array::from(rows);
+        let mut columns = batch
+            .columns()
+            .iter()
+            .map(|c| arrow::compute::take(c, &index, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let times: Vec<i64> = ends.iter().map(|e| e - 1).collect();
+        for v in [starts, ends, times] {
+            columns.push(Arc::new(arrow::array::TimestampMillisecondArray::from(v)));
+        }
+        out.collect(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
+    }
+
+    fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<crate::StateTable>> {
+        Ok(vec![])
     }
 }

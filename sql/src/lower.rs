@@ -70,6 +70,9 @@ struct WindowProps {
     /// Distance between consecutive window ends, and their offset.
     slide: i64,
     offset: i64,
+    /// The stream's rowtime minus its window end (-1 for window_time, 0
+    /// for window_end).
+    rowtime_offset: i64,
 }
 
 impl<'a> Lowering<'a> {
@@ -212,11 +215,9 @@ impl<'a> Lowering<'a> {
                     .collect::<Result<Vec<_>>>()?;
                 inputs[0].union(&inputs[1..])
             }
-            LogicalPlan::Extension(e) if as_window_tvf(plan).is_some() => {
-                let _ = e;
-                Err(unsupported(
-                    "a window table function must feed a window aggregation (GROUP BY window_start, window_end, …); other uses are not supported yet",
-                ))
+            LogicalPlan::Extension(_) if as_window_tvf(plan).is_some() => {
+                let tvf = as_window_tvf(plan).expect("checked");
+                self.window_rows(tvf)
             }
             LogicalPlan::Join(j) => self.join(j),
             LogicalPlan::Window(w) => {
@@ -301,6 +302,63 @@ impl<'a> Lowering<'a> {
         let tk: Vec<&str> = table_keys.iter().map(String::as_str).collect();
         let joined = stream.lookup_join(&k, table, &tk)?;
         join_output(j, joined, stream.schema().fields().len(), others)
+    }
+
+    /// A window table function on its own (not under a window
+    /// aggregation): each row once per window, with the window's bounds;
+    /// `window_time` becomes the rowtime.
+    fn window_rows(&mut self, tvf: &WindowTvf) -> Result<DataStream> {
+        let stream = self.lower(&tvf.input)?;
+        let time_name = tvf.input.schema().field(tvf.time_column).name().clone();
+        if stream.rowtime() != Some(time_name.as_str()) {
+            return Err(WeirError::plan(format!(
+                "DESCRIPTOR({time_name}) is not a time attribute: window table functions need the column a WATERMARK is declared for"
+            )));
+        }
+        let (assigner, slide, offset) = match tvf.window {
+            TvfWindow::Tumble { size, offset } => {
+                (WindowAssigner::Tumbling { size, offset }, size, offset)
+            }
+            TvfWindow::Hop {
+                slide,
+                size,
+                offset,
+            } => (
+                WindowAssigner::Sliding {
+                    size,
+                    slide,
+                    offset,
+                },
+                slide,
+                offset,
+            ),
+            TvfWindow::Cumulate { step, size, offset } => (
+                WindowAssigner::Cumulate {
+                    step,
+                    max_size: size,
+                    offset,
+                },
+                step,
+                offset,
+            ),
+            TvfWindow::Session { .. } => {
+                return Err(unsupported(
+                    "SESSION outside a window aggregation (a session's bounds are known only when it closes)",
+                ));
+            }
+        };
+        let out = stream.assign_windows(assigner)?;
+        self.windows.insert(
+            out.id(),
+            WindowProps {
+                start: "window_start".into(),
+                end: "window_end".into(),
+                slide,
+                offset,
+                rowtime_offset: -1,
+            },
+        );
+        Ok(out)
     }
 
     /// `WHERE rn <= N` over `ROW_NUMBER() OVER (PARTITION BY k ORDER BY
@@ -552,15 +610,33 @@ impl<'a> Lowering<'a> {
         let mut rkeys = vec![];
         let mut lextra: Vec<(Expr, String)> = vec![];
         let mut rextra: Vec<(Expr, String)> = vec![];
+        // Window results joined on equal window ends: their rowtimes differ
+        // by what each has relative to its end.
+        let end_of = |stream: &DataStream| {
+            self.windows
+                .get(&stream.id())
+                .and_then(|w| Some((stream.schema().index_of(&w.end).ok()?, w.rowtime_offset)))
+        };
+        let (lend, rend) = (end_of(&left), end_of(&right));
         for (i, (l, r)) in on.iter().enumerate() {
-            if let (Some((a, 0)), Some((b, 0))) = (
+            let (lt, rt) = (
                 time_offset(l, j.left.schema()),
                 time_offset(r, j.right.schema()),
-            ) && a == lrt
-                && b + nl == rrt
+            );
+            let mut exact = None;
+            if matches!((lt, rt), (Some((a, 0)), Some((b, 0))) if a == lrt && b + nl == rrt) {
+                exact = Some(0);
+            }
+            if let (Some((a, 0)), Some((b, 0)), Some((le, lo)), Some((re, ro))) =
+                (lt, rt, lend, rend)
+                && a == le
+                && b == re
             {
-                lower = lower.max(0);
-                upper = upper.min(0);
+                exact = Some(ro - lo);
+            }
+            if let Some(d) = exact {
+                lower = lower.max(d);
+                upper = upper.min(d);
             }
             lkeys.push(key_column(
                 l,
@@ -726,8 +802,15 @@ impl<'a> Lowering<'a> {
             return Ok(result);
         };
         let result = result.with_rowtime(Some(&end))?;
-        self.windows
-            .insert(result.id(), WindowProps { start, end, ..w });
+        self.windows.insert(
+            result.id(),
+            WindowProps {
+                start,
+                end,
+                rowtime_offset: 0,
+                ..w
+            },
+        );
         Ok(result)
     }
 
@@ -995,6 +1078,7 @@ impl<'a> Lowering<'a> {
         // window_time is the results' rowtime; without it window_end
         // (= window_time + 1 ms) serves: results leave before the watermark
         // that fired them, so both are ahead of the downstream watermark.
+        let rowtime_offset = if rowtime.is_some() { -1 } else { 0 };
         let result = result.with_rowtime(rowtime.or(end_column.clone()).as_deref())?;
         if let (Some((slide, offset)), Some(start), Some(end)) = (aligned, start_column, end_column)
         {
@@ -1005,6 +1089,7 @@ impl<'a> Lowering<'a> {
                     end,
                     slide,
                     offset,
+                    rowtime_offset,
                 },
             );
         }

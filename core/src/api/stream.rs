@@ -248,6 +248,54 @@ impl DataStream {
         ))
     }
 
+    /// Each row once per window of `assigner` (tumbling, sliding or
+    /// cumulating) its event time falls in, with `window_start`,
+    /// `window_end` and `window_time` (`window_end - 1`, the new rowtime)
+    /// appended: SQL's window table functions on their own.
+    pub fn assign_windows(&self, assigner: WindowAssigner) -> Result<DataStream> {
+        assigner.validate()?;
+        if matches!(
+            assigner,
+            WindowAssigner::Session { .. } | WindowAssigner::Count { .. }
+        ) {
+            return Err(WeirError::plan(
+                "assign_windows takes tumbling, sliding or cumulating windows (sessions are known only when they close)",
+            ));
+        }
+        let time = self
+            .rowtime
+            .clone()
+            .ok_or_else(|| WeirError::plan("assign_windows needs a stream with event time"))?;
+        let ts =
+            arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None);
+        let mut fields: Vec<Field> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        for n in ["window_start", "window_end", "window_time"] {
+            if self.schema.index_of(n).is_ok() {
+                return Err(WeirError::plan(format!(
+                    "assign_windows: the stream already has a column '{n}'"
+                )));
+            }
+            fields.push(Field::new(n, ts.clone(), false));
+        }
+        let spec = crate::spec::WindowAssignSpec {
+            assigner,
+            time_column: time,
+            input_schema: Arc::clone(&self.schema),
+        };
+        let name = format!("{:?}", OperatorSpec::WindowAssign(spec.clone()));
+        Ok(self.derive(
+            name,
+            TransformationKind::Operator(OperatorSpec::WindowAssign(spec)),
+            Arc::new(Schema::new(fields)),
+            Some("window_time".to_string()),
+        ))
+    }
+
     /// Join each row with the rows of `table` (bounded, held in memory by
     /// every subtask) whose `table_keys` equal the row's `keys`: an inner
     /// lookup join. Output: the stream's columns, then the table's (a taken
