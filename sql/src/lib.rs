@@ -1,13 +1,26 @@
 //! # weir-sql
 //!
-//! Flink-dialect SQL for Weir. This first layer parses a script into
-//! statements: `sqlparser` 0.62 (the version DataFusion 55 plans with) and
-//! a custom [`FlinkDialect`] for what the generic dialect lacks — window
-//! table functions' `TABLE t` arguments, and `CREATE TABLE` with computed
-//! columns, `WATERMARK FOR` and `PRIMARY KEY … NOT ENFORCED`, which Weir
-//! parses itself into [`CreateTable`]; [`physical_schema`] gives a table's
-//! Arrow schema. Syntax errors carry the line and column. Planning
-//! statements into job graphs comes next (issue 6).
+//! Flink-dialect SQL for Weir, in layers:
+//!
+//! 1. parsing: `sqlparser` 0.62 (the version DataFusion 55 plans with)
+//!    and a custom [`FlinkDialect`] for what the generic dialect lacks —
+//!    window table functions' `TABLE t` arguments, `FOR SYSTEM_TIME AS OF`,
+//!    `SET`/statement sets, and `CREATE TABLE` with computed columns,
+//!    `WATERMARK FOR` and `PRIMARY KEY … NOT ENFORCED`, which Weir parses
+//!    itself into [`CreateTable`]; errors carry the line and column;
+//! 2. the [`Catalog`] of tables and views and the [`Functions`] SQL calls;
+//! 3. planning (`planner`): DataFusion's SQL planner and analyzer over the
+//!    catalog, window TVFs and lookup tables as extension nodes;
+//! 4. lowering (`lower`): logical plans to the DataStream graph —
+//!    DataFusion physical expressions for projections and filters, Weir's
+//!    window, group, Top-N and join operators, changelogs in an `_op`
+//!    column; connectors (`connectors`) turn `WITH` options into sources
+//!    and sinks;
+//! 5. the [`SqlSession`]: statements in order, one job of the inserts.
+//!
+//! Where Weir does better than a literal reading of the plan it says so at
+//! the spot (window results keep a rowtime, equal window ends bound joins,
+//! batch aggregation accumulates in place).
 #![warn(missing_docs)]
 
 mod catalog;
