@@ -9,7 +9,7 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::{concat_batches, take};
 use arrow::datatypes::SchemaRef;
-use arrow::row::{OwnedRow, RowConverter, SortField};
+use arrow::row::{RowConverter, SortField};
 use weir_core::spec::LookupJoinSpec;
 use weir_core::{Result, WeirError};
 
@@ -20,7 +20,9 @@ pub struct LookupJoinOperator {
     name: String,
     key_indices: Vec<usize>,
     converter: RowConverter,
-    index: HashMap<OwnedRow, Vec<u32>>,
+    /// Row-encoded key → table rows (looked up by the encoded bytes, so
+    /// probing allocates nothing per row).
+    index: HashMap<Box<[u8]>, Vec<u32>>,
     table: RecordBatch,
     schema: SchemaRef,
 }
@@ -42,13 +44,13 @@ impl LookupJoinOperator {
             .map(|&i| Arc::clone(table.column(i)))
             .collect();
         let rows = converter.convert_columns(&columns)?;
-        let mut index: HashMap<OwnedRow, Vec<u32>> = HashMap::new();
+        let mut index: HashMap<Box<[u8]>, Vec<u32>> = HashMap::new();
         for (i, r) in rows.iter().enumerate() {
             // NULL keys match nothing, as in SQL.
             if columns.iter().any(|c| c.is_null(i)) {
                 continue;
             }
-            index.entry(r.owned()).or_default().push(i as u32);
+            index.entry(r.data().into()).or_default().push(i as u32);
         }
         Ok(Self {
             name,
@@ -81,7 +83,7 @@ impl Operator for LookupJoinOperator {
             if keys.iter().any(|c| c.is_null(i)) {
                 continue;
             }
-            if let Some(matches) = self.index.get(&r.owned()) {
+            if let Some(matches) = self.index.get(r.data()) {
                 for &m in matches {
                     left.push(i as u32);
                     right.push(m);

@@ -36,7 +36,10 @@ pub struct TopNOperator {
     input_schema: SchemaRef,
     schema: SchemaRef,
     keys: RowConverter,
-    kept: HashMap<OwnedRow, RecordBatch>,
+    /// Kept rows by row-encoded key.
+    kept: HashMap<Box<[u8]>, RecordBatch>,
+    /// Encodes whole input rows, to compare old and new kept rows.
+    rows: RowConverter,
     key_groups: KeyGroupFilter,
 }
 
@@ -81,6 +84,13 @@ impl TopNOperator {
             schema,
             keys,
             kept: HashMap::new(),
+            rows: RowConverter::new(
+                input
+                    .fields()
+                    .iter()
+                    .map(|f| SortField::new(f.data_type().clone()))
+                    .collect(),
+            )?,
             key_groups: KeyGroupFilter::new(ctx),
         })
     }
@@ -123,35 +133,9 @@ impl TopNOperator {
         Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
     }
 
-    /// Encode rows (with their number when it is output) for comparison.
-    fn identities(&self, rows: &RecordBatch) -> Result<Vec<OwnedRow>> {
-        let mut fields: Vec<SortField> = rows
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| SortField::new(f.data_type().clone()))
-            .collect();
-        let mut columns = rows.columns().to_vec();
-        if self.row_number {
-            fields.push(SortField::new(arrow::datatypes::DataType::UInt64));
-            columns.push(Arc::new(UInt64Array::from_iter_values(
-                1..=rows.num_rows() as u64,
-            )));
-        }
-        let converter = RowConverter::new(fields)?;
-        let encoded = converter.convert_columns(&columns)?;
-        Ok(encoded.iter().map(|r| r.owned()).collect())
-    }
-
     fn content(&self, rows: &RecordBatch) -> Result<Vec<OwnedRow>> {
-        let converter = RowConverter::new(
-            rows.schema()
-                .fields()
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
-        Ok(converter
+        Ok(self
+            .rows
             .convert_columns(rows.columns())?
             .iter()
             .map(|r| r.owned())
@@ -167,9 +151,17 @@ impl TopNOperator {
     ) -> Result<()> {
         let empty = RecordBatch::new_empty(Arc::clone(&self.input_schema));
         let old = old.unwrap_or(&empty);
-        let (old_id, new_id) = (self.identities(old)?, self.identities(new)?);
         let (old_content, new_content) = (self.content(old)?, self.content(new)?);
-        let mut remaining: HashMap<&OwnedRow, usize> = HashMap::new();
+        // A row's identity: its content, and its position when numbered.
+        let identity = |content: &[OwnedRow]| -> Vec<(OwnedRow, usize)> {
+            content
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.clone(), if self.row_number { i } else { 0 }))
+                .collect()
+        };
+        let (old_id, new_id) = (identity(&old_content), identity(&new_content));
+        let mut remaining: HashMap<&(OwnedRow, usize), usize> = HashMap::new();
         for r in &new_id {
             *remaining.entry(r).or_default() += 1;
         }
@@ -180,7 +172,7 @@ impl TopNOperator {
                 _ => removed.push(i),
             }
         }
-        let mut kept_old: HashMap<&OwnedRow, usize> = HashMap::new();
+        let mut kept_old: HashMap<&(OwnedRow, usize), usize> = HashMap::new();
         for r in &old_id {
             *kept_old.entry(r).or_default() += 1;
         }
@@ -240,20 +232,21 @@ impl TopNOperator {
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
         let encoded = self.keys.convert_columns(&key_columns)?;
-        let mut by_key: HashMap<OwnedRow, Vec<u32>> = HashMap::new();
-        let mut order = vec![];
+        // Rows by key, keys in order of first appearance (borrowed bytes:
+        // nothing allocated per row).
+        let mut by_key: HashMap<&[u8], usize> = HashMap::new();
+        let mut groups: Vec<(&[u8], Vec<u32>)> = vec![];
         for (i, r) in encoded.iter().enumerate() {
-            let e = by_key.entry(r.owned());
-            if matches!(e, std::collections::hash_map::Entry::Vacant(_)) {
-                order.push(r.owned());
-            }
-            e.or_default().push(i as u32);
+            let at = *by_key.entry(r.data()).or_insert_with(|| {
+                groups.push((r.data(), vec![]));
+                groups.len() - 1
+            });
+            groups[at].1.push(i as u32);
         }
         let mut emitted = vec![];
-        for key in order {
-            let rows = &by_key[&key];
-            let fresh = arrow::compute::take_record_batch(batch, &UInt32Array::from(rows.clone()))?;
-            let old = self.kept.get(&key);
+        for (key, rows) in groups {
+            let fresh = arrow::compute::take_record_batch(batch, &UInt32Array::from(rows))?;
+            let old = self.kept.get(key);
             let all = match old {
                 Some(o) => concat_batches(&self.input_schema, [o, &fresh])?,
                 None => fresh,
@@ -262,7 +255,7 @@ impl TopNOperator {
             if self.changelog {
                 self.changes(old, &new, &mut emitted)?;
             }
-            self.kept.insert(key, new);
+            self.kept.insert(key.into(), new);
         }
         for b in emitted {
             out.collect(b)?;

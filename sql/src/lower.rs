@@ -742,19 +742,8 @@ impl<'a> Lowering<'a> {
     ) -> Result<DataStream> {
         let in_schema = a.input.schema();
         let mut pre: Vec<(Expr, String)> = vec![];
-        let mut keys = vec![];
-        for g in &a.group_expr {
-            if matches!(g, Expr::GroupingSet(_)) {
-                return Err(unsupported("GROUPING SETS / ROLLUP / CUBE on a stream"));
-            }
-            let name = format!("__k{}", keys.len());
-            pre.push((g.clone(), name.clone()));
-            keys.push(name);
-        }
-        let mut specs = aggregate_specs(a, &|_| false, &mut pre)?;
-        if specs.is_empty() {
-            specs.push(AggregateSpec::count_star().alias("__a0"));
-        }
+        let keys = group_keys(a, &mut pre)?;
+        let specs = aggregate_specs(a, &|_| false, &mut pre)?;
         let end_at = stream.schema().index_of(&w.end)?;
         let end = Expr::Column(Column::from(in_schema.qualified_field(end_at)));
         pre.push((window_time(end), "__wt".into()));
@@ -831,15 +820,7 @@ impl<'a> Lowering<'a> {
         let retracting = is_changelog(&stream);
         let in_schema = a.input.schema();
         let mut pre: Vec<(Expr, String)> = vec![];
-        let mut keys = vec![];
-        for g in &a.group_expr {
-            if matches!(g, Expr::GroupingSet(_)) {
-                return Err(unsupported("GROUPING SETS / ROLLUP / CUBE on a stream"));
-            }
-            let name = format!("__k{}", keys.len());
-            pre.push((g.clone(), name.clone()));
-            keys.push(name);
-        }
+        let mut keys = group_keys(a, &mut pre)?;
         let global = keys.is_empty();
         if global {
             // One group: every row has the same key.
@@ -847,9 +828,6 @@ impl<'a> Lowering<'a> {
             keys.push("__k0".into());
         }
         let mut specs = aggregate_specs(a, &|_| false, &mut pre)?;
-        if specs.is_empty() {
-            specs.push(AggregateSpec::count_star().alias("__a0"));
-        }
         // Over an updating input an average is a sum over a count, both of
         // which can take retractions back.
         let mut averages = vec![];
@@ -986,11 +964,7 @@ impl<'a> Lowering<'a> {
                 "a window aggregation must GROUP BY both window_start and window_end",
             ));
         }
-        let mut specs = aggregate_specs(a, &touches_window, &mut pre)?;
-        if specs.is_empty() {
-            // GROUP BY without aggregates: one row per key and window.
-            specs.push(AggregateSpec::count_star().alias("__a0"));
-        }
+        let specs = aggregate_specs(a, &touches_window, &mut pre)?;
         // The rowtime rides along under its own name.
         pre.push((
             Expr::Column(Column::from(in_schema.qualified_field(tvf.time_column))),
@@ -1100,7 +1074,8 @@ impl<'a> Lowering<'a> {
 /// The aggregates of `a` as window/group aggregate specs over the columns
 /// `__arg{j}` that `pre` computes (an argument under `FILTER (WHERE c)`
 /// becomes `CASE WHEN c THEN arg END`, which every aggregate skips when
-/// null); outputs are named `__a{j}`.
+/// null); outputs are named `__a{j}`. Without aggregates, a hidden
+/// `COUNT(*)` keeps one row per group.
 fn aggregate_specs(
     a: &Aggregate,
     forbidden: &dyn Fn(&Expr) -> bool,
@@ -1170,7 +1145,28 @@ fn aggregate_specs(
             alias: format!("__a{j}"),
         });
     }
+    if specs.is_empty() {
+        // GROUP BY without aggregates (one row per key): count, unseen.
+        specs.push(AggregateSpec::count_star().alias("__a0"));
+    }
     Ok(specs)
+}
+
+/// The group expressions of `a` as key columns `__k{i}` that `pre`
+/// computes.
+fn group_keys(a: &Aggregate, pre: &mut Vec<(Expr, String)>) -> Result<Vec<String>> {
+    a.group_expr
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            if matches!(g, Expr::GroupingSet(_)) {
+                return Err(unsupported("GROUPING SETS / ROLLUP / CUBE on a stream"));
+            }
+            let name = format!("__k{i}");
+            pre.push((g.clone(), name.clone()));
+            Ok(name)
+        })
+        .collect()
 }
 
 /// Whether a stream is a changelog (its last column is `_op`).
@@ -1278,7 +1274,8 @@ fn time_offset(e: &Expr, schema: &DFSchema) -> Option<(usize, i64)> {
     }
 }
 
-fn interval_literal(e: &Expr) -> Option<i64> {
+/// A day-time interval literal in milliseconds.
+pub(crate) fn interval_literal(e: &Expr) -> Option<i64> {
     match e {
         Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
             Some(v.days as i64 * 86_400_000 + v.nanoseconds / 1_000_000)

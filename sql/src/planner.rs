@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef, TimeUnit};
 use datafusion_common::config::ConfigOptions;
-use datafusion_common::{DFSchema, DFSchemaRef, DataFusionError, ScalarValue, TableReference};
+use datafusion_common::{DFSchema, DFSchemaRef, DataFusionError, TableReference};
 use datafusion_expr::planner::{
     ContextProvider, ExprPlanner, PlannedRelation, RelationPlanner, RelationPlannerContext,
     RelationPlanning,
@@ -595,18 +595,10 @@ fn plan_err<T>(msg: impl Into<String>) -> DfResult<T> {
 
 /// An interval literal in milliseconds.
 fn interval_ms(e: &Expr, what: &str, function: &str) -> DfResult<i64> {
-    let ms = match e {
-        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
-            v.days as i64 * 86_400_000 + v.nanoseconds / 1_000_000
-        }
-        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
-            v.days as i64 * 86_400_000 + v.milliseconds as i64
-        }
-        _ => {
-            return plan_err(format!(
-                "{function}: the {what} must be a day-time interval literal such as INTERVAL '10' SECOND, not {e}"
-            ));
-        }
+    let Some(ms) = crate::lower::interval_literal(e) else {
+        return plan_err(format!(
+            "{function}: the {what} must be a day-time interval literal such as INTERVAL '10' SECOND, not {e}"
+        ));
     };
     if ms < 0 || (ms == 0 && what != "offset") {
         return plan_err(format!(

@@ -672,6 +672,23 @@ impl KeyedStream {
         limit: usize,
         row_number: Option<&str>,
     ) -> Result<DataStream> {
+        self.ranked(order, limit, row_number, false)
+    }
+
+    /// Deduplication keeping the last row per key by `time` (Flink's
+    /// `ROW_NUMBER() OVER (PARTITION BY k ORDER BY time DESC) = 1`): of rows
+    /// with equal times the later arrival wins. Output as [`Self::top_n`].
+    pub fn keep_last(&self, time: &str, row_number: Option<&str>) -> Result<DataStream> {
+        self.ranked(vec![(time.to_string(), true, false)], 1, row_number, true)
+    }
+
+    fn ranked(
+        &self,
+        order: Vec<(String, bool, bool)>,
+        limit: usize,
+        row_number: Option<&str>,
+        later_wins_ties: bool,
+    ) -> Result<DataStream> {
         let input = &self.stream;
         if limit == 0 {
             return Err(WeirError::plan("top_n needs a limit of at least 1"));
@@ -706,31 +723,13 @@ impl KeyedStream {
         }
         let spec = crate::spec::TopNSpec {
             keys: self.keys.clone(),
-            later_wins_ties: false,
+            later_wins_ties,
             order,
             limit,
             row_number: row_number.map(str::to_string),
             input_schema: Arc::clone(&input.schema),
             changelog,
         };
-        self.top_n_spec(spec, fields)
-    }
-
-    /// Deduplication keeping the last row per key by `time` (Flink's
-    /// `ROW_NUMBER() OVER (PARTITION BY k ORDER BY time DESC) = 1`): of rows
-    /// with equal times the later arrival wins. Output as [`Self::top_n`].
-    pub fn keep_last(&self, time: &str, row_number: Option<&str>) -> Result<DataStream> {
-        let out = self.top_n(vec![(time.to_string(), true, false)], 1, row_number)?;
-        out.env.update(out.id, |t| {
-            if let TransformationKind::Operator(OperatorSpec::TopN(spec)) = &mut t.kind {
-                spec.later_wins_ties = true;
-            }
-        });
-        Ok(out)
-    }
-
-    fn top_n_spec(&self, spec: crate::spec::TopNSpec, fields: Vec<Field>) -> Result<DataStream> {
-        let input = &self.stream;
         let name = format!("{:?}", OperatorSpec::TopN(spec.clone()));
         Ok(input.derive(
             name,

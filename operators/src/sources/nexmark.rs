@@ -54,13 +54,7 @@ const CITIES: [&str; 10] = [
 ];
 const STATES: [&str; 6] = ["AZ", "CA", "ID", "OR", "WA", "WY"];
 
-#[inline(always)]
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+use super::generator::splitmix64 as mix;
 
 /// Random lowercase letters: strings are windows into this pool.
 fn pool() -> &'static str {
