@@ -119,29 +119,37 @@ fn percent_encode(v: &str) -> String {
         .collect()
 }
 
+/// `weir coordinator` options.
+#[derive(clap::Args)]
+struct CoordinatorArgs {
+    /// REST API address.
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    rest: SocketAddr,
+    /// Address workers connect to.
+    #[arg(long, default_value = "127.0.0.1:6123")]
+    rpc: SocketAddr,
+    /// Token required on every call; generated and printed when a
+    /// listener is not on loopback and none is given.
+    #[arg(long, env = "WEIR_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// How often workers heartbeat (ms).
+    #[arg(long, default_value_t = 1000)]
+    heartbeat_interval_ms: u64,
+    /// Silence after which a worker is declared lost (ms).
+    #[arg(long, default_value_t = 10_000)]
+    heartbeat_timeout_ms: u64,
+    /// Finished jobs kept for `weir list` and the REST API (Flink's
+    /// `jobs.history.max-size`); the oldest are forgotten beyond it.
+    #[arg(long = "jobs-history-max-size", default_value_t = 1000)]
+    jobs_history_max_size: usize,
+    #[command(flatten)]
+    tls: Tls,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Start a coordinator (JobManager): REST API for clients, control endpoint for workers.
-    Coordinator {
-        /// REST API address.
-        #[arg(long, default_value = "127.0.0.1:8081")]
-        rest: SocketAddr,
-        /// Address workers connect to.
-        #[arg(long, default_value = "127.0.0.1:6123")]
-        rpc: SocketAddr,
-        /// Token required on every call; generated and printed when a
-        /// listener is not on loopback and none is given.
-        #[arg(long, env = "WEIR_TOKEN", hide_env_values = true)]
-        token: Option<String>,
-        /// How often workers heartbeat (ms).
-        #[arg(long, default_value_t = 1000)]
-        heartbeat_interval_ms: u64,
-        /// Silence after which a worker is declared lost (ms).
-        #[arg(long, default_value_t = 10_000)]
-        heartbeat_timeout_ms: u64,
-        #[command(flatten)]
-        tls: Tls,
-    },
+    Coordinator(CoordinatorArgs),
     /// Start a worker (TaskManager) offering task slots to a coordinator.
     Worker {
         /// The coordinator's control address (its `--rpc`).
@@ -257,21 +265,7 @@ enum StateCmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Cmd::Coordinator {
-            rest,
-            rpc,
-            token,
-            heartbeat_interval_ms,
-            heartbeat_timeout_ms,
-            tls,
-        } => coordinator(
-            rest,
-            rpc,
-            token,
-            heartbeat_interval_ms,
-            heartbeat_timeout_ms,
-            &tls,
-        ),
+        Cmd::Coordinator(args) => coordinator(args),
         Cmd::Worker {
             coordinator,
             slots,
@@ -336,14 +330,16 @@ fn secret(token: Option<String>) -> Result<Option<Secret>, String> {
         .map_err(|e| e.to_string())
 }
 
-fn coordinator(
-    rest: SocketAddr,
-    rpc: SocketAddr,
-    token: Option<String>,
-    interval: u64,
-    timeout: u64,
-    tls: &Tls,
-) -> Outcome {
+fn coordinator(args: CoordinatorArgs) -> Outcome {
+    let CoordinatorArgs {
+        rest,
+        rpc,
+        token,
+        heartbeat_interval_ms: interval,
+        heartbeat_timeout_ms: timeout,
+        jobs_history_max_size,
+        tls,
+    } = args;
     let (tls, tls_ca) = tls.load()?;
     let mut token = secret(token)?;
     if token.is_none() && (!rest.ip().is_loopback() || !rpc.ip().is_loopback()) {
@@ -362,6 +358,7 @@ fn coordinator(
         heartbeat_timeout: Duration::from_millis(timeout),
         tls,
         tls_ca,
+        jobs_history_max_size,
     })
     .map_err(|e| e.to_string())?;
     println!("coordinator REST API on http://{}", c.rest_addr);

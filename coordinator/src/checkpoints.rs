@@ -58,7 +58,7 @@ pub struct PendingCheckpoint {
 /// Record an abandoned checkpoint; past the tolerable count the job fails
 /// over. Returns the workers to cancel when it does.
 fn declined(job: &mut crate::jobs::JobInfo, reason: String) -> Vec<String> {
-    job.history.push(reason.clone());
+    job.record(reason.clone());
     job.checkpoints_declined += 1;
     job.declined_in_a_row += 1;
     job.last_checkpoint_end = Some(Instant::now());

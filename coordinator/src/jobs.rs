@@ -168,6 +168,10 @@ pub struct JobInfo {
     pub(crate) graph: Option<JobGraph>,
     #[serde(skip)]
     failed_at: Option<Instant>,
+    /// The failure recorded is a symptom (a closed channel next to the
+    /// failing task); the cause replaces it when its report arrives.
+    #[serde(skip)]
+    failure_is_symptom: bool,
     #[serde(skip)]
     slots_held: bool,
     /// The checkpoint under way: `{"id", "acknowledged", "started_ms_ago"}`.
@@ -197,7 +201,7 @@ impl JobInfo {
 
     pub(crate) fn set_status(&mut self, status: JobStatus, why: &str) {
         self.status = status;
-        self.history.push(format!("{} {status:?}: {why}", now_ms()));
+        self.record(format!("{} {status:?}: {why}", now_ms()));
         if status.is_terminal() {
             self.ended_at_ms = Some(now_ms());
             let incremental = self
@@ -218,10 +222,20 @@ impl JobInfo {
         }
     }
 
+    /// Add to the job's history, keeping its first entry (the submission)
+    /// and the newest [`HISTORY_ENTRIES`] after it; long texts are cut.
+    pub(crate) fn record(&mut self, entry: String) {
+        if self.history.len() > HISTORY_ENTRIES {
+            self.history.remove(1);
+        }
+        self.history.push(bounded_text(entry));
+    }
+
     pub(crate) fn fail(&mut self, cause: String) {
         if self.status.is_terminal() {
             return;
         }
+        let cause = bounded_text(cause);
         self.failure = Some(cause.clone());
         self.failed_at = Some(Instant::now());
         self.pending = None;
@@ -242,6 +256,7 @@ impl JobInfo {
         let Some(delay) = delay else {
             return self.fail(cause);
         };
+        let cause = bounded_text(cause);
         self.failure = Some(cause.clone());
         self.failed_at = Some(Instant::now());
         self.pending = None;
@@ -272,6 +287,9 @@ pub struct ClusterState {
     heartbeat_timeout: Duration,
     workers: BTreeMap<String, WorkerInfo>,
     jobs: BTreeMap<String, JobInfo>,
+    /// Finished jobs kept for `GET /v1/jobs` (Flink's
+    /// `jobs.history.max-size`): the oldest are forgotten beyond it.
+    pub(crate) history_max: usize,
     next_worker: u64,
     next_job: u64,
 }
@@ -308,6 +326,7 @@ impl ClusterState {
             heartbeat_timeout,
             workers: BTreeMap::new(),
             jobs: BTreeMap::new(),
+            history_max: DEFAULT_JOBS_HISTORY_MAX,
             next_worker: 1,
             next_job: 1,
         }
@@ -383,6 +402,21 @@ impl ClusterState {
     }
 
     /// Fail a job for good, releasing its slots.
+    /// Forget the oldest finished jobs beyond `history_max`; running jobs
+    /// are always kept.
+    fn forget_old_jobs(&mut self) {
+        let finished: Vec<String> = self
+            .jobs
+            .values()
+            .filter(|j| j.status.is_terminal())
+            .map(|j| j.id.clone())
+            .collect();
+        let excess = (finished.len() + 1).saturating_sub(self.history_max.max(1));
+        for id in finished.into_iter().take(excess) {
+            self.jobs.remove(&id);
+        }
+    }
+
     pub(crate) fn job_failed(&mut self, id: &str, cause: String) {
         if let Some(job) = self.jobs.get_mut(id) {
             job.fail(cause);
@@ -427,6 +461,7 @@ impl ClusterState {
         restore: Option<(weir_core::cluster::RestorePoint, bool)>,
     ) -> std::result::Result<(String, Vec<(String, Deploy)>), SubmitError> {
         job.validate().map_err(SubmitError::Invalid)?;
+        self.forget_old_jobs();
         let id = format!("job-{:04}", self.next_job);
         self.next_job += 1;
         let needed = job
@@ -461,6 +496,7 @@ impl ClusterState {
             last_checkpoint_end: None,
             graph: None,
             failed_at: None,
+            failure_is_symptom: false,
             slots_held: false,
             pending: None,
             next_checkpoint: 1,
@@ -481,7 +517,7 @@ impl ClusterState {
             info.checkpoint_dir = Some(dir);
         }
         if let Some((point, allow)) = restore {
-            info.history.push(format!(
+            info.record(format!(
                 "{} restoring savepoint {} (checkpoint {})",
                 now_ms(),
                 point.dir,
@@ -493,7 +529,13 @@ impl ClusterState {
         info.graph = Some(job);
         self.jobs.insert(id.clone(), info);
         let deploys = self.place(&id).map_err(|message| {
-            // Recorded as FAILED, with both numbers, and refused.
+            // Recorded as FAILED, with both numbers, and refused; its
+            // checkpoint folder, made a moment ago and empty, goes.
+            if let Some(dir) = self.jobs.get(&id).and_then(|j| j.checkpoint_dir.clone())
+                && !dir.contains("://")
+            {
+                let _ = std::fs::remove_dir(&dir);
+            }
             self.job_failed(&id, message.clone());
             SubmitError::InsufficientSlots {
                 job_id: id.clone(),
@@ -693,19 +735,34 @@ impl ClusterState {
         let vertex_name = job.vertices[r.vertex].name.clone();
         let was_terminal = job.status.is_terminal();
         let mut cancel = vec![];
-        if job.status == JobStatus::Restarting {
+        let parallelism = job.vertices[r.vertex].parallelism;
+        let cause = || {
+            format!(
+                "task {vertex_name} ({}/{parallelism}) on {worker_id} failed: {}",
+                r.subtask + 1,
+                r.error.as_deref().unwrap_or("unknown error")
+            )
+        };
+        if r.state == TaskState::Failed
+            && !r.symptom
+            && job.failure_is_symptom
+            && matches!(job.status, JobStatus::Restarting | JobStatus::Failed)
+        {
+            // The task whose failure the earlier report only echoed.
+            let cause = bounded_text(cause());
+            let echo = job.failure.replace(cause.clone()).unwrap_or_default();
+            job.failure_is_symptom = false;
+            job.record(format!("{} earlier symptom: {echo}", now_ms()));
+            job.record(format!("{} cause: {cause}", now_ms()));
+        } else if job.status == JobStatus::Restarting {
             // The failed attempt's tasks winding down.
         } else if r.state == TaskState::Failed
             && !was_terminal
             && job.status != JobStatus::Cancelling
         {
-            let cause = format!(
-                "task {vertex_name} ({}/{}) on {worker_id} failed: {}",
-                r.subtask + 1,
-                job.vertices[r.vertex].parallelism,
-                r.error.as_deref().unwrap_or("unknown error")
-            );
+            let cause = cause();
             job.fail_or_restart(cause);
+            job.failure_is_symptom = r.symptom;
             cancel = job.worker_addresses();
         } else if !was_terminal {
             let states: Vec<TaskState> = job.tasks().map(|t| t.state).collect();
@@ -797,10 +854,9 @@ impl ClusterState {
                 // Its tasks elsewhere saw the broken channels first; the
                 // lost worker is the cause.
                 let echo = job.failure.take().unwrap_or_default();
-                job.history
-                    .push(format!("{} earlier symptom: {echo}", now_ms()));
+                job.record(format!("{} earlier symptom: {echo}", now_ms()));
                 job.failure = Some(cause.clone());
-                job.history.push(format!("{} cause: {cause}", now_ms()));
+                job.record(format!("{} cause: {cause}", now_ms()));
             } else if !job.status.is_terminal() && job.status != JobStatus::Restarting {
                 job.fail_or_restart(cause.clone());
                 if job.status.is_terminal() {
@@ -831,6 +887,29 @@ impl ClusterState {
             .find(|w| w.address == addr && !w.lost)
             .map(|w| w.id.clone())
     }
+}
+
+/// Default of `jobs.history.max-size`: finished jobs the coordinator keeps.
+pub const DEFAULT_JOBS_HISTORY_MAX: usize = 1000;
+
+/// Status changes kept per job (besides its submission).
+const HISTORY_ENTRIES: usize = 200;
+
+/// Longest failure or history text kept, in bytes; a failure message that
+/// quotes a huge input is cut, saying how much was left out.
+const TEXT_LIMIT: usize = 8192;
+
+fn bounded_text(mut text: String) -> String {
+    if text.len() > TEXT_LIMIT {
+        let mut end = TEXT_LIMIT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let cut = text.len() - end;
+        text.truncate(end);
+        text.push_str(&format!("… ({cut} more bytes)"));
+    }
+    text
 }
 
 /// After a task failed, ask every worker of the job
@@ -1026,8 +1105,37 @@ pub async fn submit_json(
     submit(state, job, restore).await
 }
 
-/// Ask for a savepoint of a running job into a new folder under `dir`;
-/// with `stop`, the job ends once it is taken. Returns the folder.
+/// Where a savepoint goes: a URL (`s3://…`, `file://…`) or an absolute path
+/// as given; nothing, `""` or a relative path inside the default savepoint
+/// folder (`$TMPDIR/weir-savepoints`), never against the coordinator's
+/// working directory or `/`. A path that climbs out with `..` is refused.
+pub(crate) fn savepoint_base(dir: Option<&str>) -> std::result::Result<String, String> {
+    let default = std::env::temp_dir().join("weir-savepoints");
+    let dir = dir.map(str::trim).unwrap_or_default();
+    if dir.contains("://") {
+        return Ok(dir.to_string());
+    }
+    let path = std::path::Path::new(dir);
+    if path
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(format!(
+            "savepoint folder '{dir}' climbs out with '..'; give an absolute path or one inside {}",
+            default.display()
+        ));
+    }
+    let resolved = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        default.join(path)
+    };
+    Ok(resolved.display().to_string())
+}
+
+/// Ask for a savepoint of a running job into a new folder under `dir`
+/// (resolved by [`savepoint_base`]); with `stop`, the job ends once it is
+/// taken. Returns the folder, an absolute path or URL.
 pub fn request_savepoint(
     state: &Arc<Mutex<ClusterState>>,
     job_id: &str,
@@ -1053,12 +1161,7 @@ pub fn request_savepoint(
     if job.savepoint_request.is_some() {
         return Err(format!("job '{job_id}' is already taking a savepoint"));
     }
-    let base = dir.unwrap_or_else(|| {
-        std::env::temp_dir()
-            .join("weir-savepoints")
-            .display()
-            .to_string()
-    });
+    let base = savepoint_base(dir.as_deref())?;
     let path = format!(
         "{}/savepoint-{job_id}-{}",
         base.trim_end_matches('/'),

@@ -61,6 +61,9 @@ pub struct CoordinatorOptions {
     /// coordinator's own certificate (one self-signed certificate for the
     /// cluster).
     pub tls_ca: Option<Vec<u8>>,
+    /// Finished jobs kept for the REST API (Flink's `jobs.history.max-size`,
+    /// default 1000); the oldest are forgotten beyond it.
+    pub jobs_history_max_size: usize,
 }
 
 impl Default for CoordinatorOptions {
@@ -73,6 +76,7 @@ impl Default for CoordinatorOptions {
             heartbeat_timeout: Duration::from_millis(10_000),
             tls: None,
             tls_ca: None,
+            jobs_history_max_size: jobs::DEFAULT_JOBS_HISTORY_MAX,
         }
     }
 }
@@ -133,11 +137,13 @@ impl Coordinator {
                 .as_ref()
                 .map(|t| Arc::new(options.tls_ca.clone().unwrap_or_else(|| t.cert.clone()))),
         };
-        let state = Arc::new(Mutex::new(ClusterState::new(
+        let mut cluster = ClusterState::new(
             credentials,
             options.heartbeat_interval,
             options.heartbeat_timeout,
-        )));
+        );
+        cluster.history_max = options.jobs_history_max_size;
+        let state = Arc::new(Mutex::new(cluster));
         let (rest_addr, rpc_addr) = runtime.block_on(async {
             let node = FlightNode::new(
                 None,

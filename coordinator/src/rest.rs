@@ -53,6 +53,8 @@ pub async fn serve(addr: SocketAddr, state: Shared, token: Option<Secret>) -> Re
                 "no such endpoint (the API lives under /v1)",
             )
         })
+        // Job graphs carry lookup tables and in-memory data inline.
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(
             move |req: Request, next: Next| {
                 let token = Arc::clone(&token);
@@ -69,13 +71,22 @@ pub async fn serve(addr: SocketAddr, state: Shared, token: Option<Secret>) -> Re
     Ok(bound)
 }
 
+/// Largest request body taken, in bytes (16 MiB); larger ones get 413.
+pub const MAX_BODY: usize = 16 << 20;
+
 async fn authorize(req: Request, next: Next, token: Option<&Secret>) -> Response {
     if let Some(token) = token {
         let presented = req
             .headers()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(|v| {
+                // The scheme is case-insensitive (RFC 9110 §11.1).
+                let (scheme, credentials) = v.trim().split_once(' ')?;
+                scheme
+                    .eq_ignore_ascii_case("bearer")
+                    .then(|| credentials.trim_start())
+            });
         let ok = presented.is_some_and(|p| {
             p.len() == token.expose().len()
                 && p.bytes()
@@ -116,10 +127,41 @@ async fn workers(State(state): State<Shared>) -> Response {
     axum::Json(lock(&state).workers()).into_response()
 }
 
-async fn list_jobs(State(state): State<Shared>) -> Response {
-    let jobs: Vec<_> = lock(&state)
-        .jobs()
+/// `GET /v1/jobs` paging: `offset` jobs skipped (oldest first), at most
+/// `limit` (default 100, at most 1000) returned; `X-Total-Count` tells how
+/// many there are.
+#[derive(serde::Deserialize)]
+struct ListParams {
+    #[serde(default)]
+    offset: usize,
+    #[serde(default = "default_page")]
+    limit: usize,
+}
+
+fn default_page() -> usize {
+    100
+}
+
+async fn list_jobs(
+    State(state): State<Shared>,
+    params: std::result::Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(params) = match params {
+        Ok(p) => p,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("query string: {}", e.body_text()),
+            );
+        }
+    };
+    let s = lock(&state);
+    let all = s.jobs();
+    let total = all.len();
+    let jobs: Vec<_> = all
         .into_iter()
+        .skip(params.offset)
+        .take(params.limit.min(1000))
         .map(|j| {
             json!({
                 "id": j.id,
@@ -131,7 +173,25 @@ async fn list_jobs(State(state): State<Shared>) -> Response {
             })
         })
         .collect();
-    axum::Json(jobs).into_response()
+    drop(s);
+    ([("x-total-count", total.to_string())], axum::Json(jobs)).into_response()
+}
+
+/// A request body as text: too large (413) or not UTF-8 (400) are the
+/// API's JSON errors, like every other.
+fn body_text(
+    body: std::result::Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> std::result::Result<String, (StatusCode, String)> {
+    let bytes = body.map_err(|e| (e.status(), format!("request body: {}", e.body_text())))?;
+    String::from_utf8(bytes.to_vec()).map_err(|e| {
+        (
+            StatusCode::BAD_REQUEST,
+            format!(
+                "request body is not UTF-8 (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
 }
 
 async fn job_details(State(state): State<Shared>, Path(id): Path<String>) -> Response {
@@ -152,8 +212,12 @@ struct SubmitParams {
 async fn submit(
     State(state): State<Shared>,
     params: std::result::Result<Query<SubmitParams>, axum::extract::rejection::QueryRejection>,
-    body: String,
+    body: std::result::Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
+    let body = match body_text(body) {
+        Ok(b) => b,
+        Err((status, message)) => return error(status, message),
+    };
     // A malformed query string gets the API's JSON error, not axum's text.
     let Query(params) = match params {
         Ok(p) => p,
@@ -185,7 +249,15 @@ struct SavepointBody {
     drain: bool,
 }
 
-async fn savepoint(State(state): State<Shared>, Path(id): Path<String>, body: String) -> Response {
+async fn savepoint(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    body: std::result::Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
+    let body = match body_text(body) {
+        Ok(b) => b,
+        Err((status, message)) => return error(status, message),
+    };
     let request: SavepointBody = if body.trim().is_empty() {
         SavepointBody::default()
     } else {
@@ -209,7 +281,11 @@ async fn savepoint(State(state): State<Shared>, Path(id): Path<String>, body: St
     if !known {
         return error(StatusCode::NOT_FOUND, format!("no job '{id}'"));
     }
-    match jobs::request_savepoint(&state, &id, request.dir, request.stop, request.drain) {
+    let dir = match jobs::savepoint_base(request.dir.as_deref()) {
+        Ok(dir) => dir,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    match jobs::request_savepoint(&state, &id, Some(dir), request.stop, request.drain) {
         Ok(path) => (StatusCode::ACCEPTED, axum::Json(json!({ "path": path }))).into_response(),
         Err(e) => error(StatusCode::CONFLICT, e),
     }

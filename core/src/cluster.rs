@@ -87,6 +87,10 @@ pub struct TaskReport {
     pub state: TaskState,
     /// Why it failed.
     pub error: Option<String>,
+    /// Whether `error` only echoes a failure elsewhere (a channel whose
+    /// other end went away); the coordinator reports the cause instead.
+    #[serde(default)]
+    pub symptom: bool,
     /// Total ms the task has waited for room in full output channels.
     pub back_pressured_ms: u64,
     /// Rows its source has read so far (source tasks).

@@ -54,12 +54,29 @@ pub enum WeirError {
     /// The job was cancelled by its user.
     #[error("job {0} was cancelled")]
     Cancelled(String),
-    /// The runtime itself failed (a channel closed unexpectedly, a task panicked).
+    /// The runtime itself failed (a task panicked, a runtime could not start).
     #[error("execution error: {0}")]
     Execution(String),
+    /// A channel's other end went away: an input ended before its end of
+    /// stream, or the consumer of an output is gone, because the task there
+    /// failed or was cancelled. A symptom of a failure elsewhere, never
+    /// reported as a job's cause while the failure that caused it is known.
+    #[error("{0}")]
+    ChannelGone(String),
 }
 
 impl WeirError {
+    /// Whether this is an echo of a failure elsewhere (a closed input, a
+    /// cancellation) rather than a cause of its own.
+    pub fn is_symptom(&self) -> bool {
+        match self {
+            WeirError::ChannelGone(_) => true,
+            WeirError::Execution(m) => m == "cancelled",
+            WeirError::Task { source, .. } => source.is_symptom(),
+            _ => false,
+        }
+    }
+
     /// Shorthand for [`WeirError::Plan`].
     pub fn plan(msg: impl Into<String>) -> Self {
         Self::Plan(msg.into())

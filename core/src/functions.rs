@@ -20,7 +20,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, Int64Array, Int64Builder, StringBuilder, TimestampMillisecondArray,
+    Array, ArrayRef, AsArray, Int32Array, Int64Array, Int64Builder, StringBuilder,
+    TimestampMillisecondArray,
 };
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Int64Type, TimeUnit, TimestampMillisecondType};
@@ -43,6 +44,10 @@ pub fn flink_functions() -> Vec<Arc<ScalarUDF>> {
         f(Kind::CountChar),
         f(Kind::Mod),
         f(Kind::Proctime),
+        f(Kind::RegexpReplace),
+        f(Kind::Initcap),
+        f(Kind::Ascii),
+        f(Kind::Concat),
     ]
 }
 
@@ -58,6 +63,10 @@ enum Kind {
     CountChar,
     Mod,
     Proctime,
+    RegexpReplace,
+    Initcap,
+    Ascii,
+    Concat,
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -80,9 +89,15 @@ impl FlinkFunction {
             Kind::CountChar => ("count_char", &[2]),
             Kind::Mod => ("mod", &[2]),
             Kind::Proctime => ("proctime", &[0]),
+            Kind::RegexpReplace => ("regexp_replace", &[3]),
+            Kind::Initcap => ("initcap", &[1]),
+            Kind::Ascii => ("ascii", &[1]),
+            Kind::Concat => ("concat", &[]),
         };
         let signature = if arities == [0] {
             Signature::nullary(Volatility::Volatile)
+        } else if arities.is_empty() {
+            Signature::variadic_any(Volatility::Immutable)
         } else {
             Signature::one_of(
                 arities
@@ -132,6 +147,55 @@ fn mod_type(a: &DataType, b: &DataType) -> Result<DataType> {
         return plan_err!("MOD takes two numbers, not {a} and {b}");
     }
     Ok(l)
+}
+
+/// A Java `Matcher.replaceAll` replacement (`$1` a group, `\\x` the
+/// character `x`) in the `regex` crate's syntax (`${1}`, `$$`).
+fn java_replacement(java: &str) -> String {
+    let mut out = String::with_capacity(java.len());
+    let mut chars = java.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('$') => out.push_str("$$"),
+                Some(other) => out.push(other),
+                None => {}
+            },
+            '$' => {
+                let mut digits = String::new();
+                while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                    digits.push(*d);
+                    chars.next();
+                }
+                if digits.is_empty() {
+                    out.push_str("$$");
+                } else {
+                    out.push_str(&format!("${{{digits}}}"));
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Flink's (Calcite's) INITCAP: words are runs of ASCII letters and digits;
+/// the first letter of each is upper-cased, the other ASCII letters lower-
+/// cased; every other character is left as it is and ends a word.
+fn initcap(s: &str, out: &mut String) {
+    let mut start = true;
+    for c in s.chars() {
+        let alnum = c.is_ascii_alphanumeric();
+        if !alnum {
+            start = true;
+            out.push(c);
+        } else if start {
+            start = false;
+            out.push(c.to_ascii_uppercase());
+        } else {
+            out.push(c.to_ascii_lowercase());
+        }
+    }
 }
 
 /// A Java `SimpleDateFormat` pattern as a chrono format string.
@@ -223,7 +287,12 @@ impl ScalarUDFImpl for FlinkFunction {
                 }
                 DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
             }
-            Kind::SplitIndex | Kind::RegexpExtract => DataType::Utf8,
+            Kind::SplitIndex
+            | Kind::RegexpExtract
+            | Kind::RegexpReplace
+            | Kind::Initcap
+            | Kind::Concat => DataType::Utf8,
+            Kind::Ascii => DataType::Int32,
             Kind::CountChar => DataType::Int64,
             Kind::Mod => mod_type(&args[0], &args[1])?,
             Kind::Proctime => DataType::Timestamp(TimeUnit::Millisecond, None),
@@ -300,7 +369,14 @@ impl ScalarUDFImpl for FlinkFunction {
                         );
                     }
                 };
-                let ms: Int64Array = arrow::compute::kernels::arity::unary(&values, |v| v * factor);
+                let ms: Int64Array =
+                    arrow::compute::kernels::arity::try_unary(&values, |v: i64| {
+                        v.checked_mul(factor).ok_or_else(|| {
+                            arrow::error::ArrowError::ComputeError(format!(
+                                "TO_TIMESTAMP_LTZ: {v} seconds is out of the timestamp range"
+                            ))
+                        })
+                    })?;
                 Arc::new(
                     TimestampMillisecondArray::from(
                         ms.into_data()
@@ -364,6 +440,79 @@ impl ScalarUDFImpl for FlinkFunction {
                         .and_then(|c| c.get(g as usize))
                         .map(|m| m.as_str());
                     b.append_option(found);
+                }
+                Arc::new(b.finish())
+            }
+            Kind::RegexpReplace => {
+                let (s, re, with) = (
+                    strings(&arrays[0])?,
+                    strings(&arrays[1])?,
+                    strings(&arrays[2])?,
+                );
+                let mut compiled: HashMap<(String, String), (regex::Regex, String)> =
+                    HashMap::new();
+                let mut b = StringBuilder::with_capacity(n, n * 8);
+                for i in 0..n {
+                    if s.is_null(i) || re.is_null(i) || with.is_null(i) {
+                        b.append_null();
+                        continue;
+                    }
+                    let key = (re.value(i).to_string(), with.value(i).to_string());
+                    if !compiled.contains_key(&key) {
+                        let r = regex::Regex::new(&key.0).map_err(|e| {
+                            DataFusionError::Execution(format!(
+                                "REGEXP_REPLACE: bad regular expression '{}': {e}",
+                                key.0
+                            ))
+                        })?;
+                        let replacement = java_replacement(&key.1);
+                        compiled.insert(key.clone(), (r, replacement));
+                    }
+                    let (r, replacement) = &compiled[&key];
+                    // Java's replaceAll: every match, not the first only.
+                    b.append_value(r.replace_all(s.value(i), replacement.as_str()));
+                }
+                Arc::new(b.finish())
+            }
+            Kind::Initcap => {
+                let s = strings(&arrays[0])?;
+                let mut b = StringBuilder::with_capacity(n, s.values().len());
+                let mut text = String::new();
+                for i in 0..n {
+                    if s.is_null(i) {
+                        b.append_null();
+                        continue;
+                    }
+                    text.clear();
+                    initcap(s.value(i), &mut text);
+                    b.append_value(&text);
+                }
+                Arc::new(b.finish())
+            }
+            Kind::Ascii => {
+                let s = strings(&arrays[0])?;
+                // Flink answers the first byte of the UTF-8 encoding, as a
+                // signed Java byte (-61 for 'É'), and 0 for ''.
+                let out: Int32Array = s
+                    .iter()
+                    .map(|v| v.map(|v| v.bytes().next().map_or(0, |b| b as i8 as i32)))
+                    .collect();
+                Arc::new(out)
+            }
+            Kind::Concat => {
+                let parts = arrays.iter().map(strings).collect::<Result<Vec<_>>>()?;
+                let mut b = StringBuilder::with_capacity(n, n * 16);
+                let mut text = String::new();
+                for i in 0..n {
+                    // Flink: NULL when any argument is NULL (DataFusion's
+                    // concat skips them).
+                    if parts.iter().any(|p| p.is_null(i)) {
+                        b.append_null();
+                        continue;
+                    }
+                    text.clear();
+                    parts.iter().for_each(|p| text.push_str(p.value(i)));
+                    b.append_value(&text);
                 }
                 Arc::new(b.finish())
             }

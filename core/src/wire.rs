@@ -764,8 +764,12 @@ impl JobGraph {
         Ok(job)
     }
 
-    /// Structural checks of a job received as data: ids in range, edges
-    /// between existing vertices, every node in exactly one vertex.
+    /// Checks of a job before anything of it is deployed: ids in range,
+    /// edges between existing vertices, every node in exactly one vertex,
+    /// then the configuration, the absence of cycles and every operator and
+    /// partitioner against the schemas that reach it
+    /// (`crate::graph::validate`). Graphs lowered from the DataStream API
+    /// and SQL pass the same checks.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(WeirError::plan(format!("malformed job graph: {m}")));
         if self.vertices.is_empty() {
@@ -821,12 +825,8 @@ impl JobGraph {
                 return bad(format!("forward edge {i} joins different parallelisms"));
             }
         }
-        for node in &self.nodes {
-            if let StreamNodeKind::Source { spec, .. } = &node.kind {
-                spec.validate()?;
-            }
-        }
-        Ok(())
+        crate::graph::validate::check_topology(self)?;
+        crate::graph::validate::check_nodes(self)
     }
 }
 

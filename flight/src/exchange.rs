@@ -232,7 +232,7 @@ impl ExchangeServer {
                 },
                 Err(e) => {
                     let _ = tx
-                        .send(Err(WeirError::Execution(format!("channel '{id}': {e}"))))
+                        .send(Err(WeirError::ChannelGone(format!("channel '{id}': {e}"))))
                         .await;
                     return Err(Status::internal(format!("channel '{id}': {e}")));
                 }
@@ -325,7 +325,7 @@ impl FlightChannelSender {
             },
             None => "the channel is closed".into(),
         };
-        WeirError::Execution(format!("Flight channel '{}' failed: {reason}", self.id))
+        WeirError::ChannelGone(format!("Flight channel '{}' failed: {reason}", self.id))
     }
 
     async fn send_message(&mut self, message: StreamMessage) -> Result<()> {

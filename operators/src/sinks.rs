@@ -227,6 +227,51 @@ impl FileSink {
         }
     }
 
+    /// A file name read back from state as a path inside the sink's folder.
+    /// Only this sink's own names are taken: a bare `.part-….inprogress`
+    /// (in progress) or `part-…` (final) name, or — as checkpoints written
+    /// before names became relative held — an absolute path directly inside
+    /// the folder. Anything else (another folder, `..`, a symbolic link) is
+    /// refused with the reason.
+    fn file_in_folder(
+        &self,
+        value: &str,
+        in_progress: bool,
+    ) -> std::result::Result<PathBuf, String> {
+        let given = Path::new(value);
+        let name = if given.is_absolute() {
+            if given.parent() != Some(self.dir.as_path()) {
+                return Err(format!(
+                    "which is outside the sink folder {}",
+                    self.dir.display()
+                ));
+            }
+            given
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+        } else {
+            value
+        };
+        let own = if in_progress {
+            name.starts_with(".part-") && name.ends_with(".inprogress")
+        } else {
+            name.starts_with("part-")
+        };
+        let plain = !name.contains('/') && !name.contains('\\') && !name.contains("..");
+        if !own || !plain {
+            return Err(format!(
+                "which is not a file name this sink writes inside {}",
+                self.dir.display()
+            ));
+        }
+        let path = self.dir.join(name);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err("which is a symbolic link".into());
+        }
+        Ok(path)
+    }
+
     fn pending_schema() -> SchemaRef {
         use arrow::datatypes::{DataType, Field, Schema};
         Arc::new(Schema::new(vec![
@@ -278,10 +323,17 @@ impl Operator for FileSink {
         if let Some((tmp, fin)) = self.close()? {
             self.pending.push((checkpoint, tmp, fin));
         }
+        // Names relative to the sink's folder: state never names a path a
+        // restore could be steered outside the folder by.
+        let name = |p: &Path| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default()
+        };
         let mut rows: Vec<(u64, String, String)> = self
             .pending
             .iter()
-            .map(|(c, t, f)| (*c, t.display().to_string(), f.display().to_string()))
+            .map(|(c, t, f)| (*c, name(t), name(f)))
             .collect();
         if rows.is_empty() {
             rows.push((checkpoint, String::new(), String::new()));
@@ -347,7 +399,18 @@ impl Operator for FileSink {
                 }
                 // The checkpoint completed: its pending files are part of
                 // the output, whoever restores them.
-                Self::publish(Path::new(tmp.value(row)), Path::new(fin.value(row)))?;
+                let entry = |what: &str, value: &str, in_progress: bool| {
+                    self.file_in_folder(value, in_progress).map_err(|why| {
+                        WeirError::Execution(format!(
+                            "{}: restored state names {what} file '{value}' (row {row} of table \
+                             'pending'), {why}; refusing to touch it",
+                            self.name
+                        ))
+                    })
+                };
+                let tmp_path = entry("in-progress", tmp.value(row), true)?;
+                let fin_path = entry("final", fin.value(row), false)?;
+                Self::publish(&tmp_path, &fin_path)?;
                 committed.insert(fin.value(row).to_string());
                 self.wrote_any = true;
             }

@@ -90,38 +90,24 @@ pub(crate) fn parse_duration_ms(v: &str) -> Option<i64> {
     n.checked_mul(factor)
 }
 
-/// `2023-11-14 22:13:20[.123]` (UTC) or ms since the epoch.
+/// `2023-11-14 22:13:20[.123]` (UTC; `T` may separate date and time, the
+/// time may be left out) or ms since the epoch. Dates and times that do not
+/// exist (month 13, 25:00, February 30) are refused, not rolled over.
 fn parse_timestamp_ms(v: &str) -> Option<i64> {
-    if let Ok(ms) = v.trim().parse::<i64>() {
+    use chrono::{NaiveDate, NaiveDateTime};
+    let v = v.trim();
+    if let Ok(ms) = v.parse::<i64>() {
         return Some(ms);
     }
-    let v = v.trim().replace('T', " ");
-    let (date, time) = v.split_once(' ').unwrap_or((&v, "00:00:00"));
-    let d: Vec<i64> = date
-        .split('-')
-        .map(|x| x.parse().ok())
-        .collect::<Option<_>>()?;
-    let (secs, frac) = time.split_once('.').unwrap_or((time, "0"));
-    let t: Vec<i64> = secs
-        .split(':')
-        .map(|x| x.parse().ok())
-        .collect::<Option<_>>()?;
-    if d.len() != 3 || t.len() != 3 {
-        return None;
-    }
-    let days = days_from_civil(d[0], d[1], d[2]);
-    let ms: i64 = format!("{frac:0<3}")[..3].parse().ok()?;
-    Some(((days * 24 + t[0]) * 60 + t[1]) * 60_000 + t[2] * 1000 + ms)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let parsed = ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(v, f).ok())
+        .or_else(|| {
+            NaiveDate::parse_from_str(v, "%Y-%m-%d")
+                .ok()
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+        })?;
+    Some(parsed.and_utc().timestamp_millis())
 }
 
 /// Check a table's connector and options without touching files (a
@@ -716,5 +702,13 @@ mod tests {
         );
         assert_eq!(parse_timestamp_ms("1970-01-01 00:00:01.5"), Some(1500));
         assert_eq!(parse_timestamp_ms("1700000000000"), Some(1_700_000_000_000));
+        assert_eq!(parse_timestamp_ms("1970-01-02"), Some(86_400_000));
+        assert_eq!(parse_timestamp_ms("1970-01-01T00:00:00.123"), Some(123));
+        // Not a panic on a multi-byte fraction, and no roll-over of
+        // impossible fields.
+        assert_eq!(parse_timestamp_ms("2026-01-01 00:00:00.12\u{e9}"), None);
+        assert_eq!(parse_timestamp_ms("2026-13-45 99:99:99"), None);
+        assert_eq!(parse_timestamp_ms("2026-02-30 00:00:00"), None);
+        assert_eq!(parse_timestamp_ms("2026-01-01 24:00:00"), None);
     }
 }

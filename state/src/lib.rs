@@ -47,6 +47,9 @@ pub struct CheckpointStorage {
     store: Arc<dyn ObjectStore>,
     base: Path,
     url: String,
+    /// The folder on the local file system, whose emptied `chk-N` trees
+    /// retention removes (object stores have no folders to leave behind).
+    local: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for CheckpointStorage {
@@ -70,6 +73,7 @@ impl CheckpointStorage {
                 store: Arc::new(object_store::memory::InMemory::new()),
                 base: Path::from(url.trim_start_matches("memory://")),
                 url: url.to_string(),
+                local: None,
             });
         }
         if let Some(rest) = url.strip_prefix("s3://") {
@@ -91,6 +95,7 @@ impl CheckpointStorage {
                 store: Arc::new(store),
                 base: Path::from(prefix),
                 url: url.to_string(),
+                local: None,
             });
         }
         let local = url.strip_prefix("file://").unwrap_or(url);
@@ -106,6 +111,7 @@ impl CheckpointStorage {
             store: Arc::new(store),
             base: Path::default(),
             url: url.to_string(),
+            local: Some(local.into()),
         })
     }
 
@@ -316,6 +322,16 @@ impl CheckpointStorage {
                 .delete(&f.location)
                 .await
                 .map_err(storage_error(format!("delete {}", f.location)))?;
+        }
+        if let Some(root) = &self.local {
+            // Deleting the files leaves their (now empty) folders.
+            let folder = root.join(format!("chk-{id}"));
+            match std::fs::remove_dir_all(&folder) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(WeirError::io(folder.display().to_string(), e));
+                }
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -576,6 +592,8 @@ mod tests {
         let storage = CheckpointStorage::open(&format!("file://{}", dir.path().display())).unwrap();
         round_trip(storage).await;
         assert!(dir.path().join("chk-2/_metadata").exists());
+        // Retention removes the whole folder, not just its files.
+        assert!(!dir.path().join("chk-1").exists());
     }
 
     #[tokio::test]

@@ -36,7 +36,7 @@ impl ChannelSender for LocalSender {
     fn send(&mut self, message: StreamMessage) -> SendFuture<'_> {
         Box::pin(async move {
             self.tx.send(message).await.map_err(|_| {
-                WeirError::Execution(format!("channel {} closed by its consumer", self.name))
+                WeirError::ChannelGone(format!("channel {} closed by its consumer", self.name))
             })
         })
     }
@@ -52,7 +52,7 @@ impl ChannelSender for LocalSender {
             // The only producer of this channel: a slot seen free stays free
             // until this task sends.
             self.tx.reserve().await.map(drop).map_err(|_| {
-                WeirError::Execution(format!("channel {} closed by its consumer", self.name))
+                WeirError::ChannelGone(format!("channel {} closed by its consumer", self.name))
             })
         })
     }

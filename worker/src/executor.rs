@@ -271,8 +271,7 @@ pub fn run_observed_tasks(
 }
 
 fn is_echo(e: &WeirError) -> bool {
-    matches!(e, WeirError::Task { source, .. }
-        if matches!(source.as_ref(), WeirError::Execution(m) if m.contains("closed") || m == "cancelled"))
+    e.is_symptom()
 }
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {

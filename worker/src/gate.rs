@@ -188,7 +188,7 @@ impl InputGate {
                     continue;
                 }
                 Poll::Ready(None) => {
-                    return Poll::Ready(Err(WeirError::Execution(format!(
+                    return Poll::Ready(Err(WeirError::ChannelGone(format!(
                         "input channel {i} closed before end of stream (upstream task failed or was cancelled)"
                     ))));
                 }
@@ -237,7 +237,7 @@ impl InputGate {
                 let message = match self.channels[j].receiver.poll_recv(cx) {
                     Poll::Pending => break,
                     Poll::Ready(None) => {
-                        return Err(WeirError::Execution(format!(
+                        return Err(WeirError::ChannelGone(format!(
                             "input channel {j} closed before end of stream (upstream task failed or was cancelled)"
                         )));
                     }

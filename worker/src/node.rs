@@ -441,6 +441,7 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
         subtask,
         state,
         error,
+        symptom: false,
         back_pressured_ms: 0,
         source_rows: 0,
         attempt,
@@ -466,6 +467,7 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
     let cancelled = cancel.subscribe();
     let observer_job = job_id.clone();
     let observer = Arc::new(move |event: TaskEvent<'_>| {
+        let symptom = matches!(&event, TaskEvent::Ended { outcome: Err(e), .. } if e.is_symptom());
         let (vertex, subtask, task_state, error, metrics) = match event {
             TaskEvent::Running { vertex, subtask } => {
                 (vertex, subtask, TaskState::Running, None, None)
@@ -494,6 +496,7 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
                 subtask,
                 state: task_state,
                 error,
+                symptom,
                 back_pressured_ms: 0,
                 source_rows: 0,
                 attempt,

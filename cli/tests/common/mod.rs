@@ -42,6 +42,18 @@ impl Cluster {
 
     /// As [`Self::start`], passing `extra` to every process.
     pub fn start_with(workers: usize, slots: usize, token: Option<&str>, extra: &[String]) -> Self {
+        Self::start_full(workers, slots, token, extra, &[])
+    }
+
+    /// As [`Self::start_with`], passing `coordinator_only` to the
+    /// coordinator alone.
+    pub fn start_full(
+        workers: usize,
+        slots: usize,
+        token: Option<&str>,
+        extra: &[String],
+        coordinator_only: &[&str],
+    ) -> Self {
         let mut procs = Processes::default();
         let mut cmd = Command::new(WEIR);
         cmd.args([
@@ -56,6 +68,7 @@ impl Cluster {
             "2000",
         ])
         .args(extra)
+        .args(coordinator_only)
         .env_remove("WEIR_TOKEN")
         .stdout(Stdio::piped());
         if let Some(t) = token {

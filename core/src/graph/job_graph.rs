@@ -116,13 +116,15 @@ impl JobGraph {
                 target_input: e.target_input,
             })
             .collect();
-        Ok(Self {
+        let job = Self {
             job_name: graph.job_name.clone(),
             config,
             nodes: graph.nodes.clone(),
             vertices,
             edges,
-        })
+        };
+        job.validate()?;
+        Ok(job)
     }
 
     /// Expand every vertex to its parallelism.

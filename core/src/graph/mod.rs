@@ -5,6 +5,7 @@ mod execution_graph;
 mod job_graph;
 mod stream_graph;
 mod transformation;
+pub(crate) mod validate;
 
 use std::fmt;
 use std::time::Duration;

@@ -49,9 +49,9 @@ impl GeneratorSource {
             .map(|c| splitmix64(spec.seed ^ splitmix64(c + 1)))
             .collect();
         let parallelism = ctx.parallelism as u64;
-        Self {
+        let mut source = Self {
             schema: spec.schema(),
-            rate_per_subtask: spec.rate.map(|r| r as f64 / parallelism as f64),
+            rate_per_subtask: None,
             spec,
             column_seeds,
             subtask: ctx.subtask as u64,
@@ -67,7 +67,34 @@ impl GeneratorSource {
             started: None,
             last_emit: Instant::now(),
             emitted: 0,
-        }
+        };
+        source.rate_per_subtask = source.rate_share();
+        source
+    }
+
+    /// This subtask's part of the table's `rows-per-second`: the rate is
+    /// the table's (as in Flink), so each subtask paces itself by the share
+    /// of the rows it owns. With few rows one subtask may own them all and
+    /// then runs at the whole rate, instead of a `1/p` of it.
+    fn rate_share(&self) -> Option<f64> {
+        let rate = self.spec.rate? as f64;
+        let share: f64 = match self.spec.num_events {
+            Some(0) => return None,
+            Some(total) => {
+                let owned: u64 = self
+                    .progressions
+                    .iter()
+                    .map(|p| owned_events(p.owner % p.stride.max(1), p.stride, p.chunk_size, total))
+                    .sum();
+                owned as f64 / total as f64
+            }
+            None => self
+                .progressions
+                .iter()
+                .map(|p| 1.0 / p.stride.max(1) as f64)
+                .sum(),
+        };
+        (share > 0.0).then_some(rate * share)
     }
 
     /// Generate events `[from, to)`.
@@ -191,6 +218,24 @@ impl Progression {
     }
 }
 
+/// How many of `total` events fall into chunks `first, first + stride, …`
+/// of `chunk_size` events each.
+fn owned_events(first: u64, stride: u64, chunk_size: u64, total: u64) -> u64 {
+    let (stride, chunk_size) = (stride.max(1), chunk_size.max(1));
+    let chunks = total.div_ceil(chunk_size);
+    if first >= chunks {
+        return 0;
+    }
+    let count = (chunks - 1 - first) / stride + 1;
+    let last = chunks - 1;
+    let short = if (last - first).is_multiple_of(stride) {
+        chunks * chunk_size - total
+    } else {
+        0
+    };
+    count * chunk_size - short
+}
+
 fn position_schema() -> arrow::datatypes::SchemaRef {
     use arrow::datatypes::{DataType, Field, Schema};
     Arc::new(Schema::new(
@@ -249,6 +294,7 @@ impl Source for GeneratorSource {
         }
         // A subtask that inherits nothing (more subtasks than before) ends.
         self.progressions = mine;
+        self.rate_per_subtask = self.rate_share();
         Ok(())
     }
 
@@ -300,5 +346,53 @@ impl Source for GeneratorSource {
             p.offset = to - chunk_start;
         }
         Ok(SourcePoll::Batch(batch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_core::config::WeirConfig;
+    use weir_core::keys::KeyGroupRange;
+
+    fn source(rate: u64, rows: Option<u64>, subtask: usize, parallelism: usize) -> GeneratorSource {
+        let spec = GeneratorSpec::new(rows)
+            .column("n", ColumnGen::Sequence)
+            .rate(rate);
+        let config = WeirConfig {
+            batch_size: 8192,
+            ..WeirConfig::default()
+        };
+        let ctx = OperatorContext {
+            task_name: "gen".into(),
+            subtask,
+            parallelism,
+            key_groups: KeyGroupRange::for_subtask(subtask, parallelism, 128),
+            config,
+        };
+        GeneratorSource::new(spec, &ctx)
+    }
+
+    #[test]
+    fn owned_events_of_a_progression() {
+        assert_eq!(owned_events(0, 4, 8192, 1000), 1000);
+        assert_eq!(owned_events(1, 4, 8192, 1000), 0);
+        assert_eq!(owned_events(0, 2, 10, 35), 20);
+        assert_eq!(owned_events(1, 2, 10, 35), 15);
+        assert_eq!(owned_events(0, 1, 10, 35), 35);
+    }
+
+    #[test]
+    fn rows_per_second_is_the_tables_rate() {
+        // 1000 rows fit in one chunk: subtask 0 of 4 owns them all and
+        // runs at the whole 100 rows/s (it once ran at 25).
+        assert_eq!(source(100, Some(1000), 0, 4).rate_per_subtask, Some(100.0));
+        assert_eq!(source(100, Some(1000), 1, 4).rate_per_subtask, None);
+        // Rows spread over subtasks: the shares add up to the table's rate.
+        let total: f64 = (0..3)
+            .filter_map(|i| source(300, Some(20_000), i, 3).rate_per_subtask)
+            .sum();
+        assert!((total - 300.0).abs() < 1e-9, "{total}");
+        assert_eq!(source(100, None, 1, 4).rate_per_subtask, Some(25.0));
     }
 }
