@@ -128,10 +128,17 @@ struct CoordinatorArgs {
     /// Address workers connect to.
     #[arg(long, default_value = "127.0.0.1:6123")]
     rpc: SocketAddr,
-    /// Token required on every call; generated and printed when a
-    /// listener is not on loopback and none is given.
+    /// Token required on every call. When none is given one is made: on
+    /// loopback it is written to a token file only this user can read
+    /// (`~/.weir/token-HOST-PORT`, or under `$XDG_RUNTIME_DIR`), where the
+    /// CLI and workers started by this user find it; beyond loopback it is
+    /// printed.
     #[arg(long, env = "WEIR_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Serve loopback with no token at all: every local user may call every
+    /// route and action.
+    #[arg(long, conflicts_with = "token")]
+    insecure_loopback: bool,
     /// How often workers heartbeat (ms).
     #[arg(long, default_value_t = 1000)]
     heartbeat_interval_ms: u64,
@@ -338,6 +345,7 @@ fn coordinator(args: CoordinatorArgs) -> Outcome {
         heartbeat_interval_ms: interval,
         heartbeat_timeout_ms: timeout,
         jobs_history_max_size,
+        insecure_loopback,
         tls,
     } = args;
     let (tls, tls_ca) = tls.load()?;
@@ -359,10 +367,17 @@ fn coordinator(args: CoordinatorArgs) -> Outcome {
         tls,
         tls_ca,
         jobs_history_max_size,
+        insecure_loopback,
     })
     .map_err(|e| e.to_string())?;
     println!("coordinator REST API on http://{}", c.rest_addr);
     println!("coordinator control endpoint on {}", c.rpc_addr);
+    for f in &c.token_files {
+        println!(
+            "token written to {} (readable by this user only)",
+            f.display()
+        );
+    }
     c.wait_for_shutdown();
     Ok(ExitCode::SUCCESS)
 }
@@ -374,9 +389,13 @@ fn worker(
     token: Option<String>,
     tls: &Tls,
 ) -> Outcome {
-    let mut options = WorkerOptions::new(coordinator, slots);
+    let mut options = WorkerOptions::new(coordinator.clone(), slots);
     options.bind = bind;
-    options.token = secret(token)?;
+    options.token = match secret(token)? {
+        Some(t) => Some(t),
+        // A coordinator this user started on this machine left its token.
+        None => weir_flight::token_file::read(&coordinator).map_err(|e| e.to_string())?,
+    };
     (options.tls, options.tls_ca) = tls.load()?;
     let w = WorkerNode::start(options, Duration::from_secs(30)).map_err(|e| e.to_string())?;
     println!(
@@ -456,7 +475,14 @@ fn api(
     path: &str,
     body: Option<&str>,
 ) -> Result<serde_json::Value, String> {
-    let reply = http::call(&remote.url, remote.token.as_deref(), method, path, body)?;
+    let token = match &remote.token {
+        Some(t) => Some(t.clone()),
+        // The token file of a coordinator this user started here.
+        None => weir_flight::token_file::read(&remote.url)
+            .map_err(|e| e.to_string())?
+            .map(|t| t.expose().to_string()),
+    };
+    let reply = http::call(&remote.url, token.as_deref(), method, path, body)?;
     if reply.status >= 400 {
         let message = reply.body["error"]
             .as_str()
@@ -710,14 +736,18 @@ fn run(
         let exe =
             std::env::current_exe().map_err(|e| format!("cannot find the weir binary: {e}"))?;
         for _ in 0..workers {
-            let child = Command::new(&exe)
-                .args([
-                    "worker",
-                    "--coordinator",
-                    &rpc,
-                    "--slots",
-                    &slots.to_string(),
-                ])
+            let mut cmd = Command::new(&exe);
+            cmd.args([
+                "worker",
+                "--coordinator",
+                &rpc,
+                "--slots",
+                &slots.to_string(),
+            ]);
+            if let Some(t) = &c.token {
+                cmd.env("WEIR_TOKEN", t.expose());
+            }
+            let child = cmd
                 .stdout(Stdio::null())
                 .spawn()
                 .map_err(|e| format!("cannot start a worker process: {e}"))?;
@@ -725,11 +755,10 @@ fn run(
         }
     } else {
         for _ in 0..workers {
-            let node = WorkerNode::start(
-                WorkerOptions::new(rpc.clone(), slots),
-                Duration::from_secs(10),
-            )
-            .map_err(|e| e.to_string())?;
+            let mut options = WorkerOptions::new(rpc.clone(), slots);
+            options.token = c.token.clone();
+            let node =
+                WorkerNode::start(options, Duration::from_secs(10)).map_err(|e| e.to_string())?;
             nodes.push(node);
         }
     }
@@ -748,7 +777,7 @@ fn run(
     }
     let remote = Remote {
         url: format!("http://{}", c.rest_addr),
-        token: None,
+        token: c.token.as_ref().map(|t| t.expose().to_string()),
     };
     let started = Instant::now();
     let reply = api(

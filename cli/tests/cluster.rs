@@ -469,13 +469,18 @@ fn a_cluster_with_tls_and_a_token_runs_jobs_across_workers() {
 
 /// Every row of the Flight sink `name` served at `endpoint`, followed until
 /// the sink's subtasks there finish.
-async fn read_sink(endpoint: &str, name: &str) -> Vec<RecordBatch> {
+async fn read_sink(endpoint: &str, name: &str, token: Option<&str>) -> Vec<RecordBatch> {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{endpoint}"))
         .unwrap()
         .connect()
         .await
         .unwrap();
     let mut client = arrow_flight::FlightClient::new(channel);
+    if let Some(t) = token {
+        client
+            .add_header("authorization", &format!("Bearer {t}"))
+            .unwrap();
+    }
     let info = weir_tests::listed(&mut client, name).await;
     let ticket = info.endpoint[0].ticket.clone().unwrap();
     weir_tests::read(&mut client, ticket).await
@@ -525,7 +530,9 @@ fn a_flight_client_reads_a_running_cluster_jobs_sink_from_its_workers() {
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let mut numbers: Vec<i64> = runtime.block_on(async {
-        let reads = endpoints.iter().map(|e| read_sink(e, "cluster-numbers"));
+        let reads = endpoints
+            .iter()
+            .map(|e| read_sink(e, "cluster-numbers", cluster.token.as_deref()));
         futures::future::join_all(reads)
             .await
             .into_iter()
@@ -673,9 +680,11 @@ fn kill_a_worker_and_recover(
     // twice, never one the failure-free run lacks. Rows the killed worker
     // had served died with it — the sink holds its rows in memory.
     let survivor = cluster.workers[0].1.clone();
-    let served = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(read_sink(&survivor, &sink));
+    let served = tokio::runtime::Runtime::new().unwrap().block_on(read_sink(
+        &survivor,
+        &sink,
+        cluster.token.as_deref(),
+    ));
     let served = sorted_rows(&served);
     let mut unique = served.clone();
     unique.dedup();

@@ -48,9 +48,13 @@ pub struct CoordinatorOptions {
     pub rest_bind: SocketAddr,
     /// Control endpoint (workers) address; default `127.0.0.1:6123`.
     pub rpc_bind: SocketAddr,
-    /// Token required on every REST and control call. Required when either
-    /// address is not loopback.
+    /// Token required on every REST and control call. Without one the
+    /// coordinator makes one and writes it to a token file only its user
+    /// can read (`weir_flight::token_file`), unless `insecure_loopback`.
     pub token: Option<Secret>,
+    /// Serve loopback without any token (anyone on the machine may call
+    /// every route and action). Refused with a non-loopback address.
+    pub insecure_loopback: bool,
     /// Interval workers heartbeat at.
     pub heartbeat_interval: Duration,
     /// Silence after which a worker is lost.
@@ -77,6 +81,7 @@ impl Default for CoordinatorOptions {
             tls: None,
             tls_ca: None,
             jobs_history_max_size: jobs::DEFAULT_JOBS_HISTORY_MAX,
+            insecure_loopback: false,
         }
     }
 }
@@ -111,6 +116,11 @@ pub struct Coordinator {
     pub rpc_addr: SocketAddr,
     /// Shared cluster state (jobs, workers).
     pub state: Arc<Mutex<ClusterState>>,
+    /// The cluster token (given or made), `None` only with
+    /// `insecure_loopback`.
+    pub token: Option<Secret>,
+    /// Token files written for a made token (removed when it stops).
+    pub token_files: Vec<std::path::PathBuf>,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -123,6 +133,11 @@ impl Coordinator {
             return Err(WeirError::Config(
                 "a coordinator listening beyond loopback needs a token".into(),
             ));
+        }
+        let made_token = options.token.is_none() && !options.insecure_loopback;
+        let mut options = options;
+        if made_token {
+            options.token = Some(generate_token()?);
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -160,12 +175,21 @@ impl Coordinator {
                 rest::serve(options.rest_bind, Arc::clone(&state), options.token.clone()).await?;
             Ok::<_, WeirError>((rest_addr, rpc_addr))
         })?;
+        let token_files = match (&options.token, made_token) {
+            (Some(token), true) => weir_flight::token_file::write(
+                token,
+                &[rest_addr.to_string(), rpc_addr.to_string()],
+            )?,
+            _ => vec![],
+        };
         runtime.spawn(jobs::monitor_heartbeats(Arc::clone(&state)));
         runtime.spawn(checkpoints::run(Arc::clone(&state)));
         Ok(Self {
             rest_addr,
             rpc_addr,
             state,
+            token: options.token,
+            token_files,
             runtime: Some(runtime),
         })
     }
@@ -182,11 +206,15 @@ impl Coordinator {
 
 impl Drop for Coordinator {
     fn drop(&mut self) {
+        weir_flight::token_file::remove(&self.token_files);
         if let Some(rt) = self.runtime.take() {
             rt.shutdown_timeout(Duration::from_secs(1));
         }
     }
 }
+
+/// Most slots one worker may offer (slot sums stay far from overflow).
+pub const MAX_SLOTS_PER_WORKER: usize = 4096;
 
 struct ControlActions {
     state: Arc<Mutex<ClusterState>>,
@@ -212,10 +240,11 @@ impl ActionHandler for ControlActions {
         match kind {
             cluster::REGISTER => {
                 let r: RegisterWorker = parse("registration", &body)?;
-                if r.slots == 0 {
-                    return Err(tonic::Status::invalid_argument(
-                        "a worker needs at least one slot",
-                    ));
+                if r.slots == 0 || r.slots > MAX_SLOTS_PER_WORKER {
+                    return Err(tonic::Status::invalid_argument(format!(
+                        "a worker offers 1 to {MAX_SLOTS_PER_WORKER} slots, not {}",
+                        r.slots
+                    )));
                 }
                 let registered = jobs::lock(&self.state).register_worker(r);
                 reply(&registered)

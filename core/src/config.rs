@@ -72,8 +72,9 @@ pub struct WeirConfig {
     /// to list or read sinks. Default none (loopback only). `WEIR_SINK_TOKEN`.
     #[serde(skip)]
     pub sink_token: Option<Secret>,
-    /// How much of its output a Flight sink keeps for clients. Default:
-    /// everything. `WEIR_SINK_RETENTION_ROWS`, `WEIR_SINK_RETENTION_BYTES`,
+    /// How much of its output a Flight sink keeps for clients. Default: the
+    /// newest 256 MiB of Arrow memory per sink (so a sink nobody reads
+    /// stays bounded). `WEIR_SINK_RETENTION_ROWS`, `WEIR_SINK_RETENTION_BYTES`,
     /// `WEIR_SINK_RETENTION_SECS`.
     pub sink_retention: SinkRetention,
     /// Serve Flight sinks over TLS with this certificate and key (PEM).
@@ -290,8 +291,11 @@ pub struct TlsFiles {
 
 /// Limits on what a Flight sink retains; the oldest batches go first once
 /// any limit is exceeded. Readers that fall behind get a clear error
-/// naming the dropped rows rather than a silent gap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+/// naming the dropped rows rather than a silent gap. A read-committed sink
+/// applies them to committed rows; rows waiting for their checkpoint are
+/// held by the sink task until it completes (one checkpoint interval of
+/// output), never dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SinkRetention {
     /// Keep at most this many rows.
     pub max_rows: Option<usize>,
@@ -299,6 +303,19 @@ pub struct SinkRetention {
     pub max_bytes: Option<usize>,
     /// Drop batches older than this.
     pub max_age: Option<Duration>,
+}
+
+/// Default bytes a Flight sink retains: 256 MiB.
+pub const DEFAULT_SINK_RETENTION_BYTES: usize = 256 << 20;
+
+impl Default for SinkRetention {
+    fn default() -> Self {
+        Self {
+            max_rows: None,
+            max_bytes: Some(DEFAULT_SINK_RETENTION_BYTES),
+            max_age: None,
+        }
+    }
 }
 
 /// A credential: compared and used, never printed.

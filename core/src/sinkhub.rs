@@ -3,8 +3,8 @@
 //! A sink named `n` collects the batches of all its subtasks in one buffer;
 //! the Flight sink server (`weir-flight`) lists the buffers and streams
 //! them to clients by an opaque, unguessable ticket. The buffer keeps what
-//! the job wrote within its [`SinkRetention`] (everything by default, so a
-//! client that connects late still reads all of it), numbers rows from the
+//! the job wrote within its [`SinkRetention`] (the newest 256 MiB by
+//! default, so a sink nobody reads stays bounded), numbers rows from the
 //! first one the sink ever received, and knows when every subtask has
 //! finished.
 
@@ -330,6 +330,29 @@ mod tests {
         let err = sink.read_from(Some(2)).unwrap_err();
         assert_eq!(err.first_retained, 4);
         assert!(err.to_string().contains("rows 2..4 were dropped"), "{err}");
+    }
+
+    #[test]
+    fn retention_is_bounded_by_default_and_by_bytes() {
+        assert_eq!(
+            SinkRetention::default().max_bytes,
+            Some(crate::config::DEFAULT_SINK_RETENTION_BYTES)
+        );
+        let hub = SinkHub::default();
+        let one = batch(0..1000).get_array_memory_size();
+        let limits = SinkRetention {
+            max_bytes: Some(one * 3),
+            ..Default::default()
+        };
+        let sink = hub.sink("bytes", batch(0..1).schema(), limits);
+        for i in 0..100 {
+            sink.push(batch(i * 1000..(i + 1) * 1000));
+        }
+        // A hundred batches pushed with no reader: three are kept.
+        assert_eq!(sink.num_rows(), 3000);
+        let (batches, next) = sink.read_from(None).unwrap();
+        assert_eq!(batches.first(), Some(&batch(97_000..98_000)));
+        assert_eq!(next, 100_000);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod codec;
 pub mod exchange;
 pub mod node;
 pub mod sinks;
+pub mod token_file;
 
 pub use exchange::{ExchangeServer, FlightChannelSender, LazyFlightSender};
 pub use node::{ActionHandler, Credentials, FlightNode, call_action};

@@ -323,7 +323,14 @@ pub async fn call_action(
     let mut replies = client
         .do_action(request)
         .await
-        .map_err(|s| fail(s.message().to_string()))?
+        .map_err(|s| {
+            if s.code() == tonic::Code::Unauthenticated {
+                // A wrong or missing token: retrying cannot help.
+                WeirError::Config(format!("{kind} on {addr} refused: {}", s.message()))
+            } else {
+                fail(s.message().to_string())
+            }
+        })?
         .into_inner();
     match replies.next().await {
         Some(Ok(r)) => Ok(r.body),

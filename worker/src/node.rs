@@ -233,6 +233,7 @@ async fn register(state: &Arc<WorkerState>, timeout: Duration) -> Result<Duratio
                 *lock(&state.worker_id) = r.worker_id;
                 return Ok(Duration::from_millis(r.heartbeat_interval_ms.max(10)));
             }
+            Err(e @ WeirError::Config(_)) => return Err(e),
             Err(e) if tokio::time::Instant::now() >= deadline => {
                 return Err(WeirError::Execution(format!(
                     "cannot register with the coordinator at {}: {e}",
@@ -478,7 +479,11 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
                 outcome,
             } => match outcome {
                 Ok(m) => (vertex, subtask, TaskState::Finished, None, Some(m.clone())),
-                Err(_) if *cancelled.borrow() => (vertex, subtask, TaskState::Canceled, None, None),
+                // A task that failed on its own is reported failed even when
+                // the cancellation its failure caused got here first.
+                Err(e) if *cancelled.borrow() && e.is_symptom() => {
+                    (vertex, subtask, TaskState::Canceled, None, None)
+                }
                 Err(e) => (
                     vertex,
                     subtask,

@@ -26,7 +26,12 @@ impl Drop for Processes {
 pub struct Cluster {
     pub url: String,
     pub rpc: String,
+    /// The cluster's token: given, or the one the coordinator made and left
+    /// in its token file.
     pub token: Option<String>,
+    /// Whether the token was given (and is passed to workers) or found by
+    /// them in the token file.
+    pub given_token: bool,
     /// Arguments given to the coordinator and every worker.
     pub extra: Vec<String>,
     pub procs: Processes,
@@ -92,10 +97,16 @@ impl Cluster {
                 rpc = Some(r.to_string());
             }
         }
+        let url = url.unwrap();
+        let made = weir_flight::token_file::read(&url)
+            .ok()
+            .flatten()
+            .map(|t| t.expose().to_string());
         let mut cluster = Cluster {
-            url: url.unwrap(),
+            given_token: token.is_some(),
+            token: token.map(str::to_string).or(made),
+            url,
             rpc: rpc.unwrap(),
-            token: token.map(str::to_string),
             extra: extra.to_vec(),
             procs,
             workers: vec![],
@@ -120,7 +131,7 @@ impl Cluster {
         .args(&self.extra)
         .env_remove("WEIR_TOKEN")
         .stdout(Stdio::piped());
-        if let Some(t) = &self.token {
+        if let Some(t) = self.token.as_ref().filter(|_| self.given_token) {
             cmd.args(["--token", t]);
         }
         let mut child = cmd.spawn().expect("start a worker");
@@ -178,7 +189,8 @@ impl Cluster {
     pub fn cli(&self, args: &[&str]) -> std::process::Output {
         let mut cmd = Command::new(WEIR);
         cmd.args(args).env("WEIR_COORDINATOR_URL", &self.url);
-        match &self.token {
+        // A made token is found by the CLI in the token file, as a user's.
+        match self.token.as_ref().filter(|_| self.given_token) {
             Some(t) => cmd.env("WEIR_TOKEN", t),
             None => cmd.env_remove("WEIR_TOKEN"),
         };
