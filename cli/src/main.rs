@@ -7,6 +7,7 @@
 //! or as separate processes with `--processes` — and exits with the job.
 
 mod http;
+mod inspect;
 mod shell;
 
 use std::net::SocketAddr;
@@ -309,7 +310,7 @@ fn main() -> ExitCode {
         Cmd::Cancel { job, remote } => cancel(&job, &remote),
         Cmd::State {
             command: StateCmd::Inspect { path },
-        } => inspect(&path),
+        } => inspect::inspect(&path),
         Cmd::Sql { init } => shell::run(init.as_deref()),
         Cmd::Run {
             job,
@@ -600,101 +601,6 @@ fn cancel(job: &str, remote: &Remote) -> Outcome {
     let reply = api(remote, "POST", &format!("/v1/jobs/{job}/cancel"), None)?;
     println!("{job}: {}", reply["status"].as_str().unwrap_or_default());
     Ok(ExitCode::SUCCESS)
-}
-
-fn inspect(path: &std::path::Path) -> Outcome {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let (dir, id) = match name
-        .strip_prefix("chk-")
-        .and_then(|n| n.parse::<u64>().ok())
-    {
-        Some(id) => (path.parent().unwrap_or(path).to_path_buf(), Some(id)),
-        None => (path.to_path_buf(), None),
-    };
-    if !dir.is_dir() {
-        return Err(format!("{} is not a checkpoint folder", path.display()));
-    }
-    let storage = weir_state::CheckpointStorage::open(&dir.display().to_string())
-        .map_err(|e| e.to_string())?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    let ids = match id {
-        Some(id) => vec![id],
-        None => runtime
-            .block_on(storage.completed())
-            .map_err(|e| e.to_string())?,
-    };
-    if ids.is_empty() {
-        return Err(format!(
-            "{}: no completed checkpoint (no chk-N/_metadata)",
-            dir.display()
-        ));
-    }
-    let mut out = std::io::stdout().lock();
-    match print_manifests(&mut out, &runtime, &storage, &dir, &ids) {
-        Err(PrintError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(PrintError::Io(e)) => Err(e.to_string()),
-        Err(PrintError::Weir(e)) => Err(e),
-        Ok(()) => Ok(ExitCode::SUCCESS),
-    }
-}
-
-enum PrintError {
-    Io(std::io::Error),
-    Weir(String),
-}
-
-fn print_manifests(
-    out: &mut impl std::io::Write,
-    runtime: &tokio::runtime::Runtime,
-    storage: &weir_state::CheckpointStorage,
-    dir: &std::path::Path,
-    ids: &[u64],
-) -> Result<(), PrintError> {
-    for &id in ids {
-        let m = runtime
-            .block_on(storage.manifest(id))
-            .map_err(|e| PrintError::Weir(e.to_string()))?;
-        writeln!(
-            out,
-            "checkpoint {} of '{}' at {} ms, max parallelism {}, {} subtasks, {} bytes",
-            m.checkpoint_id,
-            m.job_name,
-            m.timestamp_ms,
-            m.max_parallelism,
-            m.subtasks.len(),
-            m.bytes()
-        )
-        .map_err(PrintError::Io)?;
-        for s in &m.subtasks {
-            for op in &s.operators {
-                for t in &op.tables {
-                    writeln!(
-                        out,
-                        "  vertex {} subtask {} {:<24} {:<8} kg [{}, {}) {:>9} rows {:>10} bytes  {}",
-                        s.vertex,
-                        s.subtask,
-                        op.uid,
-                        t.name,
-                        t.key_group_start,
-                        t.key_group_end,
-                        t.rows,
-                        t.bytes,
-                        dir.join(&t.path).display()
-                    )
-                    .map_err(PrintError::Io)?;
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Worker processes that are killed when this value is dropped.

@@ -263,7 +263,7 @@ fn running_job(dir: &Path, checkpoints: &Path) -> Value {
 #[test]
 fn savepoint_folders_resolve_inside_the_savepoint_base_and_retention_removes_whole_folders() {
     let tmp = tempfile::tempdir().unwrap();
-    let cluster = Cluster::start(1, 2, Some("t0ken"));
+    let cluster = Cluster::start(1, 6, Some("t0ken"));
     let checkpoints = tmp.path().join("checkpoints");
     let job = running_job(&tmp.path().join("out"), &checkpoints);
     let (status, body) = cluster.rest("POST", "/v1/jobs", &job.to_string());
@@ -310,6 +310,59 @@ fn savepoint_folders_resolve_inside_the_savepoint_base_and_retention_removes_who
         Path::new(path).join("_metadata").exists() || Path::new(path).is_dir(),
         "{path}"
     );
+    // `weir state inspect` checks every file against the manifest.
+    let inspect = |dir: &str| {
+        let out = std::process::Command::new(common::WEIR)
+            .args(["state", "inspect", dir])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (ok, text) = inspect(path);
+    assert!(ok && !text.contains("**"), "{text}");
+    let victim = files_named(Path::new(path), "panes")
+        .pop()
+        .expect("a panes table");
+    let len = std::fs::metadata(&victim).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&victim)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let (ok, text) = inspect(path);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("TRUNCATED") && text.contains(&victim.display().to_string()),
+        "{text}"
+    );
+    // Resuming from the chk-N folder itself works.
+    let chk = std::fs::read_dir(path)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("chk-"))
+        .unwrap();
+    let (status, body) = cluster.rest(
+        "POST",
+        &format!("/v1/jobs?from_savepoint={}", chk.display()),
+        &job.to_string(),
+    );
+    // The truncated table makes it fail on restore, after it was accepted.
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = cluster.rest(
+        "POST",
+        &format!(
+            "/v1/jobs?from_savepoint={}",
+            tmp.path().join("nowhere").display()
+        ),
+        &job.to_string(),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(!tmp.path().join("nowhere").exists());
     // A relative folder lands inside the base, not the coordinator's cwd.
     let (status, body) = savepoint(json!("nightly"));
     assert_eq!(status, 202, "{body}");

@@ -1082,19 +1082,15 @@ pub async fn submit_json(
     let allow_non_restored_state = allow_non_restored_state || job.config.allow_non_restored_state;
     let restore = match from_savepoint {
         Some(path) => {
-            let storage =
-                weir_state::CheckpointStorage::open(path).map_err(SubmitError::Invalid)?;
-            let ids = storage.completed().await.map_err(SubmitError::Invalid)?;
-            let id = *ids.last().ok_or_else(|| {
-                SubmitError::Invalid(weir_core::WeirError::plan(format!(
-                    "no completed savepoint or checkpoint at {path} (no chk-N/_metadata)"
-                )))
-            })?;
+            let (storage, id) = weir_state::CheckpointStorage::open_restore_point(path)
+                .await
+                .map_err(SubmitError::Invalid)?;
             // Read it now: a corrupt manifest is refused at submission.
             storage.manifest(id).await.map_err(SubmitError::Invalid)?;
             Some((
                 weir_core::cluster::RestorePoint {
-                    dir: path.to_string(),
+                    // The folder holding chk-N, also when `path` named it.
+                    dir: storage.url().to_string(),
                     id,
                 },
                 allow_non_restored_state,

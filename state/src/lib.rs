@@ -60,6 +60,34 @@ impl std::fmt::Debug for CheckpointStorage {
 
 pub use weir_core::checkpoint::{Manifest, OperatorHandle, SubtaskHandle, TableHandle};
 
+/// [`CheckpointStorage::completed`] on the local file system: the `chk-N`
+/// folders of `root` holding a `_metadata` file, symbolic links not
+/// followed (a link may point anywhere, or back up the tree).
+fn completed_on_disk(root: &std::path::Path) -> Result<Vec<u64>> {
+    let io = |e| WeirError::io(root.display().to_string(), e);
+    let mut ids = Vec::new();
+    for entry in std::fs::read_dir(root).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        if !entry.file_type().map_err(io)?.is_dir() {
+            continue;
+        }
+        let Some(id) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_prefix("chk-"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let metadata = entry.path().join("_metadata");
+        if std::fs::symlink_metadata(&metadata).is_ok_and(|m| m.is_file()) {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}
+
 fn storage_error(what: String) -> impl FnOnce(object_store::Error) -> WeirError {
     move |e| WeirError::Execution(format!("checkpoint storage: {what}: {e}"))
 }
@@ -281,25 +309,77 @@ impl CheckpointStorage {
 
     /// Ids of the committed checkpoints (those with `_metadata`), ascending.
     pub async fn completed(&self) -> Result<Vec<u64>> {
-        use futures::TryStreamExt;
-        let listed: Vec<_> = self
+        // One level only: the `chk-N` folders of this folder and their
+        // `_metadata`, never a walk through the tree below (which may be
+        // huge, or loop through links).
+        if let Some(root) = &self.local {
+            return completed_on_disk(root);
+        }
+        let base = (!self.base.as_ref().is_empty()).then_some(&self.base);
+        let listed = self
             .store
-            .list(Some(&self.base))
-            .try_collect()
+            .list_with_delimiter(base)
             .await
             .map_err(storage_error("list checkpoints".into()))?;
-        let mut ids: Vec<u64> = listed
-            .iter()
-            .filter(|m| m.location.filename() == Some("_metadata"))
-            .filter_map(|m| {
-                m.location
-                    .parts()
-                    .find_map(|p| p.as_ref().strip_prefix("chk-")?.parse().ok())
-            })
-            .collect();
+        let mut ids = Vec::new();
+        for folder in listed.common_prefixes {
+            let Some(id) = folder
+                .filename()
+                .and_then(|n| n.strip_prefix("chk-"))
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            match self.store.head(&folder.clone().join("_metadata")).await {
+                Ok(_) => ids.push(id),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => {
+                    return Err(storage_error(format!("read chk-{id}/_metadata"))(e));
+                }
+            }
+        }
         ids.sort_unstable();
-        ids.dedup();
         Ok(ids)
+    }
+
+    /// A savepoint or retained checkpoint to resume from: a folder (its
+    /// newest completed `chk-N`) or one `…/chk-N` folder itself. Nothing is
+    /// created: a folder that does not exist is an error naming it.
+    pub async fn open_restore_point(path: &str) -> Result<(Self, u64)> {
+        let trimmed = path.trim_end_matches('/');
+        let (folder, named) = match trimmed.rsplit_once('/') {
+            Some((parent, last)) => match last
+                .strip_prefix("chk-")
+                .and_then(|n| n.parse::<u64>().ok())
+            {
+                Some(id) if !parent.is_empty() => (parent, Some(id)),
+                _ => (trimmed, None),
+            },
+            None => (trimmed, None),
+        };
+        let local = folder.strip_prefix("file://").unwrap_or(folder);
+        if !folder.contains("://") && !std::path::Path::new(local).is_dir() {
+            return Err(WeirError::Config(format!(
+                "no savepoint or checkpoint folder at {path}"
+            )));
+        }
+        let storage = Self::open(folder)?;
+        let id = match named {
+            Some(id) => {
+                if !storage.completed().await?.contains(&id) {
+                    return Err(WeirError::Config(format!(
+                        "{path} is not a completed checkpoint (no _metadata)"
+                    )));
+                }
+                id
+            }
+            None => *storage.completed().await?.last().ok_or_else(|| {
+                WeirError::Config(format!(
+                    "no completed savepoint or checkpoint at {path} (no chk-N/_metadata)"
+                ))
+            })?,
+        };
+        Ok((storage, id))
     }
 
     /// Delete checkpoint `id` (its manifest first, so a crash halfway
@@ -594,6 +674,49 @@ mod tests {
         assert!(dir.path().join("chk-2/_metadata").exists());
         // Retention removes the whole folder, not just its files.
         assert!(!dir.path().join("chk-1").exists());
+    }
+
+    #[tokio::test]
+    async fn restore_points_look_one_level_down_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for p in ["chk-1", "chk-3", "deep/chk-9", "chk-7"] {
+            std::fs::create_dir_all(root.join(p)).unwrap();
+        }
+        for p in ["chk-1/_metadata", "chk-3/_metadata", "deep/chk-9/_metadata"] {
+            std::fs::write(root.join(p), b"{}").unwrap();
+        }
+        // A link back up would loop a walk forever.
+        std::os::unix::fs::symlink(root, root.join("loop")).unwrap();
+        let storage = CheckpointStorage::open(root.to_str().unwrap()).unwrap();
+        // chk-7 has no _metadata; deep/chk-9 is not this folder's.
+        assert_eq!(storage.completed().await.unwrap(), vec![1, 3]);
+        let (_, id) = CheckpointStorage::open_restore_point(root.to_str().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(id, 3);
+        let named = root.join("chk-1");
+        let (s, id) = CheckpointStorage::open_restore_point(named.to_str().unwrap())
+            .await
+            .unwrap();
+        assert_eq!((s.url(), id), (root.to_str().unwrap(), 1));
+        let err = CheckpointStorage::open_restore_point(root.join("chk-7").to_str().unwrap())
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("not a completed checkpoint"),
+            "{err}"
+        );
+        let missing = root.join("nowhere");
+        assert!(
+            CheckpointStorage::open_restore_point(missing.to_str().unwrap())
+                .await
+                .is_err()
+        );
+        assert!(
+            !missing.exists(),
+            "a restore created the folder it looked for"
+        );
     }
 
     #[tokio::test]

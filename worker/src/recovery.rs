@@ -225,15 +225,10 @@ pub fn run_checkpointed(
     }
 }
 
-/// The newest completed savepoint or checkpoint in folder `path`, read
-/// whole (a corrupt manifest fails here, before anything runs).
+/// The newest completed savepoint or checkpoint in folder `path` (or the
+/// `…/chk-N` folder `path` names), read whole (a corrupt manifest fails here, before anything runs).
 pub async fn open_restore_point(path: &str) -> Result<(CheckpointStorage, Manifest)> {
-    let storage = CheckpointStorage::open(path)?;
-    let id = *storage.completed().await?.last().ok_or_else(|| {
-        WeirError::Config(format!(
-            "no completed savepoint or checkpoint at {path} (no chk-N/_metadata)"
-        ))
-    })?;
+    let (storage, id) = CheckpointStorage::open_restore_point(path).await?;
     let manifest = storage.manifest(id).await?;
     Ok((storage, manifest))
 }

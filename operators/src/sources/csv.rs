@@ -113,7 +113,7 @@ impl Source for CsvSource {
                     .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
                 Ok((reader, location))
             },
-            |e| file_line_numbers(&e.to_string(), spec.has_header),
+            |e| file_line_numbers(&e.to_string(), &spec.schema),
         )
     }
 
@@ -129,40 +129,73 @@ impl Source for CsvSource {
     }
 }
 
-/// The CSV decoder counts data rows from 1; users look at the file, where a
-/// header shifts every row down by one line.
-fn file_line_numbers(message: &str, has_header: bool) -> String {
-    const MARK: &str = " at line ";
-    let Some(pos) = message.find(MARK) else {
-        return message.to_string();
-    };
-    let start = pos + MARK.len();
-    let digits: String = message[start..]
+/// Arrow's CSV decoder numbers lines from 0 (the header, when there is
+/// one, included) and columns from 0; users look at the file, whose first
+/// line is line 1, and know columns by name.
+fn file_line_numbers(message: &str, schema: &arrow::datatypes::Schema) -> String {
+    let mut out = shift_number(message, " at line ", 1);
+    if let Some(name) = number_after(&out, " for column ")
+        .and_then(|c| schema.fields().get(c as usize))
+        .map(|f| f.name().clone())
+    {
+        out = out.replacen(
+            &format!(
+                " for column {}",
+                number_after(&out, " for column ").unwrap_or(0)
+            ),
+            &format!(" for column '{name}'"),
+            1,
+        );
+    }
+    out
+}
+
+/// The number right after the first `mark` in `message`.
+fn number_after(message: &str, mark: &str) -> Option<u64> {
+    let start = message.find(mark)? + mark.len();
+    let digits: String = message
+        .get(start..)?
         .chars()
         .take_while(|c| c.is_ascii_digit())
         .collect();
-    match digits.parse::<u64>() {
-        Ok(n) => format!(
-            "{}{}{}",
-            &message[..start],
-            n + has_header as u64,
-            &message[start + digits.len()..]
-        ),
-        Err(_) => message.to_string(),
+    digits.parse().ok()
+}
+
+/// `message` with the number after the first `mark` raised by `by`.
+fn shift_number(message: &str, mark: &str, by: u64) -> String {
+    match (message.find(mark), number_after(message, mark)) {
+        (Some(pos), Some(n)) => {
+            let start = pos + mark.len();
+            let len = n.to_string().len();
+            format!("{}{}{}", &message[..start], n + by, &message[start + len..])
+        }
+        _ => message.to_string(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
-    fn line_numbers_count_the_header() {
+    fn lines_count_from_one_and_columns_are_named() {
+        use arrow::datatypes::{DataType, Field, Schema};
+        let schema = Schema::new(vec![
+            Field::new("a", DataType::Int64, false),
+            Field::new("b", DataType::Int64, false),
+        ]);
         assert_eq!(
-            super::file_line_numbers("bad value at line 2. Row", true),
-            "bad value at line 3. Row"
+            super::file_line_numbers(
+                "Error while parsing value 'x' as type 'Int64' for column 1 at line 2. Row",
+                &schema
+            ),
+            "Error while parsing value 'x' as type 'Int64' for column 'b' at line 3. Row"
         );
         assert_eq!(
-            super::file_line_numbers("x at line 7", false),
-            "x at line 7"
+            super::file_line_numbers("x at line 0", &schema),
+            "x at line 1"
+        );
+        assert_eq!(
+            super::file_line_numbers("no numbers", &schema),
+            "no numbers"
         );
     }
 }
