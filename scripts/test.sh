@@ -26,3 +26,7 @@ cargo build -p flight_sink_demo "$@"
 # Nexmark queries against DuckDB over the same events written to Parquet.
 cargo build -p weir "$@"
 "$venv/bin/python" tests/python/nexmark_check.py "$target/debug/weir" 100000
+
+# Bounded fuzzing of the input surfaces (SQL, job-graph JSON, control
+# frames, CSV and Parquet readers): WEIR_FUZZ_SECONDS per target (60).
+scripts/fuzz.sh "${WEIR_FUZZ_SECONDS:-60}"

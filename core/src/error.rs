@@ -98,3 +98,38 @@ impl WeirError {
         }
     }
 }
+
+thread_local! {
+    static GUARDED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Run a third-party decoder (arrow-ipc, parquet, the CSV reader) over
+/// bytes Weir did not write itself. Those decoders trust lengths and
+/// offsets inside the data and panic on some they cannot satisfy; here a
+/// panic becomes [`WeirError::BadInput`] at `location`, so a damaged file or
+/// request fails its job or call instead of taking the process down.
+/// (Allocations a damaged length asks for are checked before decoding
+/// where Weir can see them, e.g. the framing of Arrow IPC payloads.)
+pub fn guard_decoder<T>(location: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    GUARDED.with(|c| c.set(c.get() + 1));
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    GUARDED.with(|c| c.set(c.get() - 1));
+    out.unwrap_or_else(|payload| {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "the decoder gave up".into());
+        Err(WeirError::bad_input(
+            location,
+            format!("malformed data: {why}"),
+        ))
+    })
+}
+
+/// Whether this thread is inside [`guard_decoder`]: a panic hook that
+/// aborts on every panic (a fuzzing harness) lets these through to be
+/// caught and reported as bad input.
+pub fn decoder_guarded_now() -> bool {
+    GUARDED.with(|c| c.get() > 0)
+}

@@ -306,12 +306,14 @@ impl SourceSpec {
     pub fn schema(&self) -> SchemaRef {
         match self {
             SourceSpec::Generator(g) => g.schema(),
+            // A projection out of range (refused by `validate`) projects
+            // nothing rather than panicking in whoever asks first.
             SourceSpec::Parquet(p) => match &p.projection {
-                Some(proj) => Arc::new(
-                    p.file_schema
-                        .project(proj)
-                        .expect("projection validated when the spec was built"),
-                ),
+                Some(proj) => p
+                    .file_schema
+                    .project(proj)
+                    .map(Arc::new)
+                    .unwrap_or_else(|_| Arc::new(Schema::empty())),
                 None => Arc::clone(&p.file_schema),
             },
             SourceSpec::Csv(c) => Arc::clone(&c.schema),
@@ -340,6 +342,24 @@ impl SourceSpec {
             }
             SourceSpec::Parquet(p) if p.files.is_empty() => {
                 Err(WeirError::plan("Parquet source has no files"))
+            }
+            SourceSpec::Parquet(p) if p.row_groups.len() != p.files.len() => {
+                Err(WeirError::plan(format!(
+                    "Parquet source lists {} files but row-group counts for {}",
+                    p.files.len(),
+                    p.row_groups.len()
+                )))
+            }
+            SourceSpec::Parquet(p)
+                if p.projection.as_ref().is_some_and(|proj| {
+                    proj.iter().any(|&i| i >= p.file_schema.fields().len())
+                }) =>
+            {
+                Err(WeirError::plan(format!(
+                    "Parquet source projects columns {:?} of a {}-column file schema",
+                    p.projection.as_deref().unwrap_or_default(),
+                    p.file_schema.fields().len()
+                )))
             }
             SourceSpec::Csv(c) if c.files.is_empty() => {
                 Err(WeirError::plan("CSV source has no files"))

@@ -407,8 +407,108 @@ fn decode_batches(text: &str) -> Result<Vec<RecordBatch>> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text)
         .map_err(|e| WeirError::plan(format!("bad base64 in an Arrow IPC payload: {e}")))?;
-    let reader = StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
-    Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
+    check_ipc_framing(&bytes)?;
+    // arrow-ipc's reader trusts the offsets and lengths inside a message
+    // and panics on some it cannot satisfy (found by fuzzing the job-graph
+    // decoder); the payload comes from a client, so a panic there is a
+    // malformed request, not a crash of the coordinator or a worker.
+    crate::error::guard_decoder("an Arrow IPC payload of the job graph", || {
+        let reader = StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
+        Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
+    })
+}
+
+/// Walk the messages of an IPC stream before arrow-ipc reads it: every
+/// message's flatbuffer must verify and its metadata and body must lie
+/// within the payload. arrow-ipc allocates what a message's `bodyLength`
+/// says before reading it, so a damaged length would otherwise ask for
+/// hundreds of gigabytes and abort the process.
+fn check_ipc_framing(bytes: &[u8]) -> Result<()> {
+    let bad = |m: String| WeirError::plan(format!("malformed Arrow IPC payload: {m}"));
+    let word = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+    };
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let Some(mut len) = word(pos) else {
+            return Err(bad(format!("truncated message header at byte {pos}")));
+        };
+        pos += 4;
+        if len == 0xFFFF_FFFF {
+            len = word(pos).ok_or_else(|| bad(format!("truncated length at byte {pos}")))?;
+            pos += 4;
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let end = pos
+            .checked_add(len as usize)
+            .filter(|&e| e <= bytes.len() && (len as i32) > 0)
+            .ok_or_else(|| {
+                bad(format!(
+                    "message at byte {pos} claims {len} bytes of metadata"
+                ))
+            })?;
+        let message = arrow::ipc::root_as_message(&bytes[pos..end])
+            .map_err(|e| bad(format!("message at byte {pos}: {e}")))?;
+        pos = end;
+        let body = message.bodyLength();
+        check_record_batch_bounds(&message, body)
+            .map_err(|m| bad(format!("message at byte {pos}: {m}")))?;
+        pos = usize::try_from(body)
+            .ok()
+            .and_then(|b| pos.checked_add(b))
+            .filter(|&e| e <= bytes.len())
+            .ok_or_else(|| bad(format!("message body of {body} bytes at byte {pos}")))?;
+    }
+    Ok(())
+}
+
+/// The buffers of a record or dictionary batch lie inside its body, and
+/// its row counts are what a body of that size can hold (a boolean column
+/// packs 8 rows a byte): arrow-ipc allocates by these numbers.
+fn check_record_batch_bounds(
+    message: &arrow::ipc::Message<'_>,
+    body: i64,
+) -> std::result::Result<(), String> {
+    let batch = match message.header_type() {
+        arrow::ipc::MessageHeader::RecordBatch => message.header_as_record_batch(),
+        arrow::ipc::MessageHeader::DictionaryBatch => {
+            message.header_as_dictionary_batch().and_then(|d| d.data())
+        }
+        _ => return Ok(()),
+    };
+    let Some(batch) = batch else {
+        return Err("a batch message without its header".into());
+    };
+    let rows_limit = body.saturating_mul(8).saturating_add(1024);
+    if batch.length() < 0 || batch.length() > rows_limit {
+        return Err(format!("{} rows in a {body}-byte body", batch.length()));
+    }
+    for node in batch.nodes().into_iter().flatten() {
+        if node.length() < 0 || node.length() > rows_limit || node.null_count() < 0 {
+            return Err(format!(
+                "a column of {} rows in a {body}-byte body",
+                node.length()
+            ));
+        }
+    }
+    for buffer in batch.buffers().into_iter().flatten() {
+        let inside = buffer.offset() >= 0
+            && buffer.length() >= 0
+            && buffer
+                .offset()
+                .checked_add(buffer.length())
+                .is_some_and(|end| end <= body);
+        if !inside {
+            return Err(format!(
+                "a buffer at {} of {} bytes outside the {body}-byte body",
+                buffer.offset(),
+                buffer.length()
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn encode_scalar(value: &ScalarValue) -> Result<String> {
@@ -889,6 +989,26 @@ mod tests {
         };
         let err = node.to_physical(&schema()).unwrap_err().to_string();
         assert!(err.contains("'s' is not at index 0"), "{err}");
+    }
+
+    #[test]
+    fn damaged_ipc_payloads_are_errors_not_panics() {
+        use base64::Engine;
+        let schema = Arc::new(schema());
+        let text = encode_batches(&[batch()], &schema).unwrap();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&text)
+            .unwrap();
+        // Every byte of the stream set to values that make offsets and
+        // lengths absurd (the fuzzer found 0x80 in an offset's top byte).
+        for i in 0..bytes.len() {
+            for v in [0x00, 0x7f, 0x80, 0xff] {
+                let mut damaged = bytes.clone();
+                damaged[i] = v;
+                let text = base64::engine::general_purpose::STANDARD.encode(&damaged);
+                let _ = decode_batches(&text);
+            }
+        }
     }
 
     #[test]

@@ -258,15 +258,19 @@ impl CheckpointStorage {
         let bad = |e: &dyn std::fmt::Display| {
             WeirError::Execution(format!("checkpoint file {} is damaged: {e}", table.path))
         };
-        let reader = ParquetRecordBatchReaderBuilder::try_new(data)
-            .map_err(|e| bad(&e))?
-            .build()
-            .map_err(|e| bad(&e))?;
-        let schema = arrow::record_batch::RecordBatchReader::schema(&reader);
-        let batches = reader
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| bad(&e))?;
-        let batch = arrow::compute::concat_batches(&schema, &batches).map_err(|e| bad(&e))?;
+        // A checkpoint folder is written by anyone who can write there.
+        let location = format!("checkpoint file {}", table.path);
+        let batch = weir_core::error::guard_decoder(&location, || {
+            let reader = ParquetRecordBatchReaderBuilder::try_new(data)
+                .map_err(|e| bad(&e))?
+                .build()
+                .map_err(|e| bad(&e))?;
+            let schema = arrow::record_batch::RecordBatchReader::schema(&reader);
+            let batches = reader
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| bad(&e))?;
+            arrow::compute::concat_batches(&schema, &batches).map_err(|e| bad(&e))
+        })?;
         if batch.num_rows() as u64 != table.rows {
             return Err(bad(&format!(
                 "{} rows, the manifest says {}",

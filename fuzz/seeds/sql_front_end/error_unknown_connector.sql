@@ -1,0 +1,2 @@
+-- error: table 'src': unknown connector 'datagne' (did you mean 'datagen'?)
+CREATE TABLE src (a BIGINT) WITH ('connector' = 'datagne');

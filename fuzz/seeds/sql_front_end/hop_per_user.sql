@@ -1,0 +1,32 @@
+-- HOP windows of 30 s every 10 s: each order counts in three windows.
+CREATE TABLE orders (
+  order_id BIGINT,
+  user_id INT,
+  amount BIGINT,
+  tag STRING,
+  ts AS TO_TIMESTAMP_LTZ(1700000000000 + order_id * 250, 3),
+  WATERMARK FOR ts AS ts - INTERVAL '2' SECOND
+) WITH (
+  'connector' = 'datagen',
+  'number-of-rows' = '6000',
+  'rows-per-second' = '3000',
+  'fields.order_id.kind' = 'sequence',
+  'fields.order_id.start' = '0',
+  'fields.order_id.end' = '5999',
+  'fields.user_id.min' = '1',
+  'fields.user_id.max' = '4',
+  'fields.amount.min' = '1',
+  'fields.amount.max' = '1000',
+  'fields.tag.length' = '6'
+);
+CREATE TABLE result (
+  user_id INT,
+  window_start TIMESTAMP(3),
+  window_end TIMESTAMP(3),
+  orders BIGINT,
+  largest BIGINT
+) WITH ('connector' = 'filesystem', 'path' = '/tmp/weir-fuzz-out', 'format' = 'csv');
+INSERT INTO result
+SELECT user_id, window_start, window_end, COUNT(*), MAX(amount)
+FROM TABLE(HOP(TABLE orders, DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '30' SECOND))
+GROUP BY user_id, window_start, window_end;
