@@ -673,7 +673,27 @@ fn a_coordinator_without_a_token_makes_one_only_its_user_can_read() {
     );
     let (_, overview) = cluster.rest("GET", "/v1/overview", "");
     assert_eq!(overview["workers"], 1);
-    drop(token);
+    // With the token, a registration offering absurdly many slots (their
+    // sum once overflowed) is refused.
+    let rpc = cluster.rpc.clone();
+    let refused = runtime.block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{rpc}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client = arrow_flight::FlightClient::new(channel);
+        client
+            .add_header("authorization", &format!("Bearer {token}"))
+            .unwrap();
+        let body = json!({"address": "127.0.0.1:1", "slots": usize::MAX}).to_string();
+        let action = arrow_flight::Action::new(weir_core::cluster::REGISTER, body);
+        client.do_action(action).await.err().map(|e| e.to_string())
+    });
+    let refused = refused.expect("a worker of usize::MAX slots was registered");
+    assert!(refused.contains("1 to 4096 slots"), "{refused}");
+    let (_, overview) = cluster.rest("GET", "/v1/overview", "");
+    assert_eq!(overview["slots_total"], 2, "{overview}");
 
     // --insecure-loopback keeps the open behaviour for those who ask.
     let open = Cluster::start_full(0, 1, None, &[], &["--insecure-loopback"]);

@@ -615,7 +615,7 @@ impl ClusterState {
             .iter()
             .map(|v| VertexInfo {
                 id: v.id,
-                name: v.name.clone(),
+                name: bounded_text(v.name.clone()),
                 parallelism: v.parallelism,
                 subtasks: (0..v.parallelism)
                     .map(|s| SubtaskInfo {
