@@ -146,14 +146,9 @@ async fn list_jobs(
     State(state): State<Shared>,
     params: std::result::Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    let Query(params) = match params {
+    let params = match query(params) {
         Ok(p) => p,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("query string: {}", e.body_text()),
-            );
-        }
+        Err((status, message)) => return error(status, message),
     };
     let s = lock(&state);
     let all = s.jobs();
@@ -175,6 +170,19 @@ async fn list_jobs(
         .collect();
     drop(s);
     ([("x-total-count", total.to_string())], axum::Json(jobs)).into_response()
+}
+
+/// Query-string parameters; a malformed query string gets the API's JSON
+/// error, not axum's text.
+fn query<T>(
+    params: std::result::Result<Query<T>, axum::extract::rejection::QueryRejection>,
+) -> std::result::Result<T, (StatusCode, String)> {
+    params.map(|Query(p)| p).map_err(|e| {
+        (
+            StatusCode::BAD_REQUEST,
+            format!("query string: {}", e.body_text()),
+        )
+    })
 }
 
 /// A request body as text: too large (413) or not UTF-8 (400) are the
@@ -218,15 +226,9 @@ async fn submit(
         Ok(b) => b,
         Err((status, message)) => return error(status, message),
     };
-    // A malformed query string gets the API's JSON error, not axum's text.
-    let Query(params) = match params {
+    let params = match query(params) {
         Ok(p) => p,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("query string: {}", e.body_text()),
-            );
-        }
+        Err((status, message)) => return error(status, message),
     };
     let from = params.from_savepoint.as_deref();
     match jobs::submit_json(&state, &body, from, params.allow_non_restored_state).await {

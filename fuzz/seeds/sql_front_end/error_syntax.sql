@@ -1,3 +1,0 @@
--- error: line 3, column 13: Expected an expression, found: FROM
-INSERT INTO result
-SELECT FROM orders;
