@@ -701,3 +701,36 @@ fn a_coordinator_without_a_token_makes_one_only_its_user_can_read() {
     let (status, _) = common::rest_call(&open.url, None, "GET", "/v1/jobs", "");
     assert_eq!(status, 200);
 }
+
+#[test]
+fn rows_per_second_is_the_tables_rate_at_any_parallelism() {
+    // 200 rows at 100 rows/s take 2 s; with the rate once divided by the
+    // parallelism while one subtask owned all rows, they took 8 s at p=4.
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("rate.sql");
+    std::fs::write(
+        &script,
+        "SET 'parallelism.default' = '4';\n\
+         CREATE TABLE t (n BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '200',\n\
+           'rows-per-second' = '100', 'fields.n.kind' = 'sequence', 'fields.n.start' = '1',\n\
+           'fields.n.end' = '200');\n\
+         CREATE TABLE o (n BIGINT) WITH ('connector' = 'blackhole');\n\
+         INSERT INTO o SELECT n FROM t;\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(common::WEIR)
+        .args(["run", script.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_millis(5000),
+        "200 rows at 100 rows/s took {took:?}"
+    );
+}
