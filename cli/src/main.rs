@@ -187,6 +187,8 @@ enum Cmd {
         #[command(flatten)]
         restore: Restore,
     },
+    /// List the connectors SQL tables can name, with their options.
+    Connectors,
     /// Take a savepoint of a running job; prints its folder.
     Savepoint {
         /// Job id.
@@ -306,6 +308,10 @@ fn main() -> ExitCode {
             ..
         } => cancel(&job, &remote),
         Cmd::List { remote } => list(&remote),
+        Cmd::Connectors => {
+            print!("{}", weir_sql::SqlSession::new().connectors().describe());
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Status { job, remote } => status(&job, &remote),
         Cmd::Cancel { job, remote } => cancel(&job, &remote),
         Cmd::State {

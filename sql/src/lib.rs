@@ -31,6 +31,7 @@ mod planner;
 mod session;
 mod types;
 pub use catalog::{Catalog, Relation, TableEntry, ViewEntry, WatermarkDef, near_matches};
+pub use connectors::{ConnectorFactory, ConnectorOption, ConnectorRegistry, OptionKind};
 pub use functions::Functions;
 pub use planner::{TvfWindow, WindowTvf};
 pub use session::{OPTIONS, SqlSession, StatementResult};

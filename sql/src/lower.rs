@@ -27,7 +27,6 @@ use weir_core::time::{WatermarkStrategy, WindowAssigner};
 use weir_core::{Result, WeirError};
 
 use crate::catalog::{Catalog, TableEntry};
-use crate::connectors;
 use crate::planner::{TvfWindow, WindowTvf, as_window_tvf};
 
 fn unsupported(what: impl Into<String>) -> WeirError {
@@ -50,6 +49,7 @@ pub(crate) fn physical(expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn Physica
 pub(crate) struct Lowering<'a> {
     env: &'a StreamExecutionEnvironment,
     catalog: &'a Catalog,
+    connectors: &'a crate::connectors::ConnectorRegistry,
     idle_timeout: Option<Duration>,
     /// `table.exec.state.ttl`: how long (in event time) a regular join
     /// keeps a row for matches; `None` keeps it forever.
@@ -79,11 +79,13 @@ impl<'a> Lowering<'a> {
     pub(crate) fn new(
         env: &'a StreamExecutionEnvironment,
         catalog: &'a Catalog,
+        connectors: &'a crate::connectors::ConnectorRegistry,
         idle_timeout: Option<Duration>,
     ) -> Self {
         Self {
             env,
             catalog,
+            connectors,
             idle_timeout,
             state_ttl: None,
             sources: HashMap::new(),
@@ -266,7 +268,7 @@ impl<'a> Lowering<'a> {
         if on.is_empty() {
             return Err(unsupported("a lookup join without an equality condition"));
         }
-        let table = connectors::read_all(entry)?;
+        let table = self.connectors.read_all(entry)?;
         let left = self.lower(&j.left)?;
         if is_changelog(&left) {
             return Err(unsupported("a lookup join of an updating input"));
@@ -678,7 +680,7 @@ impl<'a> Lowering<'a> {
         if let Some(s) = self.sources.get(&key) {
             return Ok(s.clone());
         }
-        let mut spec = connectors::source(entry)?;
+        let mut spec = self.connectors.source(entry)?;
         if entry.has_computed_columns() {
             let physical_schema = DFSchema::try_from(entry.schema.as_ref().clone())?;
             let exprs = entry

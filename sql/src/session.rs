@@ -19,6 +19,7 @@ use weir_core::config::RuntimeMode;
 use weir_core::spec::SinkSpec;
 
 use crate::catalog::{Catalog, TableEntry, WatermarkDef};
+use crate::connectors::ConnectorRegistry;
 use crate::functions::Functions;
 use crate::lower::Lowering;
 use crate::planner::Provider;
@@ -130,6 +131,7 @@ pub enum StatementResult {
 pub struct SqlSession {
     catalog: Catalog,
     functions: Functions,
+    connectors: ConnectorRegistry,
     options: BTreeMap<String, String>,
     inserts: Vec<PlannedInsert>,
     queries: Vec<LogicalPlan>,
@@ -144,6 +146,16 @@ impl SqlSession {
     /// The functions SQL can call; register UDFs here.
     pub fn functions_mut(&mut self) -> &mut Functions {
         &mut self.functions
+    }
+
+    /// The connectors tables can name; register your own here.
+    pub fn connectors_mut(&mut self) -> &mut ConnectorRegistry {
+        &mut self.connectors
+    }
+
+    /// The connectors tables can name.
+    pub fn connectors(&self) -> &ConnectorRegistry {
+        &self.connectors
     }
 
     /// The tables and views declared so far.
@@ -258,7 +270,7 @@ impl SqlSession {
                 // Lower now so an unsupported query fails before anything runs.
                 let env = StreamExecutionEnvironment::new(Default::default());
                 apply_options(&env, &self.options)?;
-                Lowering::new(&env, &self.catalog, None)
+                Lowering::new(&env, &self.catalog, &self.connectors, None)
                     .lower(&plan)
                     .map_err(weir_err)?;
                 self.queries.push(plan);
@@ -358,7 +370,7 @@ impl SqlSession {
             watermark,
         };
         // Check the connector and its options now, not when the job starts.
-        connectors::validate(&entry).map_err(weir_err)?;
+        self.connectors.validate(&entry).map_err(weir_err)?;
         Ok(entry)
     }
 
@@ -367,7 +379,7 @@ impl SqlSession {
             return Err(err("unsupported: INSERT INTO a table function"));
         };
         let table = self.catalog.table(name)?;
-        connectors::sink(table).map_err(weir_err)?;
+        self.connectors.sink(table).map_err(weir_err)?;
         let Some(query) = &insert.source else {
             return Err(err("INSERT needs a query (INSERT INTO t SELECT …)"));
         };
@@ -437,10 +449,10 @@ impl SqlSession {
         // Lower now: an unsupported query fails before anything runs.
         let env = StreamExecutionEnvironment::new(Default::default());
         apply_options(&env, &self.options)?;
-        let stream = Lowering::new(&env, &self.catalog, None)
+        let stream = Lowering::new(&env, &self.catalog, &self.connectors, None)
             .lower(&plan)
             .map_err(weir_err)?;
-        check_changelog_sink(table, &stream)?;
+        check_changelog_sink(&self.connectors, table, &stream)?;
         Ok(PlannedInsert {
             table: name.to_string(),
             plan,
@@ -491,13 +503,14 @@ impl SqlSession {
             .options
             .get("table.exec.state.ttl")
             .and_then(|v| connectors::parse_duration_ms(v));
-        let mut lowering = Lowering::new(env, &self.catalog, idle).with_state_ttl(ttl);
+        let mut lowering =
+            Lowering::new(env, &self.catalog, &self.connectors, idle).with_state_ttl(ttl);
         for insert in &self.inserts {
             let object = sql::ObjectName::from(vec![sql::Ident::new(insert.table.clone())]);
             let table = self.catalog.table(&object)?;
-            let sink = connectors::sink(table).map_err(weir_err)?;
+            let sink = self.connectors.sink(table).map_err(weir_err)?;
             let stream = lowering.lower(&insert.plan).map_err(weir_err)?;
-            check_changelog_sink(table, &stream)?;
+            check_changelog_sink(&self.connectors, table, &stream)?;
             stream.sink_to(sink, &insert.table).map_err(weir_err)?;
         }
         for (i, q) in self.queries.iter().enumerate() {
@@ -513,11 +526,12 @@ impl SqlSession {
 /// An updating query into a sink that takes only inserts is refused, as
 /// Flink refuses it.
 fn check_changelog_sink(
+    connectors: &ConnectorRegistry,
     table: &TableEntry,
     stream: &weir_core::api::DataStream,
 ) -> Result<(), SqlError> {
     if crate::lower::is_changelog(stream)
-        && !connectors::accepts_changelog(table).map_err(weir_err)?
+        && !connectors.accepts_changelog(table).map_err(weir_err)?
     {
         return Err(err(format!(
             "table sink '{}' doesn't support consuming update changes, which the query produces (an unbounded GROUP BY); write them to a print, blackhole or flight table, to a filesystem table with 'sink.changelog-mode' = 'retract', or run in batch mode",

@@ -1,4 +1,4 @@
--- error: option 'base-time' = '2026-13-45 99:99:99' is not a timestamp
+-- error: option 'base-time' = '2026-13-45 99:99:99': expected timestamp
 -- Month 13, day 45, hour 99 do not exist; they once rolled over into 2027.
 CREATE TABLE bid (auction BIGINT) WITH (
   'connector' = 'nexmark',

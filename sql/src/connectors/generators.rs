@@ -1,0 +1,358 @@
+//! The generator connectors: `datagen` (Flink's) and `nexmark` (the
+//! benchmark's events).
+//!
+//! Datagen timestamps are deterministic: row `n` of a `TIMESTAMP` column
+//! is at `fields.F.start` (default: when the job is planned) plus
+//! `n / rows-per-second` seconds, moved back by a pseudo-random lag of up
+//! to `fields.F.max-past`; so replays after a failure repeat the same rows.
+
+use arrow::datatypes::{DataType, SchemaRef};
+use datafusion_common::{Column, DFSchema};
+use datafusion_expr::{Expr, cast, lit};
+use weir_core::Result;
+use weir_core::nexmark::NexmarkConfig;
+use weir_core::spec::{ColumnGen, ComputedSourceSpec, GeneratorSpec, SourceSpec};
+
+use super::{
+    ConnectorFactory, ConnectorOption, OptionKind, conform_source, option_num, parse_duration_ms,
+    parse_num, parse_timestamp_ms, table_err,
+};
+use crate::catalog::TableEntry;
+use crate::lower::physical;
+
+/// `'connector' = 'datagen'`.
+pub(super) struct Datagen;
+
+impl ConnectorFactory for Datagen {
+    fn identifier(&self) -> &str {
+        "datagen"
+    }
+
+    fn is_source(&self) -> bool {
+        true
+    }
+
+    fn description(&self) -> &str {
+        "generated rows: sequences and random values per column, at a rate"
+    }
+
+    fn options(&self) -> Vec<ConnectorOption> {
+        vec![
+            ConnectorOption::optional(
+                "number-of-rows",
+                OptionKind::Integer,
+                None,
+                "rows in all; unbounded without it (a sequence bounds it too)",
+            ),
+            ConnectorOption::optional(
+                "rows-per-second",
+                OptionKind::Text,
+                Some("10000"),
+                "the table's rate over all subtasks, or 'unlimited'",
+            ),
+            ConnectorOption::optional(
+                "seed",
+                OptionKind::Integer,
+                Some("0"),
+                "seed of the random columns",
+            ),
+            ConnectorOption::prefix(
+                "fields.",
+                "per column: fields.F.kind ('random' | 'sequence'), .start, .end, .min, .max, .length, .max-past",
+            ),
+        ]
+    }
+
+    fn create_source(&self, table: &TableEntry) -> Option<Result<SourceSpec>> {
+        Some(datagen(table))
+    }
+}
+
+/// `'connector' = 'nexmark'`.
+pub(super) struct Nexmark;
+
+impl ConnectorFactory for Nexmark {
+    fn identifier(&self) -> &str {
+        "nexmark"
+    }
+
+    fn is_source(&self) -> bool {
+        true
+    }
+
+    fn description(&self) -> &str {
+        "the Nexmark benchmark's Person, Auction and Bid events"
+    }
+
+    fn options(&self) -> Vec<ConnectorOption> {
+        use OptionKind::{Boolean, Integer, Text, Timestamp};
+        vec![
+            ConnectorOption::optional(
+                "events.num",
+                Integer,
+                None,
+                "events in all; unbounded without it",
+            ),
+            ConnectorOption::optional(
+                "first-event.rate",
+                Integer,
+                Some("10000"),
+                "events per second of event time",
+            ),
+            ConnectorOption::optional(
+                "next-event.rate",
+                Integer,
+                None,
+                "accepted for Flink's DDL; the rate is first-event.rate",
+            ),
+            ConnectorOption::optional(
+                "tps",
+                Integer,
+                None,
+                "events per second (Flink's older name)",
+            ),
+            ConnectorOption::optional(
+                "max-emit-speed",
+                Boolean,
+                Some("false"),
+                "generate as fast as possible",
+            ),
+            ConnectorOption::optional(
+                "person.proportion",
+                Integer,
+                Some("1"),
+                "share of Person events",
+            ),
+            ConnectorOption::optional(
+                "auction.proportion",
+                Integer,
+                Some("3"),
+                "share of Auction events",
+            ),
+            ConnectorOption::optional("bid.proportion", Integer, Some("46"), "share of Bid events"),
+            ConnectorOption::optional(
+                "base-time",
+                Timestamp,
+                None,
+                "event time of the first event",
+            ),
+            ConnectorOption::optional("keep-alive", Text, None, "accepted for Flink's DDL"),
+            ConnectorOption::optional("stop-at", Text, None, "accepted for Flink's DDL"),
+        ]
+    }
+
+    fn create_source(&self, table: &TableEntry) -> Option<Result<SourceSpec>> {
+        Some(nexmark(table))
+    }
+}
+
+fn nexmark(t: &TableEntry) -> Result<SourceSpec> {
+    let mut c = NexmarkConfig {
+        events: option_num::<u64>(t, "events.num")?.filter(|&n| n > 0),
+        ..Default::default()
+    };
+    if let Some(tps) = option_num::<u64>(t, "tps")?.or(option_num(t, "first-event.rate")?) {
+        c.tps = tps;
+    }
+    let max_speed = t
+        .option("max-emit-speed")
+        .map(|v| v.eq_ignore_ascii_case("true"))
+        .unwrap_or(false);
+    c.rate = (!max_speed).then_some(c.tps);
+    if let Some(p) = option_num(t, "person.proportion")? {
+        c.person_proportion = p;
+    }
+    if let Some(p) = option_num(t, "auction.proportion")? {
+        c.auction_proportion = p;
+    }
+    if let Some(p) = option_num(t, "bid.proportion")? {
+        c.bid_proportion = p;
+    }
+    if let Some(b) = t.option("base-time") {
+        c.base_time_ms = parse_timestamp_ms(b).ok_or_else(|| {
+            table_err(t, format!("option 'base-time' = '{b}' is not a timestamp"))
+        })?;
+    }
+    c.validate().map_err(|e| table_err(t, e))?;
+    conform_source(t, SourceSpec::Generator(GeneratorSpec::nexmark(c)))
+}
+
+fn datagen(t: &TableEntry) -> Result<SourceSpec> {
+    let rate = match t.option("rows-per-second") {
+        Some(v) if v.eq_ignore_ascii_case("unlimited") => None,
+        Some(v) => Some(parse_num::<u64>(t, "rows-per-second", v)?),
+        None => Some(10_000),
+    };
+    if rate == Some(0) {
+        return Err(table_err(
+            t,
+            "rows-per-second must be positive (or 'unlimited')",
+        ));
+    }
+    let mut rows: Option<u64> = option_num(t, "number-of-rows")?;
+    let mut spec = GeneratorSpec::new(None);
+    spec.seed = option_num(t, "seed")?.unwrap_or(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let mut exprs = vec![];
+    for field in t.schema.fields() {
+        let name = field.name();
+        let opt = |k: &str| t.option(&format!("fields.{name}.{k}"));
+        let num = |k: &str| -> Result<Option<f64>> {
+            opt(k)
+                .map(|v| parse_num::<f64>(t, &format!("fields.{name}.{k}"), v))
+                .transpose()
+        };
+        let kind = opt("kind").unwrap_or("random").to_ascii_lowercase();
+        let ty = field.data_type();
+        let generated = Expr::Column(Column::new_unqualified(name));
+        let (generator, expr) = match (kind.as_str(), ty) {
+            ("sequence", ty) if ty.is_integer() => {
+                let start = num("start")?.ok_or_else(|| {
+                    table_err(
+                        t,
+                        format!(
+                            "fields.{name}.kind = 'sequence' needs fields.{name}.start and .end"
+                        ),
+                    )
+                })? as i64;
+                let end = num("end")?.ok_or_else(|| {
+                    table_err(
+                        t,
+                        format!("fields.{name}.kind = 'sequence' needs fields.{name}.end"),
+                    )
+                })? as i64;
+                if end < start {
+                    return Err(table_err(
+                        t,
+                        format!("fields.{name}: end {end} is before start {start}"),
+                    ));
+                }
+                // As wide integers: a sequence over the whole i64 range
+                // must not overflow while counting its rows.
+                let count = u64::try_from(end as i128 - start as i128 + 1).unwrap_or(u64::MAX);
+                rows = Some(rows.map_or(count, |r| r.min(count)));
+                (ColumnGen::Sequence, generated + lit(start))
+            }
+            ("sequence", DataType::Utf8 | DataType::LargeUtf8) => {
+                let start = num("start")?.unwrap_or(0.0) as i64;
+                if let Some(end) = num("end")? {
+                    let count = u64::try_from((end as i64 as i128 - start as i128 + 1).max(0))
+                        .unwrap_or(u64::MAX);
+                    rows = Some(rows.map_or(count, |r| r.min(count)));
+                }
+                (ColumnGen::Sequence, generated + lit(start))
+            }
+            ("random", ty) if ty.is_integer() => {
+                let (lo, hi) = integer_range(ty);
+                let min = num("min")?.map_or(lo, |v| v as i64);
+                let max = num("max")?.map_or(hi, |v| v as i64);
+                if min > max {
+                    return Err(table_err(
+                        t,
+                        format!("fields.{name}: min {min} is above max {max}"),
+                    ));
+                }
+                (ColumnGen::UniformInt { min, max }, generated)
+            }
+            (
+                "random",
+                DataType::Float32
+                | DataType::Float64
+                | DataType::Decimal128(..)
+                | DataType::Decimal256(..),
+            ) => {
+                let min = num("min")?.unwrap_or(0.0);
+                let max = num("max")?.unwrap_or(1.0);
+                if min.partial_cmp(&max) != Some(std::cmp::Ordering::Less) {
+                    return Err(table_err(
+                        t,
+                        format!("fields.{name}: min {min} must be below max {max}"),
+                    ));
+                }
+                (ColumnGen::UniformFloat { min, max }, generated)
+            }
+            ("random", DataType::Boolean) => (ColumnGen::UniformInt { min: 0, max: 1 }, generated),
+            ("random", DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => {
+                let length = num("length")?.unwrap_or(100.0) as usize;
+                (ColumnGen::RandomString { length }, generated)
+            }
+            ("random", DataType::Timestamp(_, _)) => {
+                let start = match opt("start") {
+                    Some(v) => parse_timestamp_ms(v).ok_or_else(|| {
+                        table_err(t, format!("fields.{name}.start = '{v}' is not a timestamp"))
+                    })?,
+                    None => now,
+                };
+                let lag = match opt("max-past") {
+                    Some(v) => parse_duration_ms(v).ok_or_else(|| {
+                        table_err(
+                            t,
+                            format!("fields.{name}.max-past = '{v}' is not a duration"),
+                        )
+                    })?,
+                    None => 0,
+                };
+                (
+                    ColumnGen::EventTime {
+                        start_ms: start,
+                        events_per_second: rate.unwrap_or(1000),
+                        max_out_of_orderness_ms: lag,
+                    },
+                    generated,
+                )
+            }
+            (k, ty) if k == "random" || k == "sequence" => {
+                return Err(table_err(
+                    t,
+                    format!("datagen cannot generate {kind} values of type {ty} (column '{name}')"),
+                ));
+            }
+            (k, _) => {
+                return Err(table_err(
+                    t,
+                    format!(
+                        "fields.{name}.kind = '{k}': datagen kinds are 'random' and 'sequence'"
+                    ),
+                ));
+            }
+        };
+        spec.columns.push((name.clone(), generator));
+        exprs.push((expr, field));
+    }
+    spec.num_events = rows;
+    spec.rate = rate;
+    let inner = SourceSpec::Generator(spec);
+    let gen_schema: SchemaRef = inner.schema();
+    let df = DFSchema::try_from(gen_schema.as_ref().clone())?;
+    let exprs = exprs
+        .into_iter()
+        .map(|(e, field)| {
+            use datafusion_expr::ExprSchemable;
+            let e = if &e.get_type(&df)? == field.data_type() {
+                e
+            } else {
+                cast(e, field.data_type().clone())
+            };
+            Ok((physical(&e, &df)?, field.name().clone()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(SourceSpec::Computed(ComputedSourceSpec {
+        inner: Box::new(inner),
+        exprs,
+    }))
+}
+
+fn integer_range(t: &DataType) -> (i64, i64) {
+    match t {
+        DataType::Int8 => (i8::MIN as i64, i8::MAX as i64),
+        DataType::Int16 => (i16::MIN as i64, i16::MAX as i64),
+        DataType::Int32 => (i32::MIN as i64, i32::MAX as i64),
+        DataType::UInt8 => (0, u8::MAX as i64),
+        DataType::UInt16 => (0, u16::MAX as i64),
+        DataType::UInt32 => (0, u32::MAX as i64),
+        _ => (i64::MIN, i64::MAX),
+    }
+}
