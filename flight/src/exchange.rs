@@ -214,8 +214,14 @@ impl ExchangeServer {
                 )));
             }
         };
-        let flights =
-            stream.map(|r| r.map_err(|s| arrow_flight::error::FlightError::Tonic(Box::new(s))));
+        // Frames come from another process: their lengths are checked
+        // before the decoder allocates by them.
+        let flights = stream.map(|r| {
+            let data = r.map_err(|s| arrow_flight::error::FlightError::Tonic(Box::new(s)))?;
+            weir_core::wire::check_ipc_message(&data.data_header, data.data_body.len())
+                .map_err(|e| arrow_flight::error::FlightError::DecodeError(e.to_string()))?;
+            Ok(data)
+        });
         let mut decoder = FlightDataDecoder::new(flights);
         while let Some(item) = decoder.next().await {
             let message = match item {
