@@ -401,7 +401,6 @@ impl ClusterState {
             .collect())
     }
 
-    /// Fail a job for good, releasing its slots.
     /// Forget the oldest finished jobs beyond `history_max`; running jobs
     /// are always kept.
     fn forget_old_jobs(&mut self) {
@@ -417,6 +416,7 @@ impl ClusterState {
         }
     }
 
+    /// Fail a job for good, releasing its slots.
     pub(crate) fn job_failed(&mut self, id: &str, cause: String) {
         if let Some(job) = self.jobs.get_mut(id) {
             job.fail(cause);

@@ -106,11 +106,14 @@ thread_local! {
 /// Run a third-party decoder (arrow-ipc, parquet, the CSV reader) over
 /// bytes Weir did not write itself. Those decoders trust lengths and
 /// offsets inside the data and panic on some they cannot satisfy; here a
-/// panic becomes [`WeirError::BadInput`] at `location`, so a damaged file or
+/// panic becomes [`WeirError::BadInput`] at `location()` (made only then), so a damaged file or
 /// request fails its job or call instead of taking the process down.
 /// (Allocations a damaged length asks for are checked before decoding
 /// where Weir can see them, e.g. the framing of Arrow IPC payloads.)
-pub fn guard_decoder<T>(location: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+pub fn guard_decoder<T>(
+    location: impl FnOnce() -> String,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
     GUARDED.with(|c| c.set(c.get() + 1));
     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     GUARDED.with(|c| c.set(c.get() - 1));
@@ -121,7 +124,7 @@ pub fn guard_decoder<T>(location: &str, f: impl FnOnce() -> Result<T>) -> Result
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "the decoder gave up".into());
         Err(WeirError::bad_input(
-            location,
+            location(),
             format!("malformed data: {why}"),
         ))
     })

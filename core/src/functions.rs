@@ -449,26 +449,31 @@ impl ScalarUDFImpl for FlinkFunction {
                     strings(&arrays[1])?,
                     strings(&arrays[2])?,
                 );
-                let mut compiled: HashMap<(String, String), (regex::Regex, String)> =
-                    HashMap::new();
+                // The pattern and replacement are nearly always constants:
+                // keep the last compiled pair and compare by reference to
+                // it, allocating only when they change.
+                let mut last: Option<(String, String, regex::Regex, String)> = None;
                 let mut b = StringBuilder::with_capacity(n, n * 8);
                 for i in 0..n {
                     if s.is_null(i) || re.is_null(i) || with.is_null(i) {
                         b.append_null();
                         continue;
                     }
-                    let key = (re.value(i).to_string(), with.value(i).to_string());
-                    if !compiled.contains_key(&key) {
-                        let r = regex::Regex::new(&key.0).map_err(|e| {
+                    let (pattern, with) = (re.value(i), with.value(i));
+                    let fresh = last
+                        .as_ref()
+                        .is_none_or(|(p, w, _, _)| p != pattern || w != with);
+                    if fresh {
+                        let r = regex::Regex::new(pattern).map_err(|e| {
                             DataFusionError::Execution(format!(
-                                "REGEXP_REPLACE: bad regular expression '{}': {e}",
-                                key.0
+                                "REGEXP_REPLACE: bad regular expression '{pattern}': {e}"
                             ))
                         })?;
-                        let replacement = java_replacement(&key.1);
-                        compiled.insert(key.clone(), (r, replacement));
+                        last = Some((pattern.into(), with.into(), r, java_replacement(with)));
                     }
-                    let (r, replacement) = &compiled[&key];
+                    let Some((_, _, r, replacement)) = &last else {
+                        continue;
+                    };
                     // Java's replaceAll: every match, not the first only.
                     b.append_value(r.replace_all(s.value(i), replacement.as_str()));
                 }
@@ -500,21 +505,16 @@ impl ScalarUDFImpl for FlinkFunction {
                 Arc::new(out)
             }
             Kind::Concat => {
-                let parts = arrays.iter().map(strings).collect::<Result<Vec<_>>>()?;
-                let mut b = StringBuilder::with_capacity(n, n * 16);
-                let mut text = String::new();
-                for i in 0..n {
-                    // Flink: NULL when any argument is NULL (DataFusion's
-                    // concat skips them).
-                    if parts.iter().any(|p| p.is_null(i)) {
-                        b.append_null();
-                        continue;
-                    }
-                    text.clear();
-                    parts.iter().for_each(|p| text.push_str(p.value(i)));
-                    b.append_value(&text);
+                // Flink: NULL when any argument is NULL, as arrow's kernel
+                // has it (DataFusion's concat skips NULLs).
+                if arrays.is_empty() {
+                    return exec_err!("CONCAT needs at least one argument");
                 }
-                Arc::new(b.finish())
+                let parts = arrays.iter().map(strings).collect::<Result<Vec<_>>>()?;
+                let refs: Vec<&arrow::array::StringArray> = parts.iter().collect();
+                Arc::new(
+                    arrow::compute::kernels::concat_elements::concat_elements_utf8_many(&refs)?,
+                )
             }
             Kind::Proctime => {
                 let now = std::time::SystemTime::now()

@@ -412,10 +412,13 @@ fn decode_batches(text: &str) -> Result<Vec<RecordBatch>> {
     // and panics on some it cannot satisfy (found by fuzzing the job-graph
     // decoder); the payload comes from a client, so a panic there is a
     // malformed request, not a crash of the coordinator or a worker.
-    crate::error::guard_decoder("an Arrow IPC payload of the job graph", || {
-        let reader = StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
-        Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
-    })
+    crate::error::guard_decoder(
+        || "an Arrow IPC payload of the job graph".into(),
+        || {
+            let reader = StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
+            Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
+        },
+    )
 }
 
 /// Walk the messages of an IPC stream before arrow-ipc reads it: every

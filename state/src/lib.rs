@@ -259,8 +259,8 @@ impl CheckpointStorage {
             WeirError::Execution(format!("checkpoint file {} is damaged: {e}", table.path))
         };
         // A checkpoint folder is written by anyone who can write there.
-        let location = format!("checkpoint file {}", table.path);
-        let batch = weir_core::error::guard_decoder(&location, || {
+        let location = || format!("checkpoint file {}", table.path);
+        let batch = weir_core::error::guard_decoder(location, || {
             let reader = ParquetRecordBatchReaderBuilder::try_new(data)
                 .map_err(|e| bad(&e))?
                 .build()

@@ -87,40 +87,34 @@ impl CsvSource {
 impl Source for CsvSource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
         let (spec, batch_size) = (&self.spec, self.batch_size);
-        let location = match spec.files.as_slice() {
-            [one] => one.display().to_string(),
-            files => format!("one of {} CSV files", files.len()),
-        };
-        weir_core::error::guard_decoder(&location, || {
-            poll_splits(
-                &mut self.reader,
-                &mut self.cursor,
-                |k, skip| {
-                    let path = spec.files.get(k).ok_or_else(|| {
-                        WeirError::Execution(format!(
-                            "checkpointed file {k} is not in this source ({} files)",
-                            spec.files.len()
-                        ))
-                    })?;
-                    let location = path.display().to_string();
-                    let file = File::open(path).map_err(|e| WeirError::io(location.clone(), e))?;
-                    let mut builder = ReaderBuilder::new(Arc::clone(&spec.schema))
-                        .with_header(spec.has_header)
-                        .with_delimiter(spec.delimiter)
-                        .with_batch_size(batch_size);
-                    if skip > 0 {
-                        // Records already emitted before the checkpoint (the
-                        // decoder adds the header line to both bounds).
-                        builder = builder.with_bounds(skip as usize, usize::MAX / 2);
-                    }
-                    let reader = builder
-                        .build_buffered(BufReader::new(file))
-                        .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
-                    Ok((reader, location))
-                },
-                |e| file_line_numbers(&e.to_string(), &spec.schema),
-            )
-        })
+        poll_splits(
+            &mut self.reader,
+            &mut self.cursor,
+            |k, skip| {
+                let path = spec.files.get(k).ok_or_else(|| {
+                    WeirError::Execution(format!(
+                        "checkpointed file {k} is not in this source ({} files)",
+                        spec.files.len()
+                    ))
+                })?;
+                let location = path.display().to_string();
+                let file = File::open(path).map_err(|e| WeirError::io(location.clone(), e))?;
+                let mut builder = ReaderBuilder::new(Arc::clone(&spec.schema))
+                    .with_header(spec.has_header)
+                    .with_delimiter(spec.delimiter)
+                    .with_batch_size(batch_size);
+                if skip > 0 {
+                    // Records already emitted before the checkpoint (the
+                    // decoder adds the header line to both bounds).
+                    builder = builder.with_bounds(skip as usize, usize::MAX / 2);
+                }
+                let reader = builder
+                    .build_buffered(BufReader::new(file))
+                    .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
+                Ok((reader, location))
+            },
+            |e| file_line_numbers(&e.to_string(), &spec.schema),
+        )
     }
 
     /// `split` (file `k`) and `rows_read` of each file not yet finished

@@ -265,9 +265,14 @@ pub(crate) fn poll_splits<R>(
 where
     R: Iterator<Item = std::result::Result<RecordBatch, arrow::error::ArrowError>>,
 {
+    // Files are read by third-party decoders (parquet, arrow's CSV reader)
+    // that panic on some damaged input: a panic there is bad input at the
+    // split being read.
+    use weir_core::error::guard_decoder;
     loop {
         if let Some((reader, location)) = current {
-            match reader.next() {
+            let next = guard_decoder(|| location.clone(), || Ok(reader.next()))?;
+            match next {
                 Some(Ok(batch)) => {
                     cursor.advanced(batch.num_rows());
                     return Ok(SourcePoll::Batch(batch));
@@ -279,7 +284,12 @@ where
             }
         }
         match cursor.next_split() {
-            Some((k, skip)) => *current = Some(open(k, skip)?),
+            Some((k, skip)) => {
+                *current = Some(guard_decoder(
+                    || format!("split {k} of the source"),
+                    || open(k, skip),
+                )?)
+            }
             None => return Ok(SourcePoll::Finished),
         }
     }

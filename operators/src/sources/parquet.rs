@@ -26,15 +26,17 @@ pub fn parquet_source(
     let mut row_groups = Vec::with_capacity(files.len());
     for f in &files {
         let file = File::open(f).map_err(|e| WeirError::io(f.display().to_string(), e))?;
-        let location = f.display().to_string();
-        let builder = weir_core::error::guard_decoder(&location, || {
-            ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
-                WeirError::bad_input(
-                    f.display().to_string(),
-                    format!("not a readable Parquet file: {e}"),
-                )
-            })
-        })?;
+        let builder = weir_core::error::guard_decoder(
+            || f.display().to_string(),
+            || {
+                ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
+                    WeirError::bad_input(
+                        f.display().to_string(),
+                        format!("not a readable Parquet file: {e}"),
+                    )
+                })
+            },
+        )?;
         row_groups.push(builder.metadata().num_row_groups());
         let s = Arc::clone(builder.schema());
         match &schema {
@@ -141,35 +143,24 @@ fn open_split(
     Ok((reader, location))
 }
 
-/// The files of a source, for an error that cannot say which one.
-fn describe_files(files: &[PathBuf]) -> String {
-    match files {
-        [one] => one.display().to_string(),
-        _ => format!("one of {} Parquet files", files.len()),
-    }
-}
-
 impl Source for ParquetSource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
         let (spec, batch_size, splits) = (&self.spec, self.batch_size, &self.splits);
-        let location = describe_files(&spec.files);
-        weir_core::error::guard_decoder(&location, || {
-            poll_splits(
-                &mut self.reader,
-                &mut self.cursor,
-                |k, skip| {
-                    let &(f, rg) = splits.get(k).ok_or_else(|| {
-                        WeirError::Execution(format!(
-                            "checkpointed split {k} is not in this source ({} splits): \
+        poll_splits(
+            &mut self.reader,
+            &mut self.cursor,
+            |k, skip| {
+                let &(f, rg) = splits.get(k).ok_or_else(|| {
+                    WeirError::Execution(format!(
+                        "checkpointed split {k} is not in this source ({} splits): \
                          its files changed",
-                            splits.len()
-                        ))
-                    })?;
-                    open_split(spec, batch_size, f, rg, skip)
-                },
-                |e| e.to_string(),
-            )
-        })
+                        splits.len()
+                    ))
+                })?;
+                open_split(spec, batch_size, f, rg, skip)
+            },
+            |e| e.to_string(),
+        )
     }
 
     /// `split` (row group `k` in file order) and `rows_read` of each row
