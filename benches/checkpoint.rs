@@ -20,8 +20,9 @@
 use std::time::{Duration, Instant};
 
 use mimalloc::MiMalloc;
-use weir_core::spec::{AggregateSpec, ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::spec::{AggregateSpec, SourceSpec};
 use weir_core::time::{TumblingEventTimeWindows, WatermarkStrategy};
+use weir_operators::connectors::{ColumnGen, GeneratorSpec};
 
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
@@ -59,7 +60,7 @@ fn run_job(
         )
         .rate(shape.events / shape.seconds);
     env.from_source(
-        SourceSpec::Generator(generator),
+        SourceSpec::from(generator),
         WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::ZERO),
         "events",
     )
@@ -79,7 +80,7 @@ fn run_job(
         AggregateSpec::sum("amount"),
     ])
     .unwrap()
-    .sink_to(SinkSpec::Blackhole, "blackhole")
+    .sink_to(weir_operators::connectors::blackhole(), "blackhole")
     .unwrap();
     env.execute("checkpoint bench").unwrap()
 }

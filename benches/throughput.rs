@@ -27,11 +27,12 @@ use datafusion_expr::{col, lit};
 use mimalloc::MiMalloc;
 use weir_core::api::StreamExecutionEnvironment;
 use weir_core::config::RuntimeMode;
-use weir_core::spec::{AggregateSpec, ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::spec::{AggregateSpec, SourceSpec};
 use weir_core::time::{
     CumulativeEventTimeWindows, EventTimeSessionWindows, SlidingEventTimeWindows,
     TumblingEventTimeWindows, WatermarkStrategy, WindowAssigner,
 };
+use weir_operators::connectors::{ColumnGen, GeneratorSpec};
 
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
@@ -51,26 +52,24 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-fn generator(events: u64) -> SourceSpec {
-    SourceSpec::Generator(
-        GeneratorSpec::new(Some(events))
-            .column("key", ColumnGen::Key { cardinality: 1_000 })
-            .column(
-                "price",
-                ColumnGen::UniformInt {
-                    min: 1,
-                    max: 10_000,
-                },
-            )
-            .column(
-                "ts",
-                ColumnGen::EventTime {
-                    start_ms: 0,
-                    events_per_second: 1_000_000,
-                    max_out_of_orderness_ms: 0,
-                },
-            ),
-    )
+fn generator(events: u64) -> GeneratorSpec {
+    GeneratorSpec::new(Some(events))
+        .column("key", ColumnGen::Key { cardinality: 1_000 })
+        .column(
+            "price",
+            ColumnGen::UniformInt {
+                min: 1,
+                max: 10_000,
+            },
+        )
+        .column(
+            "ts",
+            ColumnGen::EventTime {
+                start_ms: 0,
+                events_per_second: 1_000_000,
+                max_out_of_orderness_ms: 0,
+            },
+        )
 }
 
 fn env(parallelism: usize) -> StreamExecutionEnvironment {
@@ -87,14 +86,14 @@ fn stateless(events: u64, parallelism: usize) -> StreamExecutionEnvironment {
         .unwrap()
         .project(vec![col("key"), (col("price") * lit(2)).alias("price2")])
         .unwrap()
-        .sink_to(SinkSpec::Blackhole, "blackhole")
+        .sink_to(weir_operators::connectors::blackhole(), "blackhole")
         .unwrap();
     env
 }
 
 /// source -> key_by(key) -> window -> count + sum(price) -> blackhole.
 fn window_job(
-    source: SourceSpec,
+    source: impl Into<SourceSpec>,
     assigner: WindowAssigner,
     parallelism: usize,
     mode: RuntimeMode,
@@ -115,18 +114,16 @@ fn window_job(
         AggregateSpec::sum("price").alias("total"),
     ])
     .unwrap()
-    .sink_to(SinkSpec::Blackhole, "blackhole")
+    .sink_to(weir_operators::connectors::blackhole(), "blackhole")
     .unwrap();
     env
 }
 
 /// Like [`generator`] with `keys` distinct keys.
-fn keyed_generator(events: u64, keys: u64) -> SourceSpec {
-    let SourceSpec::Generator(mut g) = generator(events) else {
-        unreachable!()
-    };
+fn keyed_generator(events: u64, keys: u64) -> GeneratorSpec {
+    let mut g = generator(events);
     g.columns[0].1 = ColumnGen::Key { cardinality: keys };
-    SourceSpec::Generator(g)
+    g
 }
 
 /// Two generators of `events / 2` each -> interval join on key within
@@ -134,11 +131,9 @@ fn keyed_generator(events: u64, keys: u64) -> SourceSpec {
 fn interval_join_job(events: u64) -> StreamExecutionEnvironment {
     let env = env(1);
     let side = |seed: u64, name: &str| {
-        let SourceSpec::Generator(g) = keyed_generator(events / 2, 100_000) else {
-            unreachable!()
-        };
+        let g = keyed_generator(events / 2, 100_000);
         env.from_source(
-            SourceSpec::Generator(g.seed(seed)),
+            g.seed(seed),
             WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(100)),
             name,
         )
@@ -150,7 +145,7 @@ fn interval_join_job(events: u64) -> StreamExecutionEnvironment {
     left.interval_join(&right)
         .between(0, 50)
         .unwrap()
-        .sink_to(SinkSpec::Blackhole, "blackhole")
+        .sink_to(weir_operators::connectors::blackhole(), "blackhole")
         .unwrap();
     env
 }
@@ -164,9 +159,7 @@ fn parquet_events(dir: &std::path::Path, events: u64) -> SourceSpec {
         env.from_source(generator(events), WatermarkStrategy::no_watermarks(), "gen")
             .unwrap()
             .sink_to(
-                SinkSpec::Parquet {
-                    dir: dir.to_path_buf(),
-                },
+                weir_operators::connectors::parquet_sink(dir.to_path_buf()),
                 "events",
             )
             .unwrap();

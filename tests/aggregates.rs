@@ -90,7 +90,7 @@ fn run(batches: &[Vec<Event>], assigner: WindowAssigner, p: usize, mode: Runtime
         signature: Signature::exact(vec![DataType::Int64], Volatility::Immutable),
     }));
     let out = CollectHandle::new();
-    let source = SourceSpec::Memory(MemorySourceSpec::new(
+    let source = SourceSpec::from(MemorySourceSpec::new(
         event_schema(),
         batches.iter().map(|b| event_batch(b)).collect(),
     ));
@@ -110,7 +110,7 @@ fn run(batches: &[Vec<Event>], assigner: WindowAssigner, p: usize, mode: Runtime
         AggregateSpec::udf(udf, "value"),
     ])
     .unwrap()
-    .sink_to(SinkSpec::Collect(out.clone()), "out")
+    .sink_to(SinkSpec::from(out.clone()), "out")
     .unwrap();
     let result = env.execute("aggregates").unwrap();
     assert_eq!(result.counter("num_late_records_dropped"), 0);
@@ -257,7 +257,7 @@ fn run_median(
         )?])
     };
     let out = CollectHandle::new();
-    let source = SourceSpec::Memory(MemorySourceSpec::new(
+    let source = SourceSpec::from(MemorySourceSpec::new(
         event_schema(),
         batches.iter().map(|b| event_batch(b)).collect(),
     ));
@@ -272,7 +272,7 @@ fn run_median(
     .window(assigner)
     .process("Median", schema, median)
     .unwrap()
-    .sink_to(SinkSpec::Collect(out.clone()), "out")
+    .sink_to(SinkSpec::from(out.clone()), "out")
     .unwrap();
     env.execute("median").unwrap();
     let mut rows = Vec::new();
@@ -344,7 +344,7 @@ proptest! {
 
         let env = weir_worker::local_environment().unwrap();
         let out = CollectHandle::new();
-        let source = SourceSpec::Memory(MemorySourceSpec::new(
+        let source = SourceSpec::from(MemorySourceSpec::new(
             event_schema(),
             events.iter().map(|b| event_batch(b)).collect(),
         ));
@@ -361,7 +361,7 @@ proptest! {
             .unwrap()
             .set_parallelism(2)
             .unwrap()
-            .sink_to(SinkSpec::Collect(out.clone()), "out")
+            .sink_to(SinkSpec::from(out.clone()), "out")
             .unwrap();
         env.execute("count").unwrap();
         let mut got = Vec::new();

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use weir_core::spec::{ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::spec::SourceSpec;
 use weir_core::time::WatermarkStrategy;
+use weir_operators::connectors::{ColumnGen, GeneratorSpec};
 
 const BATCH: usize = 1000;
 const PRODUCERS: usize = 2;
@@ -29,7 +30,7 @@ fn max_rows_in_flight(channel_capacity: usize) -> u64 {
         .column("v", ColumnGen::Sequence);
     let stream = env
         .from_source(
-            SourceSpec::Generator(generator),
+            SourceSpec::from(generator),
             WatermarkStrategy::no_watermarks(),
             "gen",
         )
@@ -63,7 +64,7 @@ fn max_rows_in_flight(channel_capacity: usize) -> u64 {
         .unwrap()
         .set_parallelism(CONSUMERS)
         .unwrap()
-        .sink_to(SinkSpec::Blackhole, "blackhole")
+        .sink_to(weir_operators::connectors::blackhole(), "blackhole")
         .unwrap();
     env.execute("backpressure").unwrap();
     assert_eq!(

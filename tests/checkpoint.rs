@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use weir_core::spec::{AggregateSpec, ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::spec::{AggregateSpec, SinkSpec, SourceSpec};
 use weir_core::time::{TumblingEventTimeWindows, WatermarkStrategy};
+use weir_operators::connectors::{ColumnGen, GeneratorSpec};
 use weir_tests::sorted_rows;
 
 const EVENTS: u64 = 240_000;
@@ -73,8 +74,8 @@ fn windows_for(out: &Path) -> weir_core::time::WindowAssigner {
 /// Parquet into `out`, or the Flight sink NAME for `flight:NAME`.
 fn sink_for(out: &Path) -> SinkSpec {
     match out.to_str().and_then(|o| o.strip_prefix("flight:")) {
-        Some(name) => SinkSpec::Flight { name: name.into() },
-        None => SinkSpec::Parquet { dir: out.into() },
+        Some(name) => weir_flight::flight_sink(name),
+        None => weir_operators::connectors::parquet_sink(out),
     }
 }
 
@@ -138,7 +139,7 @@ fn failing_events(
 ) -> weir_core::DataStream {
     let stream = env
         .from_source(
-            SourceSpec::Generator(generator),
+            SourceSpec::from(generator),
             WatermarkStrategy::for_bounded_out_of_orderness("ts", out_of_orderness),
             "events",
         )
@@ -432,7 +433,7 @@ fn a_read_committed_flight_sink_shows_each_row_once_after_a_restart() {
     )
     .unwrap();
     assert_eq!(result.restarts.len(), 1, "{:?}", result.restarts);
-    let sink = weir_core::sinkhub::SinkHub::global()
+    let sink = weir_flight::sinkhub::SinkHub::global()
         .by_name("committed-after-restart")
         .unwrap();
     let (batches, _) = sink.read_from(None).unwrap();
@@ -509,7 +510,7 @@ fn backpressured(
             AggregateSpec::sum("amount"),
         ])
         .unwrap()
-        .sink_to(SinkSpec::Parquet { dir: out.into() }, "out")
+        .sink_to(weir_operators::connectors::parquet_sink(out), "out")
         .unwrap();
     env.execute("back-pressured").unwrap()
 }
@@ -579,7 +580,7 @@ fn too_many_failed_checkpoints_fail_the_job_with_the_reason() {
     }
     let stream = env
         .from_source(
-            SourceSpec::Generator(
+            SourceSpec::from(
                 GeneratorSpec::new(None)
                     .column("key", ColumnGen::Key { cardinality: 10 })
                     .column(
@@ -602,7 +603,7 @@ fn too_many_failed_checkpoints_fail_the_job_with_the_reason() {
         .unwrap()
         .process("forgetful", schema, vec![], || Box::new(Forgetful))
         .unwrap()
-        .sink_to(SinkSpec::Blackhole, "out")
+        .sink_to(weir_operators::connectors::blackhole(), "out")
         .unwrap();
     let err = env.execute("declining").unwrap_err().to_string();
     assert!(
@@ -792,7 +793,7 @@ fn counting_job(
     first
         .side_output("counts")?
         .union(&[second])?
-        .sink_to(SinkSpec::Parquet { dir: out.into() }, "out")?;
+        .sink_to(weir_operators::connectors::parquet_sink(out), "out")?;
     env.execute("counting")
 }
 
@@ -1142,7 +1143,7 @@ fn file_source_job(
             AggregateSpec::sum("amount"),
         ])
         .unwrap()
-        .sink_to(SinkSpec::Parquet { dir: out.into() }, "out")
+        .sink_to(weir_operators::connectors::parquet_sink(out), "out")
         .unwrap();
     env.execute("file source").unwrap()
 }
@@ -1217,7 +1218,7 @@ fn buffering_job(
     .unwrap();
     let right = env
         .from_source(
-            SourceSpec::Generator(events(ROWS, 1000, 20_000, 50, 22).rate(10_000)),
+            SourceSpec::from(events(ROWS, 1000, 20_000, 50, 22).rate(10_000)),
             WatermarkStrategy::for_bounded_out_of_orderness("ts", ooo),
             "right",
         )
@@ -1270,7 +1271,7 @@ fn buffering_job(
         other => panic!("{other}"),
     };
     stream
-        .sink_to(SinkSpec::Parquet { dir: out.into() }, "out")
+        .sink_to(weir_operators::connectors::parquet_sink(out), "out")
         .unwrap();
     env.execute(operator).unwrap()
 }
@@ -1351,7 +1352,7 @@ fn count_window_job(
             AggregateSpec::sum("amount"),
         ])
         .unwrap()
-        .sink_to(SinkSpec::Parquet { dir: out.into() }, "out")
+        .sink_to(weir_operators::connectors::parquet_sink(out), "out")
         .unwrap();
     env.execute("count windows").unwrap()
 }

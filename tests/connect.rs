@@ -102,7 +102,7 @@ impl CoProcessFunction for BothSides {
 }
 
 fn source(batches: &[Vec<Event>]) -> SourceSpec {
-    SourceSpec::Memory(MemorySourceSpec::new(
+    SourceSpec::from(MemorySourceSpec::new(
         event_schema(),
         batches.iter().map(|b| event_batch(b)).collect(),
     ))
@@ -157,7 +157,7 @@ fn connected_keyed_streams_share_state_per_key() {
             Box::new(BothSides::new(Arc::clone(&s)))
         })
         .unwrap()
-        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .sink_to(SinkSpec::from(out.clone()), "out")
         .unwrap();
     env.execute("connect").unwrap();
     let mut expected: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
@@ -195,7 +195,7 @@ fn broadcast_input_reaches_every_subtask() {
             Box::new(BothSides::new(Arc::clone(&s)))
         })
         .unwrap()
-        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .sink_to(SinkSpec::from(out.clone()), "out")
         .unwrap();
     assert!(env.explain("b").unwrap().contains("BROADCAST"));
     env.execute("broadcast").unwrap();

@@ -3,20 +3,21 @@
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use arrow_flight::{FlightClient, Ticket};
-use weir_core::spec::{ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::spec::SourceSpec;
 use weir_core::time::WatermarkStrategy;
+use weir_operators::connectors::{ColumnGen, GeneratorSpec};
 use weir_tests::{listed, read};
 
 /// A job writing `n = 0..rows` into the Flight sink `sink`.
 fn numbers_into_sink(env: &weir_core::StreamExecutionEnvironment, rows: u64, sink: &str) {
     let spec = GeneratorSpec::new(Some(rows)).column("n", ColumnGen::Sequence);
     env.from_source(
-        SourceSpec::Generator(spec),
+        SourceSpec::from(spec),
         WatermarkStrategy::no_watermarks(),
         "numbers",
     )
     .unwrap()
-    .sink_to(SinkSpec::Flight { name: sink.into() }, "results")
+    .sink_to(weir_flight::flight_sink(sink), "results")
     .unwrap();
 }
 

@@ -42,7 +42,7 @@ fn damaged_parquet_files_are_bad_input() {
         let collected = weir_core::spec::CollectHandle::new();
         env.from_source(spec, WatermarkStrategy::no_watermarks(), "damaged")
             .unwrap()
-            .sink_to(SinkSpec::Collect(collected.clone()), "rows")
+            .sink_to(SinkSpec::from(collected.clone()), "rows")
             .unwrap();
         if let Err(e) = env.execute("damaged parquet") {
             let e = e.to_string();

@@ -15,7 +15,7 @@ fn start(idleness: Option<Duration>) -> (Box<dyn JobClient>, CollectHandle) {
     let env = weir_worker::local_environment().unwrap();
     env.configure(|c| c.watermark_interval = Duration::ZERO);
     let events: Vec<(i64, i64, i64)> = (0..3000).step_by(10).map(|t| (t % 3, 1, t)).collect();
-    let source = SourceSpec::Memory(
+    let source = SourceSpec::from(
         MemorySourceSpec::new(event_schema(), vec![event_batch(&events)]).unbounded(),
     );
     let mut strategy = WatermarkStrategy::for_monotonous_timestamps("ts");
@@ -32,7 +32,7 @@ fn start(idleness: Option<Duration>) -> (Box<dyn JobClient>, CollectHandle) {
         .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
         .aggregate(vec![AggregateSpec::count_star()])
         .unwrap()
-        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .sink_to(SinkSpec::from(out.clone()), "out")
         .unwrap();
     (env.execute_async("idleness").unwrap(), out)
 }

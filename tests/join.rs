@@ -26,7 +26,7 @@ fn run_join(
     env.set_parallelism(parallelism).set_runtime_mode(mode);
     env.configure(|c| c.watermark_interval = Duration::ZERO);
     let source = |batches: &[Vec<Event>]| {
-        SourceSpec::Memory(MemorySourceSpec::new(
+        SourceSpec::from(MemorySourceSpec::new(
             event_schema(),
             batches.iter().map(|b| event_batch(b)).collect(),
         ))
@@ -42,7 +42,7 @@ fn run_join(
         .interval_join(&r.key_by(&["key"]).unwrap())
         .between(bounds.0, bounds.1)
         .unwrap()
-        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .sink_to(SinkSpec::from(out.clone()), "out")
         .unwrap();
     let result = env.execute("join").unwrap();
     let mut pairs = Vec::new();
@@ -126,7 +126,7 @@ proptest! {
 fn bounds_are_validated_when_the_job_is_built() {
     let env = weir_worker::local_environment().unwrap();
     let s = || {
-        SourceSpec::Memory(MemorySourceSpec::new(
+        SourceSpec::from(MemorySourceSpec::new(
             event_schema(),
             vec![event_batch(&[(1, 1, 1)])],
         ))
@@ -207,7 +207,7 @@ fn run_window_join(
     // A watermark after every batch, so windows close while data flows.
     env.configure(|c| c.watermark_interval = Duration::ZERO);
     let source = |batches: &[Vec<Event>]| {
-        SourceSpec::Memory(MemorySourceSpec::new(
+        SourceSpec::from(MemorySourceSpec::new(
             event_schema(),
             batches.iter().map(|b| event_batch(b)).collect(),
         ))
@@ -222,7 +222,7 @@ fn run_window_join(
         .unwrap()
         .window_join(&r.key_by(&["key"]).unwrap(), assigner)
         .unwrap()
-        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .sink_to(SinkSpec::from(out.clone()), "out")
         .unwrap();
     let result = env.execute("window-join").unwrap();
     assert_eq!(result.counter("num_late_records_dropped"), 0);

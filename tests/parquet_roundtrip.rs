@@ -13,7 +13,6 @@ use datafusion_expr::{col, lit};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::properties::WriterProperties;
-use weir_core::spec::SinkSpec;
 use weir_core::time::WatermarkStrategy;
 use weir_operators::sources::parquet_source;
 use weir_tests::sorted_rows;
@@ -95,9 +94,7 @@ fn parquet_filter_project_parquet_round_trip() {
         ])
         .unwrap()
         .sink_to(
-            SinkSpec::Parquet {
-                dir: output.clone(),
-            },
+            weir_operators::connectors::parquet_sink(output.clone()),
             "out",
         )
         .unwrap();

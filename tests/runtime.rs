@@ -9,13 +9,14 @@ use arrow::datatypes::Int64Type;
 use arrow::record_batch::RecordBatch;
 use datafusion_expr::{col, lit};
 use weir_core::WeirError;
-use weir_core::spec::{CollectHandle, ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::spec::{CollectHandle, SinkSpec, SourceSpec};
 use weir_core::time::WatermarkStrategy;
+use weir_operators::connectors::{ColumnGen, GeneratorSpec};
 use weir_operators::sources::{CsvOptions, csv_source};
 use weir_tests::sorted_rows;
 
 fn numbers(n: u64) -> SourceSpec {
-    SourceSpec::Generator(
+    SourceSpec::from(
         GeneratorSpec::new(Some(n))
             .column("n", ColumnGen::Sequence)
             .column("k", ColumnGen::Key { cardinality: 10 }),
@@ -52,7 +53,7 @@ fn union_rebalance_and_broadcast_deliver_every_row() {
         .unwrap()
         .set_parallelism(3)
         .unwrap()
-        .sink_to(SinkSpec::Collect(rebalanced.clone()), "rebalanced")
+        .sink_to(SinkSpec::from(rebalanced.clone()), "rebalanced")
         .unwrap();
     let broadcast = CollectHandle::new();
     a.broadcast()
@@ -60,7 +61,7 @@ fn union_rebalance_and_broadcast_deliver_every_row() {
         .unwrap()
         .set_parallelism(3)
         .unwrap()
-        .sink_to(SinkSpec::Collect(broadcast.clone()), "broadcast")
+        .sink_to(SinkSpec::from(broadcast.clone()), "broadcast")
         .unwrap();
     let result = env.execute("partitioners").unwrap();
 
@@ -103,12 +104,12 @@ fn generator_content_does_not_depend_on_parallelism_or_batch_size() {
             .column("c", ColumnGen::Choice(vec!["x".into(), "y".into()]))
             .seed(7);
         env.from_source(
-            SourceSpec::Generator(spec),
+            SourceSpec::from(spec),
             WatermarkStrategy::no_watermarks(),
             "g",
         )
         .unwrap()
-        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .sink_to(SinkSpec::from(out.clone()), "out")
         .unwrap();
         env.execute("gen").unwrap();
         sorted_rows(&out.batches())
@@ -127,12 +128,12 @@ fn rate_limited_generator_does_not_outrun_its_rate() {
         .rate(100_000);
     let out = CollectHandle::new();
     env.from_source(
-        SourceSpec::Generator(spec),
+        SourceSpec::from(spec),
         WatermarkStrategy::no_watermarks(),
         "g",
     )
     .unwrap()
-    .sink_to(SinkSpec::Collect(out.clone()), "out")
+    .sink_to(SinkSpec::from(out.clone()), "out")
     .unwrap();
     let started = Instant::now();
     env.execute("rate").unwrap();
@@ -155,12 +156,7 @@ fn csv_sink_round_trips_through_csv_source() {
     env.set_parallelism(2);
     env.from_source(numbers(5000), WatermarkStrategy::no_watermarks(), "g")
         .unwrap()
-        .sink_to(
-            SinkSpec::Csv {
-                dir: out_dir.clone(),
-            },
-            "csv",
-        )
+        .sink_to(weir_operators::connectors::csv_sink(out_dir.clone()), "csv")
         .unwrap();
     env.execute("csv-out").unwrap();
 
@@ -172,7 +168,7 @@ fn csv_sink_round_trips_through_csv_source() {
         "csv",
     )
     .unwrap()
-    .sink_to(SinkSpec::Collect(out.clone()), "out")
+    .sink_to(SinkSpec::from(out.clone()), "out")
     .unwrap();
     env.execute("csv-in").unwrap();
     assert_eq!(values(&out.batches()), (0..5000).collect::<Vec<i64>>());
@@ -194,7 +190,7 @@ fn a_failing_function_fails_the_job_with_task_and_cause() {
         Ok(b)
     })
     .unwrap()
-    .sink_to(SinkSpec::Blackhole, "out")
+    .sink_to(weir_operators::connectors::blackhole(), "out")
     .unwrap();
     let err = env.execute("fails").unwrap_err().to_string();
     assert!(err.contains("Explode"), "{err}");
@@ -208,7 +204,7 @@ fn a_failing_function_fails_the_job_with_task_and_cause() {
     let schema = Arc::clone(s.schema());
     s.map_batches("Panics", schema, |_| panic!("user bug"))
         .unwrap()
-        .sink_to(SinkSpec::Blackhole, "out")
+        .sink_to(weir_operators::connectors::blackhole(), "out")
         .unwrap();
     let err = env.execute("panics").unwrap_err().to_string();
     assert!(err.contains("user bug"), "{err}");
@@ -260,7 +256,7 @@ fn side_outputs_are_edges_and_do_not_break_chains() {
         );
     let windowed = env
         .from_source(
-            SourceSpec::Generator(spec),
+            SourceSpec::from(spec),
             WatermarkStrategy::for_monotonous_timestamps("ts"),
             "g",
         )
@@ -271,7 +267,9 @@ fn side_outputs_are_edges_and_do_not_break_chains() {
         .side_output_late_data("late")
         .aggregate(vec![weir_core::spec::AggregateSpec::count_star()])
         .unwrap();
-    windowed.sink_to(SinkSpec::Blackhole, "main").unwrap();
+    windowed
+        .sink_to(weir_operators::connectors::blackhole(), "main")
+        .unwrap();
     let err = windowed.side_output("other").err().unwrap().to_string();
     assert!(
         err.contains("no side output 'other'") && err.contains("late"),
@@ -283,7 +281,8 @@ fn side_outputs_are_edges_and_do_not_break_chains() {
         Some("ts"),
         "late records keep their event time"
     );
-    late.sink_to(SinkSpec::Blackhole, "late").unwrap();
+    late.sink_to(weir_operators::connectors::blackhole(), "late")
+        .unwrap();
 
     let job = env.job_graph("side").unwrap();
     let names: Vec<&str> = job.vertices.iter().map(|v| v.name.as_str()).collect();
@@ -357,7 +356,7 @@ fn processing_time_timers_fire_while_input_is_quiet() {
     )
     .unwrap();
     let source =
-        SourceSpec::Memory(MemorySourceSpec::new(Arc::clone(&schema), vec![batch]).unbounded());
+        SourceSpec::from(MemorySourceSpec::new(Arc::clone(&schema), vec![batch]).unbounded());
     let out = CollectHandle::new();
     env.from_source(source, WatermarkStrategy::no_watermarks(), "quiet")
         .unwrap()
@@ -367,7 +366,7 @@ fn processing_time_timers_fire_while_input_is_quiet() {
         .unwrap()
         .set_parallelism(2)
         .unwrap()
-        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .sink_to(SinkSpec::from(out.clone()), "out")
         .unwrap();
     let job = env.execute_async("timers").unwrap();
     let started = Instant::now();
@@ -405,7 +404,7 @@ fn custom_watermark_generators_drive_event_time() {
         env.configure(|c| c.watermark_interval = Duration::ZERO);
         let batches = vec![event_batch(&[(1, 1, 999)]), event_batch(&[(1, 1, 500)])];
         env.from_source(
-            SourceSpec::Memory(MemorySourceSpec::new(event_schema(), batches)),
+            SourceSpec::from(MemorySourceSpec::new(event_schema(), batches)),
             strategy,
             "events",
         )
@@ -415,7 +414,7 @@ fn custom_watermark_generators_drive_event_time() {
         .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
         .aggregate(vec![AggregateSpec::count_star()])
         .unwrap()
-        .sink_to(SinkSpec::Blackhole, "out")
+        .sink_to(weir_operators::connectors::blackhole(), "out")
         .unwrap();
         env.execute("custom")
             .unwrap()
@@ -446,7 +445,7 @@ fn processing_time_windows_fire_by_the_clock() {
         }
         let out = CollectHandle::new();
         env.from_source(
-            SourceSpec::Memory(spec),
+            SourceSpec::from(spec),
             WatermarkStrategy::no_watermarks(),
             "events",
         )
@@ -458,7 +457,7 @@ fn processing_time_windows_fire_by_the_clock() {
         )))
         .aggregate(vec![AggregateSpec::count_star()])
         .unwrap()
-        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .sink_to(SinkSpec::from(out.clone()), "out")
         .unwrap();
         let job = env.execute_async("processing-time").unwrap();
         if bounded {
@@ -535,7 +534,7 @@ fn ttl_state_is_freed_by_background_cleanup() {
     let freed = Arc::new(AtomicUsize::new(0));
     let f = Arc::clone(&freed);
     env.from_source(
-        SourceSpec::Memory(MemorySourceSpec::new(Arc::clone(&schema), vec![batch]).unbounded()),
+        SourceSpec::from(MemorySourceSpec::new(Arc::clone(&schema), vec![batch]).unbounded()),
         WatermarkStrategy::no_watermarks(),
         "keys",
     )
@@ -549,7 +548,7 @@ fn ttl_state_is_freed_by_background_cleanup() {
         })
     })
     .unwrap()
-    .sink_to(SinkSpec::Blackhole, "out")
+    .sink_to(weir_operators::connectors::blackhole(), "out")
     .unwrap();
     let job = env.execute_async("ttl").unwrap();
     let started = Instant::now();
@@ -585,7 +584,7 @@ fn window_definitions_are_validated_when_the_job_is_built() {
         );
     let keyed = env
         .from_source(
-            SourceSpec::Generator(spec),
+            SourceSpec::from(spec),
             WatermarkStrategy::for_monotonous_timestamps("ts"),
             "g",
         )
@@ -626,7 +625,7 @@ fn window_definitions_are_validated_when_the_job_is_built() {
         GeneratorSpec::new(Some(1)).column("ts", ColumnGen::UniformFloat { min: 0.0, max: 1.0 });
     let e = env
         .from_source(
-            SourceSpec::Generator(bad_ts),
+            SourceSpec::from(bad_ts),
             WatermarkStrategy::for_monotonous_timestamps("ts"),
             "f",
         )
@@ -664,7 +663,7 @@ fn flight_exchange_gives_the_same_results_as_local_queues() {
             );
         let out = CollectHandle::new();
         env.from_source(
-            SourceSpec::Generator(spec),
+            SourceSpec::from(spec),
             WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(300)),
             "events",
         )
@@ -677,7 +676,7 @@ fn flight_exchange_gives_the_same_results_as_local_queues() {
         ))
         .aggregate(vec![AggregateSpec::count_star(), AggregateSpec::sum("v")])
         .unwrap()
-        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .sink_to(SinkSpec::from(out.clone()), "out")
         .unwrap();
         let result = env.execute("exchange").unwrap();
         assert_eq!(result.counter("num_late_records_dropped"), 0);
@@ -695,7 +694,7 @@ fn processing_time_sessions_close_after_a_quiet_gap() {
     use weir_tests::{event_batch, event_schema};
     let env = weir_worker::local_environment().unwrap();
     let events: Vec<(i64, i64, i64)> = (0..300).map(|i| (i % 3, 1, 0)).collect();
-    let source = SourceSpec::Memory(
+    let source = SourceSpec::from(
         MemorySourceSpec::new(event_schema(), vec![event_batch(&events)]).unbounded(),
     );
     let out = CollectHandle::new();
@@ -708,7 +707,7 @@ fn processing_time_sessions_close_after_a_quiet_gap() {
         ))
         .aggregate(vec![AggregateSpec::count_star()])
         .unwrap()
-        .sink_to(SinkSpec::Collect(out.clone()), "out")
+        .sink_to(SinkSpec::from(out.clone()), "out")
         .unwrap();
     let job = env.execute_async("sessions").unwrap();
     let started = Instant::now();

@@ -8,13 +8,12 @@ use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::{Float64Type, Int64Type, TimestampMillisecondType};
 use proptest::prelude::*;
 use weir_core::config::RuntimeMode;
-use weir_core::spec::{
-    AggregateSpec, CollectHandle, ColumnGen, GeneratorSpec, MemorySourceSpec, SinkSpec, SourceSpec,
-};
+use weir_core::spec::{AggregateSpec, CollectHandle, MemorySourceSpec, SinkSpec, SourceSpec};
 use weir_core::time::{
     CumulativeEventTimeWindows, EventTimeSessionWindows, SlidingEventTimeWindows,
     TumblingEventTimeWindows, WatermarkStrategy, WindowAssigner,
 };
+use weir_operators::connectors::{ColumnGen, GeneratorSpec};
 use weir_tests::{event_batch, event_schema, sorted_rows};
 
 fn aggregates() -> Vec<AggregateSpec> {
@@ -50,7 +49,7 @@ fn run_window_job(
     .window(assigner)
     .aggregate(aggregates())
     .unwrap()
-    .sink_to(SinkSpec::Collect(out.clone()), "collect")
+    .sink_to(SinkSpec::from(out.clone()), "collect")
     .unwrap();
     let result = env.execute("window-test").unwrap();
     (out.batches(), result.counter("num_late_records_dropped"))
@@ -85,7 +84,7 @@ fn results_identical_across_parallelism_and_modes() {
         let mut reference: Option<Vec<String>> = None;
         for mode in [RuntimeMode::Streaming, RuntimeMode::Batch] {
             for p in [1, 2, 4] {
-                let source = SourceSpec::Generator(generator.clone());
+                let source = SourceSpec::from(generator.clone());
                 let (batches, late) = run_window_job(source, p, mode, assigner, 1000);
                 assert_eq!(late, 0, "out-of-orderness is within the bound");
                 let rows = sorted_rows(&batches);
@@ -99,7 +98,7 @@ fn results_identical_across_parallelism_and_modes() {
         if matches!(assigner, WindowAssigner::Tumbling { .. }) {
             // Every event counted exactly once in tumbling windows.
             let (batches, _) = run_window_job(
-                SourceSpec::Generator(generator.clone()),
+                SourceSpec::from(generator.clone()),
                 2,
                 RuntimeMode::Streaming,
                 assigner,
@@ -292,7 +291,7 @@ fn run_assigner(
     // The reference advances the watermark after every batch.
     env.configure(|c| c.watermark_interval = Duration::ZERO);
     let out = CollectHandle::new();
-    let source = SourceSpec::Memory(MemorySourceSpec::new(
+    let source = SourceSpec::from(MemorySourceSpec::new(
         event_schema(),
         batches.iter().map(|b| event_batch(b)).collect(),
     ));
@@ -316,13 +315,13 @@ fn run_assigner(
     };
     let results = windowed.aggregate(aggregates()).unwrap();
     results
-        .sink_to(SinkSpec::Collect(out.clone()), "collect")
+        .sink_to(SinkSpec::from(out.clone()), "collect")
         .unwrap();
     if let Some(late) = late_side_output {
         results
             .side_output("late")
             .unwrap()
-            .sink_to(SinkSpec::Collect(late.clone()), "late")
+            .sink_to(SinkSpec::from(late.clone()), "late")
             .unwrap();
     }
     let result = env.execute("window-test").unwrap();
@@ -602,7 +601,7 @@ fn window_all_aggregates_across_keys_in_one_subtask() {
         );
     let second = TumblingEventTimeWindows::of(Duration::from_secs(1));
     let (keyed, _) = run_window_job(
-        SourceSpec::Generator(generator.clone()),
+        SourceSpec::from(generator.clone()),
         2,
         RuntimeMode::Streaming,
         second,
@@ -624,7 +623,7 @@ fn window_all_aggregates_across_keys_in_one_subtask() {
     let out = CollectHandle::new();
     let all = env
         .from_source(
-            SourceSpec::Generator(generator),
+            SourceSpec::from(generator),
             WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(200)),
             "events",
         )
@@ -633,7 +632,7 @@ fn window_all_aggregates_across_keys_in_one_subtask() {
         .aggregate(aggregates())
         .unwrap();
     assert_eq!(all.schema().field(2).name(), "cnt", "no key columns");
-    all.sink_to(SinkSpec::Collect(out.clone()), "out").unwrap();
+    all.sink_to(SinkSpec::from(out.clone()), "out").unwrap();
     let job = env.job_graph("all").unwrap();
     assert_eq!(job.vertices[1].parallelism, 1);
     env.execute("all").unwrap();
@@ -671,7 +670,7 @@ fn continuous_triggers_fire_early_and_converge_to_the_final_result() {
         let env = weir_worker::local_environment().unwrap();
         env.configure(|c| c.watermark_interval = Duration::ZERO);
         let out = CollectHandle::new();
-        let source = SourceSpec::Memory(MemorySourceSpec::new(
+        let source = SourceSpec::from(MemorySourceSpec::new(
             event_schema(),
             batches.iter().map(|b| event_batch(b)).collect(),
         ));
@@ -692,7 +691,7 @@ fn continuous_triggers_fire_early_and_converge_to_the_final_result() {
         windowed
             .aggregate(aggregates())
             .unwrap()
-            .sink_to(SinkSpec::Collect(out.clone()), "out")
+            .sink_to(SinkSpec::from(out.clone()), "out")
             .unwrap();
         let result = env.execute("trigger").unwrap();
         (weir_rows(&out.batches()), result.counter("early_firings"))
@@ -766,7 +765,7 @@ proptest! {
         let env = weir_worker::local_environment().unwrap();
         env.configure(|c| c.watermark_interval = Duration::ZERO);
         let out = CollectHandle::new();
-        let source = SourceSpec::Memory(MemorySourceSpec::new(
+        let source = SourceSpec::from(MemorySourceSpec::new(
             event_schema(),
             batches.iter().map(|b| event_batch(b)).collect(),
         ));
@@ -787,7 +786,7 @@ proptest! {
         windowed
             .aggregate(vec![AggregateSpec::count_star().alias("cnt"), AggregateSpec::sum("value").alias("total")])
             .unwrap()
-            .sink_to(SinkSpec::Collect(out.clone()), "out")
+            .sink_to(SinkSpec::from(out.clone()), "out")
             .unwrap();
         env.execute("count-trigger").unwrap();
         let mut got = Vec::new();

@@ -375,6 +375,7 @@ fn coordinator(args: CoordinatorArgs) -> Outcome {
         tls_ca,
         jobs_history_max_size,
         insecure_loopback,
+        connectors: Some(std::sync::Arc::new(weir_worker::ProcessConnectors)),
     })
     .map_err(|e| e.to_string())?;
     println!("coordinator REST API on http://{}", c.rest_addr);

@@ -119,7 +119,7 @@ fn execute(
     let env = weir_worker::local_environment().map_err(|e| e.to_string())?;
     let handle = CollectHandle::new();
     let sink = handle.clone();
-    let built = session.build_with(&env, &|| SinkSpec::Collect(sink.clone()));
+    let built = session.build_with(&env, &|| SinkSpec::from(sink.clone()));
     let name = session.job_name();
     session.clear_job();
     built.map_err(|e| e.to_string())?;

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use arrow::record_batch::RecordBatch;
 use datafusion_expr::{col, lit};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use weir_core::spec::{AggregateSpec, ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::spec::{AggregateSpec, SourceSpec};
 use weir_core::time::{TumblingEventTimeWindows, WatermarkStrategy};
+use weir_operators::connectors::{ColumnGen, GeneratorSpec};
 use weir_tests::sorted_rows;
 
 mod common;
@@ -64,7 +65,7 @@ fn window_job_with_sinks(
     }
     let windows = env
         .from_source(
-            SourceSpec::Generator(generator),
+            SourceSpec::from(generator),
             WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(300)),
             "events",
         )
@@ -80,11 +81,11 @@ fn window_job_with_sinks(
         ])
         .unwrap();
     windows
-        .sink_to(SinkSpec::Parquet { dir: dir.into() }, "out")
+        .sink_to(weir_operators::connectors::parquet_sink(dir), "out")
         .unwrap();
     if let Some(name) = flight {
         windows
-            .sink_to(SinkSpec::Flight { name: name.into() }, "flight")
+            .sink_to(weir_flight::flight_sink(name), "flight")
             .unwrap();
     }
     env.job_graph("windows across workers").unwrap()
@@ -304,7 +305,7 @@ fn closures_are_refused_on_submit() {
     let env = weir_worker::local_environment().unwrap();
     let stream = env
         .from_source(
-            SourceSpec::Generator(GeneratorSpec::new(Some(10)).column("n", ColumnGen::Sequence)),
+            SourceSpec::from(GeneratorSpec::new(Some(10)).column("n", ColumnGen::Sequence)),
             WatermarkStrategy::no_watermarks(),
             "gen",
         )
@@ -313,7 +314,7 @@ fn closures_are_refused_on_submit() {
     stream
         .map_batches("MyClosure", schema, Ok)
         .unwrap()
-        .sink_to(SinkSpec::Blackhole, "out")
+        .sink_to(weir_operators::connectors::blackhole(), "out")
         .unwrap();
     let err = env
         .job_graph("j")
@@ -347,7 +348,7 @@ fn a_slow_sink_on_one_worker_slows_the_source_on_the_other() {
     env.set_parallelism(2);
     env.configure(|c| c.batch_size = 1024);
     env.from_source(
-        SourceSpec::Generator(
+        SourceSpec::from(
             GeneratorSpec::new(None)
                 .column("key", ColumnGen::Key { cardinality: 1000 })
                 .column("v", ColumnGen::Sequence),
@@ -360,9 +361,7 @@ fn a_slow_sink_on_one_worker_slows_the_source_on_the_other() {
     .unwrap()
     .as_stream()
     .sink_to(
-        SinkSpec::Throttled {
-            rows_per_second: SINK_RATE,
-        },
+        weir_operators::connectors::throttled(SINK_RATE),
         "slow sink",
     )
     .unwrap();
@@ -496,7 +495,7 @@ fn a_flight_client_reads_a_running_cluster_jobs_sink_from_its_workers() {
     env.set_parallelism(2);
     env.configure(|c| c.batch_size = 1000);
     env.from_source(
-        SourceSpec::Generator(
+        SourceSpec::from(
             GeneratorSpec::new(Some(ROWS))
                 .column("n", ColumnGen::Sequence)
                 .rate(20_000),
@@ -505,12 +504,7 @@ fn a_flight_client_reads_a_running_cluster_jobs_sink_from_its_workers() {
         "numbers",
     )
     .unwrap()
-    .sink_to(
-        SinkSpec::Flight {
-            name: "cluster-numbers".into(),
-        },
-        "results",
-    )
+    .sink_to(weir_flight::flight_sink("cluster-numbers"), "results")
     .unwrap();
     let job = env.job_graph("flight sink on a cluster").unwrap();
     let (status, reply) = cluster.rest("POST", "/v1/jobs", &job.to_json().unwrap());
@@ -849,7 +843,7 @@ fn under_back_pressure_aligned_checkpoints_time_out_and_unaligned_ones_complete(
             c.checkpoint_dir = Some(tmp.path().join("chk").display().to_string());
         });
         env.from_source(
-            SourceSpec::Generator(
+            SourceSpec::from(
                 GeneratorSpec::new(None)
                     .column("key", ColumnGen::Key { cardinality: 1000 })
                     .column("v", ColumnGen::Sequence),
@@ -861,12 +855,7 @@ fn under_back_pressure_aligned_checkpoints_time_out_and_unaligned_ones_complete(
         .key_by(&["key"])
         .unwrap()
         .as_stream()
-        .sink_to(
-            SinkSpec::Throttled {
-                rows_per_second: 2_000,
-            },
-            "slow sink",
-        )
+        .sink_to(weir_operators::connectors::throttled(2_000), "slow sink")
         .unwrap();
         let job = env.job_graph("back-pressured checkpoints").unwrap();
         let (status, reply) = cluster.rest("POST", "/v1/jobs", &job.to_json().unwrap());
@@ -913,7 +902,7 @@ fn stop_with_drain_fires_every_window_into_the_savepoint() {
         env.set_parallelism(2);
         env.configure(|c| c.watermark_interval = Duration::from_millis(50));
         env.from_source(
-            SourceSpec::Generator(
+            SourceSpec::from(
                 GeneratorSpec::new(None)
                     .column("key", ColumnGen::Key { cardinality: 50 })
                     .column(
@@ -935,7 +924,7 @@ fn stop_with_drain_fires_every_window_into_the_savepoint() {
         .window(TumblingEventTimeWindows::of(Duration::from_secs(3600)))
         .aggregate(vec![AggregateSpec::count_star()])
         .unwrap()
-        .sink_to(SinkSpec::Parquet { dir: out.clone() }, "out")
+        .sink_to(weir_operators::connectors::parquet_sink(out.clone()), "out")
         .unwrap();
         let job = env.job_graph("hour windows").unwrap();
         let file = tmp.path().join(format!("job-{drain}.json"));

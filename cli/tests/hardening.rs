@@ -6,8 +6,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use weir_core::spec::{AggregateSpec, ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::spec::{AggregateSpec, SourceSpec};
 use weir_core::time::{TumblingEventTimeWindows, WatermarkStrategy};
+use weir_operators::connectors::{ColumnGen, GeneratorSpec};
 
 mod common;
 use common::Cluster;
@@ -29,7 +30,7 @@ fn window_job(dir: &Path) -> Value {
             },
         );
     env.from_source(
-        SourceSpec::Generator(generator),
+        SourceSpec::from(generator),
         WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::ZERO),
         "events",
     )
@@ -42,7 +43,7 @@ fn window_job(dir: &Path) -> Value {
         AggregateSpec::sum("amount"),
     ])
     .unwrap()
-    .sink_to(SinkSpec::Parquet { dir: dir.into() }, "out")
+    .sink_to(weir_operators::connectors::parquet_sink(dir), "out")
     .unwrap();
     let job = env.job_graph("hardening").unwrap();
     serde_json::from_str(&job.to_json().unwrap()).unwrap()
@@ -152,6 +153,29 @@ fn invalid_job_graphs_are_refused_naming_the_field_and_nothing_is_deployed() {
             |j| j["config"]["max_parallelism"] = json!(1),
             "above max_parallelism 1",
         ),
+        (
+            "a connector this binary does not have",
+            |j| j["nodes"][0]["kind"]["Source"]["spec"]["connector"]["connector"] = json!("kafkaa"),
+            "unknown connector 'kafkaa'",
+        ),
+        (
+            "an option the sink's connector does not take",
+            |j| {
+                let sink = j["nodes"]
+                    .as_array_mut()
+                    .unwrap()
+                    .iter_mut()
+                    .find(|n| n["kind"].get("Sink").is_some())
+                    .unwrap();
+                sink["kind"]["Sink"]["options"]["sink.rolling-policy.file-sise"] = json!("1 mb");
+            },
+            "unknown option 'sink.rolling-policy.file-sise'",
+        ),
+        (
+            "a generator whose planned form makes no sense",
+            |j| j["nodes"][0]["kind"]["Source"]["spec"]["connector"]["planned"]["rate"] = json!(0),
+            "generator rate must be positive",
+        ),
     ];
     for (what, mutate, expected) in cases {
         let mut job = base.clone();
@@ -252,9 +276,10 @@ fn a_failed_job_names_the_failing_task_and_its_cause_not_the_echoes() {
 /// `checkpoints`.
 fn running_job(dir: &Path, checkpoints: &Path) -> Value {
     let mut job = window_job(dir);
-    let generator = &mut job["nodes"][0]["kind"]["Source"]["spec"]["Generator"];
-    generator["num_events"] = Value::Null;
-    generator["rate"] = json!(5000);
+    let source = &mut job["nodes"][0]["kind"]["Source"]["spec"]["connector"];
+    source["bounded"] = json!(false);
+    source["planned"]["num_events"] = Value::Null;
+    source["planned"]["rate"] = json!(5000);
     job["config"]["checkpoint_interval"] = json!({"secs": 0, "nanos": 100_000_000});
     job["config"]["checkpoint_dir"] = json!(checkpoints.display().to_string());
     job

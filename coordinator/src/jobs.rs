@@ -10,7 +10,6 @@ use weir_core::cluster::{
     self, Cancel, Deploy, Heartbeat, RegisterWorker, Registered, TaskReport, TaskState,
 };
 use weir_core::graph::{JobGraph, StreamNodeKind, TaskMetrics};
-use weir_core::spec::SinkSpec;
 use weir_flight::{Credentials, call_action};
 
 /// Status of a job, as Flink names them.
@@ -290,6 +289,8 @@ pub struct ClusterState {
     /// Finished jobs kept for `GET /v1/jobs` (Flink's
     /// `jobs.history.max-size`): the oldest are forgotten beyond it.
     pub(crate) history_max: usize,
+    /// What submitted jobs' connectors are checked against.
+    pub(crate) connectors: Option<Arc<dyn weir_core::connector::ConnectorPlanner>>,
     next_worker: u64,
     next_job: u64,
 }
@@ -327,6 +328,7 @@ impl ClusterState {
             workers: BTreeMap::new(),
             jobs: BTreeMap::new(),
             history_max: DEFAULT_JOBS_HISTORY_MAX,
+            connectors: None,
             next_worker: 1,
             next_job: 1,
         }
@@ -598,14 +600,12 @@ impl ClusterState {
             .iter()
             .flat_map(|v| v.nodes.iter().map(move |&n| (v.id, n)))
             .filter_map(|(v, n)| match &job.nodes[n].kind {
-                StreamNodeKind::Sink(SinkSpec::Flight { name }) => {
+                StreamNodeKind::Sink(sink) => {
+                    let name = weir_flight::connector::flight_sink_name(sink, &job.nodes[n].name)?;
                     let mut endpoints = placement[v].clone();
                     endpoints.sort();
                     endpoints.dedup();
-                    Some(FlightSinkInfo {
-                        name: name.clone(),
-                        endpoints,
-                    })
+                    Some(FlightSinkInfo { name, endpoints })
                 }
                 _ => None,
             })
@@ -1077,6 +1077,11 @@ pub async fn submit_json(
     allow_non_restored_state: bool,
 ) -> std::result::Result<String, SubmitError> {
     let job = JobGraph::from_json(text).map_err(SubmitError::Invalid)?;
+    let connectors = lock(state).connectors.clone();
+    if let Some(connectors) = connectors {
+        job.check_connectors(connectors.as_ref())
+            .map_err(SubmitError::Invalid)?;
+    }
     // The job's own `restore_from` applies when the request names none.
     let from_savepoint = from_savepoint.or(job.config.restore_from.as_deref());
     let allow_non_restored_state = allow_non_restored_state || job.config.allow_non_restored_state;

@@ -68,6 +68,10 @@ pub struct CoordinatorOptions {
     /// Finished jobs kept for the REST API (Flink's `jobs.history.max-size`,
     /// default 1000); the oldest are forgotten beyond it.
     pub jobs_history_max_size: usize,
+    /// The connectors of this binary: a submitted job naming another one,
+    /// or giving a connector options it does not take, is refused at
+    /// submission (`None`: the workers find out when they open it).
+    pub connectors: Option<Arc<dyn weir_core::connector::ConnectorPlanner>>,
 }
 
 impl Default for CoordinatorOptions {
@@ -82,6 +86,7 @@ impl Default for CoordinatorOptions {
             tls_ca: None,
             jobs_history_max_size: jobs::DEFAULT_JOBS_HISTORY_MAX,
             insecure_loopback: false,
+            connectors: None,
         }
     }
 }
@@ -158,6 +163,7 @@ impl Coordinator {
             options.heartbeat_timeout,
         );
         cluster.history_max = options.jobs_history_max_size;
+        cluster.connectors = options.connectors.clone();
         let state = Arc::new(Mutex::new(cluster));
         let (rest_addr, rpc_addr) = runtime.block_on(async {
             let node = FlightNode::new(

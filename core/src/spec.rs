@@ -1,15 +1,14 @@
 //! Descriptions of sources, operators and sinks.
 //!
 //! These are data: the job graph holds them, the runtime (`weir-operators`)
-//! turns them into running operators. Specs that need to look at files (the
-//! schema of a Parquet or CSV source) are built by helpers in
-//! `weir-operators`, so this crate stays free of I/O.
+//! turns them into running operators. Sources and sinks are connectors
+//! ([`crate::connector`]), planned by the factories of `weir-operators`, so
+//! this crate knows no connector and stays free of I/O.
 
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef, TimeUnit};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion_expr::AggregateUDF;
 use datafusion_expr::type_coercion::functions::fields_with_udf;
@@ -21,201 +20,11 @@ use datafusion_physical_expr::PhysicalExpr;
 use crate::error::{Result, WeirError};
 use crate::time::{WindowAssigner, column_list};
 
-/// How a generated column's values are derived from the event index `n`.
-/// Every value is a pure function of `(seed, n)`, so splitting the sequence
-/// across subtasks or replaying it yields the same events.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum ColumnGen {
-    /// `Int64`: the event index `n` itself.
-    Sequence,
-    /// `Int64`: uniform in `[min, max]`.
-    UniformInt {
-        /// Smallest value.
-        min: i64,
-        /// Largest value (inclusive).
-        max: i64,
-    },
-    /// `Float64`: uniform in `[min, max)`.
-    UniformFloat {
-        /// Smallest value.
-        min: f64,
-        /// Upper bound (exclusive).
-        max: f64,
-    },
-    /// `Int64`: a key uniform in `[0, cardinality)`.
-    Key {
-        /// Number of distinct keys.
-        cardinality: u64,
-    },
-    /// `Timestamp(Millisecond)`: `start + n * 1000 / events_per_second`, moved
-    /// back by a pseudo-random delay in `[0, max_out_of_orderness]` ms.
-    EventTime {
-        /// Event time of event 0, ms since the epoch.
-        start_ms: i64,
-        /// How fast event time advances relative to the event index.
-        events_per_second: u64,
-        /// Largest delay applied to an event, in ms.
-        max_out_of_orderness_ms: i64,
-    },
-    /// `Utf8`: one of the given strings, chosen uniformly.
-    Choice(Vec<String>),
-    /// `Utf8`: a pseudo-random string of `length` letters and digits.
-    RandomString {
-        /// Characters per value.
-        length: usize,
-    },
-}
+pub use crate::connector::{ConnectorSource, SinkSpec};
 
-impl ColumnGen {
-    /// Arrow type of the generated column.
-    pub fn data_type(&self) -> DataType {
-        match self {
-            ColumnGen::Sequence | ColumnGen::UniformInt { .. } | ColumnGen::Key { .. } => {
-                DataType::Int64
-            }
-            ColumnGen::UniformFloat { .. } => DataType::Float64,
-            ColumnGen::EventTime { .. } => DataType::Timestamp(TimeUnit::Millisecond, None),
-            ColumnGen::Choice(_) | ColumnGen::RandomString { .. } => DataType::Utf8,
-        }
-    }
-}
-
-/// A deterministic data generator (Flink's `datagen`/sequence source).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct GeneratorSpec {
-    /// Total events; `None` is unbounded.
-    pub num_events: Option<u64>,
-    /// Events per second over all subtasks; `None` is as fast as possible.
-    pub rate: Option<u64>,
-    /// Seed of every pseudo-random column.
-    pub seed: u64,
-    /// Generated columns, in order.
-    pub columns: Vec<(String, ColumnGen)>,
-    /// Generate the Nexmark benchmark's events instead of `columns`.
-    #[serde(default)]
-    pub nexmark: Option<crate::nexmark::NexmarkConfig>,
-}
-
-impl GeneratorSpec {
-    /// An empty generator of `num_events` events (add columns with [`Self::column`]).
-    pub fn new(num_events: Option<u64>) -> Self {
-        Self {
-            num_events,
-            rate: None,
-            seed: 0,
-            columns: vec![],
-            nexmark: None,
-        }
-    }
-
-    /// A generator of Nexmark events (Person, Auction, Bid).
-    pub fn nexmark(config: crate::nexmark::NexmarkConfig) -> Self {
-        Self {
-            num_events: config.events,
-            rate: config.rate,
-            seed: 0,
-            columns: vec![],
-            nexmark: Some(config),
-        }
-    }
-
-    /// Add a generated column.
-    pub fn column(mut self, name: impl Into<String>, generator: ColumnGen) -> Self {
-        self.columns.push((name.into(), generator));
-        self
-    }
-
-    /// Limit the generation rate (events per second, all subtasks together).
-    pub fn rate(mut self, events_per_second: u64) -> Self {
-        self.rate = Some(events_per_second);
-        self
-    }
-
-    /// Set the seed.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-
-    /// The schema of generated batches.
-    pub fn schema(&self) -> SchemaRef {
-        if self.nexmark.is_some() {
-            return crate::nexmark::schema();
-        }
-        Arc::new(Schema::new(
-            self.columns
-                .iter()
-                .map(|(n, g)| Field::new(n, g.data_type(), false))
-                .collect::<Vec<_>>(),
-        ))
-    }
-
-    fn validate(&self) -> Result<()> {
-        if let Some(n) = &self.nexmark {
-            return n.validate();
-        }
-        if self.columns.is_empty() {
-            return Err(WeirError::plan("generator source has no columns"));
-        }
-        for (name, g) in &self.columns {
-            let bad = match g {
-                ColumnGen::UniformInt { min, max } => min > max,
-                ColumnGen::UniformFloat { min, max } => {
-                    min.partial_cmp(max) != Some(std::cmp::Ordering::Less)
-                }
-                ColumnGen::Key { cardinality } => *cardinality == 0,
-                ColumnGen::EventTime {
-                    events_per_second,
-                    max_out_of_orderness_ms,
-                    ..
-                } => *events_per_second == 0 || *max_out_of_orderness_ms < 0,
-                ColumnGen::Choice(c) => c.is_empty(),
-                ColumnGen::Sequence => false,
-                ColumnGen::RandomString { length } => *length > 1 << 20,
-            };
-            if bad {
-                return Err(WeirError::plan(format!(
-                    "generator column '{name}' has an invalid definition: {g:?}"
-                )));
-            }
-        }
-        if self.rate == Some(0) {
-            return Err(WeirError::plan("generator rate must be positive"));
-        }
-        Ok(())
-    }
-}
-
-/// A bounded source reading Parquet files; built by
-/// `weir_operators::sources::parquet_source`, which reads the footers.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ParquetSourceSpec {
-    /// The files, in a fixed order; their row groups are the splits.
-    pub files: Vec<PathBuf>,
-    /// Row-group count of each file (same order as `files`).
-    pub row_groups: Vec<usize>,
-    /// Schema of the files (before projection).
-    pub file_schema: SchemaRef,
-    /// Columns to read (projection pushdown); `None` reads all.
-    pub projection: Option<Vec<usize>>,
-}
-
-/// A bounded source reading CSV files; built by
-/// `weir_operators::sources::csv_source`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct CsvSourceSpec {
-    /// The files; each file is one split.
-    pub files: Vec<PathBuf>,
-    /// Schema of the rows.
-    pub schema: SchemaRef,
-    /// Whether the first line is a header.
-    pub has_header: bool,
-    /// Field delimiter.
-    pub delimiter: u8,
-}
-
-/// A source over batches held in memory (Flink's `fromData`); batch `k`
-/// goes to subtask `k mod parallelism`, in order.
+/// Batches held in memory, carried by the job: an in-memory source (Flink's
+/// `fromData`; batch `k` goes to subtask `k mod parallelism`, in order) or a
+/// lookup join's table.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MemorySourceSpec {
     /// Schema of every batch.
@@ -245,17 +54,12 @@ impl MemorySourceSpec {
     }
 }
 
-/// A source of a job.
+/// A source of a job: a connector's, or one with computed columns.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SourceSpec {
-    /// Batches held in memory.
-    Memory(MemorySourceSpec),
-    /// Deterministic generator.
-    Generator(GeneratorSpec),
-    /// Parquet files.
-    Parquet(ParquetSourceSpec),
-    /// CSV files.
-    Csv(CsvSourceSpec),
+    /// Read through a connector (see [`crate::connector`]).
+    Connector(ConnectorSource),
     /// Another source whose batches get computed columns before event time
     /// is read from them (SQL's computed columns: a rowtime may be one).
     Computed(ComputedSourceSpec),
@@ -305,19 +109,7 @@ impl SourceSpec {
     /// Schema of the batches this source emits.
     pub fn schema(&self) -> SchemaRef {
         match self {
-            SourceSpec::Generator(g) => g.schema(),
-            // A projection out of range (refused by `validate`) projects
-            // nothing rather than panicking in whoever asks first.
-            SourceSpec::Parquet(p) => match &p.projection {
-                Some(proj) => p
-                    .file_schema
-                    .project(proj)
-                    .map(Arc::new)
-                    .unwrap_or_else(|_| Arc::new(Schema::empty())),
-                None => Arc::clone(&p.file_schema),
-            },
-            SourceSpec::Csv(c) => Arc::clone(&c.schema),
-            SourceSpec::Memory(m) => Arc::clone(&m.schema),
+            SourceSpec::Connector(c) => Arc::clone(&c.schema),
             SourceSpec::Computed(c) => c.schema().unwrap_or_else(|_| Arc::new(Schema::empty())),
         }
     }
@@ -325,93 +117,72 @@ impl SourceSpec {
     /// Whether the source ends by itself.
     pub fn is_bounded(&self) -> bool {
         match self {
-            SourceSpec::Generator(g) => g.num_events.is_some(),
-            SourceSpec::Parquet(_) | SourceSpec::Csv(_) => true,
-            SourceSpec::Memory(m) => m.bounded,
+            SourceSpec::Connector(c) => c.bounded,
             SourceSpec::Computed(c) => c.inner.is_bounded(),
         }
     }
 
-    /// Check the spec before the job runs.
+    /// The connector source this reads through.
+    pub fn connector(&self) -> &ConnectorSource {
+        match self {
+            SourceSpec::Connector(c) => c,
+            SourceSpec::Computed(c) => c.inner.connector(),
+        }
+    }
+
+    /// Check the spec before the job runs (the connector's options are
+    /// checked by its factory when the job is planned or submitted).
     pub fn validate(&self) -> Result<()> {
         match self {
-            SourceSpec::Generator(g) => g.validate(),
             SourceSpec::Computed(c) => {
                 c.inner.validate()?;
                 c.schema().map(|_| ())
             }
-            SourceSpec::Parquet(p) if p.files.is_empty() => {
-                Err(WeirError::plan("Parquet source has no files"))
-            }
-            SourceSpec::Parquet(p) if p.row_groups.len() != p.files.len() => {
-                Err(WeirError::plan(format!(
-                    "Parquet source lists {} files but row-group counts for {}",
-                    p.files.len(),
-                    p.row_groups.len()
-                )))
-            }
-            SourceSpec::Parquet(p)
-                if p.projection.as_ref().is_some_and(|proj| {
-                    proj.iter().any(|&i| i >= p.file_schema.fields().len())
-                }) =>
-            {
-                Err(WeirError::plan(format!(
-                    "Parquet source projects columns {:?} of a {}-column file schema",
-                    p.projection.as_deref().unwrap_or_default(),
-                    p.file_schema.fields().len()
-                )))
-            }
-            SourceSpec::Csv(c) if c.files.is_empty() => {
-                Err(WeirError::plan("CSV source has no files"))
-            }
-            SourceSpec::Memory(m) => match m
+            SourceSpec::Connector(c) => match c
                 .batches
                 .iter()
-                .find(|b| b.schema().fields() != m.schema.fields())
+                .find(|b| b.schema().fields() != c.schema.fields())
             {
                 Some(b) => Err(WeirError::plan(format!(
-                    "memory source batch has columns [{}], expected [{}]",
+                    "{} source batch has columns [{}], expected [{}]",
+                    c.connector,
                     column_list(&b.schema()),
-                    column_list(&m.schema)
+                    column_list(&c.schema)
                 ))),
                 None => Ok(()),
             },
-            _ => Ok(()),
         }
     }
 
     /// Short description for plans.
     pub fn describe(&self) -> String {
         match self {
-            SourceSpec::Generator(g) => {
-                let what = if g.nexmark.is_some() {
-                    "nexmark"
-                } else {
-                    "generator"
-                };
-                match g.num_events {
-                    Some(n) => format!("{what}({n} events)"),
-                    None => format!("{what}(unbounded)"),
-                }
-            }
-            SourceSpec::Parquet(p) => format!("parquet({})", describe_files(&p.files)),
-            SourceSpec::Csv(c) => format!("csv({})", describe_files(&c.files)),
-            SourceSpec::Memory(m) => format!("memory({} batches)", m.batches.len()),
+            SourceSpec::Connector(c) => c.display.clone(),
             SourceSpec::Computed(c) => c.inner.describe(),
         }
     }
 }
 
-fn describe_files(files: &[PathBuf]) -> String {
-    let shown: Vec<String> = files
-        .iter()
-        .take(3)
-        .map(|f| f.display().to_string())
-        .collect();
-    if files.len() > 3 {
-        format!("{}, … {} files", shown.join(", "), files.len())
-    } else {
-        shown.join(", ")
+impl From<ConnectorSource> for SourceSpec {
+    fn from(c: ConnectorSource) -> Self {
+        SourceSpec::Connector(c)
+    }
+}
+
+impl From<MemorySourceSpec> for SourceSpec {
+    /// The `memory` connector over the batches (Flink's `fromData`).
+    fn from(m: MemorySourceSpec) -> Self {
+        let display = format!("memory({} batches)", m.batches.len());
+        let mut c = ConnectorSource::new("memory", m.schema, m.bounded, serde_json::Value::Null)
+            .with_display(display);
+        c.batches = m.batches;
+        SourceSpec::Connector(c)
+    }
+}
+
+impl From<ComputedSourceSpec> for SourceSpec {
+    fn from(c: ComputedSourceSpec) -> Self {
+        SourceSpec::Computed(c)
     }
 }
 
@@ -449,57 +220,11 @@ impl CollectHandle {
     }
 }
 
-/// A sink of a job.
-#[derive(Debug, Clone)]
-pub enum SinkSpec {
-    /// Parquet files written into `dir`, one file per subtask
-    /// (`part-<subtask>.parquet`), made visible by an atomic rename on finish.
-    Parquet {
-        /// Output directory (created if missing).
-        dir: PathBuf,
-    },
-    /// CSV files with a header row, one per subtask, as for Parquet.
-    Csv {
-        /// Output directory (created if missing).
-        dir: PathBuf,
-    },
-    /// Print rows to standard output, prefixed by the subtask number.
-    Print,
-    /// Discard everything (counts rows).
-    Blackhole,
-    /// Discard rows, taking at most `rows_per_second` per subtask: a
-    /// stand-in for a slow external system in load tests and back-pressure
-    /// drills.
-    Throttled {
-        /// Rows per second each sink subtask accepts.
-        rows_per_second: u64,
-    },
-    /// Keep batches in memory, readable through the handle (tests, notebooks).
-    Collect(CollectHandle),
-    /// Serve the output to Arrow Flight clients (pyarrow, the Rust
-    /// `FlightClient`): listed by `list_flights`, read by `do_get` with the
-    /// sink's opaque ticket, from the start even when connecting late (within
-    /// the job's `sink_retention`).
-    Flight {
-        /// Name clients see (unique within the process).
-        name: String,
-    },
-}
-
-impl SinkSpec {
-    /// Short description for plans.
-    pub fn describe(&self) -> String {
-        match self {
-            SinkSpec::Parquet { dir } => format!("parquet({})", dir.display()),
-            SinkSpec::Csv { dir } => format!("csv({})", dir.display()),
-            SinkSpec::Print => "print".into(),
-            SinkSpec::Blackhole => "blackhole".into(),
-            SinkSpec::Throttled { rows_per_second } => {
-                format!("throttled({rows_per_second} rows/s)")
-            }
-            SinkSpec::Collect(_) => "collect".into(),
-            SinkSpec::Flight { name } => format!("flight({name})"),
-        }
+impl From<CollectHandle> for SinkSpec {
+    /// The `collect` connector: rows kept in this process, readable through
+    /// the handle (the job can then only run here).
+    fn from(handle: CollectHandle) -> Self {
+        SinkSpec::new("collect", serde_json::Value::Null).with_local(Arc::new(handle))
     }
 }
 

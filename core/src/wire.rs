@@ -41,7 +41,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Result, WeirError};
 use crate::graph::{JobGraph, StreamNodeKind};
-use crate::spec::{AggregateFunction, OperatorSpec, SinkSpec};
+use crate::spec::{AggregateFunction, OperatorSpec};
 use crate::time::WatermarkKind;
 
 /// A physical expression as data.
@@ -801,49 +801,6 @@ impl<'de> Deserialize<'de> for WatermarkKind {
     }
 }
 
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum SinkWire {
-    Parquet { dir: std::path::PathBuf },
-    Csv { dir: std::path::PathBuf },
-    Print,
-    Blackhole,
-    Throttled { rows_per_second: u64 },
-    Flight { name: String },
-}
-
-impl Serialize for SinkSpec {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        match self {
-            SinkSpec::Parquet { dir } => SinkWire::Parquet { dir: dir.clone() }.serialize(s),
-            SinkSpec::Csv { dir } => SinkWire::Csv { dir: dir.clone() }.serialize(s),
-            SinkSpec::Print => SinkWire::Print.serialize(s),
-            SinkSpec::Blackhole => SinkWire::Blackhole.serialize(s),
-            SinkSpec::Throttled { rows_per_second } => SinkWire::Throttled {
-                rows_per_second: *rows_per_second,
-            }
-            .serialize(s),
-            SinkSpec::Flight { name } => SinkWire::Flight { name: name.clone() }.serialize(s),
-            SinkSpec::Collect(_) => Err(S::Error::custom(
-                "a collect sink keeps rows in the submitting process and cannot be shipped",
-            )),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for SinkSpec {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        Ok(match SinkWire::deserialize(d)? {
-            SinkWire::Parquet { dir } => SinkSpec::Parquet { dir },
-            SinkWire::Csv { dir } => SinkSpec::Csv { dir },
-            SinkWire::Print => SinkSpec::Print,
-            SinkWire::Blackhole => SinkSpec::Blackhole,
-            SinkWire::Throttled { rows_per_second } => SinkSpec::Throttled { rows_per_second },
-            SinkWire::Flight { name } => SinkSpec::Flight { name },
-        })
-    }
-}
-
 impl JobGraph {
     /// Refuse, with the operator named, a job holding Rust code that cannot
     /// run outside this process (closures, process functions, custom
@@ -856,9 +813,9 @@ impl JobGraph {
                     matches!(watermarks.generator, Some(WatermarkKind::Custom(_)))
                         .then_some("its custom watermark generator is Rust code")
                 }
-                StreamNodeKind::Sink(SinkSpec::Collect(_)) => {
-                    Some("a collect sink keeps rows in the submitting process")
-                }
+                StreamNodeKind::Sink(sink) if sink.local.is_some() => Some(
+                    "its sink writes into an object of the submitting process (a collect sink)",
+                ),
                 StreamNodeKind::Sink(_) => None,
             };
             if let Some(why) = why {

@@ -7,17 +7,23 @@
 //! the same `do_put` stream as body-less messages whose `app_metadata`
 //! carries them, so they keep their place relative to the data.
 //!
+//! It also holds the `flight` connector ([`connector`]): a sink Flight
+//! clients read, kept in the process's [`sinkhub::SinkHub`].
+//!
 //! The design sketch encodes control messages as small control *batches*;
 //! metadata-only Flight messages do the same job without inventing a batch
 //! schema, and any Flight client still sees a valid stream.
 #![warn(missing_docs)]
 
 pub mod codec;
+pub mod connector;
 pub mod exchange;
 pub mod node;
+pub mod sinkhub;
 pub mod sinks;
 pub mod token_file;
 
+pub use connector::flight_sink;
 pub use exchange::{ExchangeServer, FlightChannelSender, LazyFlightSender};
 pub use node::{ActionHandler, Credentials, FlightNode, call_action};
 pub use sinks::{SinkServer, TlsPem};

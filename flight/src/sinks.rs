@@ -18,6 +18,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::sinkhub::{RowsDropped, SinkBuffer, SinkHub};
 use arrow::record_batch::RecordBatch;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
@@ -27,7 +28,6 @@ use arrow_flight::{
 };
 use futures::stream::{BoxStream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
-use weir_core::sinkhub::{RowsDropped, SinkBuffer, SinkHub};
 use weir_core::{Result, Secret, WeirError};
 
 /// A PEM certificate chain and private key for serving over TLS.

@@ -23,6 +23,7 @@ pub fn read_all(spec: weir_core::spec::SourceSpec) {
         parallelism: 1,
         key_groups: weir_core::keys::KeyGroupRange::for_subtask(0, 1, 128),
         config: Default::default(),
+        connectors: Default::default(),
     };
     let Ok(mut source) = create_source(&node, &ctx) else {
         return;

@@ -478,6 +478,7 @@ mod tests {
             parallelism: 1,
             key_groups: KeyGroupRange::for_subtask(0, 1, 128),
             config: WeirConfig::default(),
+            connectors: Default::default(),
         };
         IntervalJoinOperator::try_new("join".into(), &spec, out, &ctx).unwrap()
     }

@@ -23,10 +23,12 @@ macro_rules! stateless {
 }
 
 pub mod basic;
+pub mod connectors;
 pub mod count_window;
 pub mod group_aggregate;
 pub mod join;
 pub mod lookup_join;
+pub mod nexmark;
 mod pane_buffer;
 pub mod partition;
 pub mod process;
@@ -87,6 +89,8 @@ pub struct OperatorContext {
     pub key_groups: KeyGroupRange,
     /// Job configuration.
     pub config: WeirConfig,
+    /// The connectors sources and sinks open through.
+    pub connectors: connectors::Connectors,
 }
 
 /// Refuse an input index beyond the two of a two-input operator.
@@ -361,7 +365,7 @@ impl LateRecords {
 pub fn create_operator(node: &StreamNode, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
     match &node.kind {
         StreamNodeKind::Operator(spec) => basic::create(node, spec, ctx),
-        StreamNodeKind::Sink(spec) => sinks::create(node, spec, ctx),
+        StreamNodeKind::Sink(spec) => ctx.connectors.open_sink(spec, node, ctx),
         StreamNodeKind::Source { .. } => Err(WeirError::Execution(format!(
             "'{}' is a source, not an operator",
             node.name

@@ -1,4 +1,5 @@
-//! Sinks: Parquet and CSV files, print, blackhole and collect.
+//! Sinks: Parquet and CSV files, print, blackhole and collect (opened by
+//! their connectors' factories, `crate::connectors`).
 //!
 //! File sinks write each subtask's output to a hidden in-progress file and
 //! rename it to `part-<subtask>.<ext>` when the input ends, so a reader never
@@ -7,6 +8,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use arrow::csv::Writer as CsvWriter;
 use arrow::datatypes::SchemaRef;
@@ -15,80 +17,50 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
-use std::sync::Arc;
-use weir_core::graph::StreamNode;
-
-use weir_core::sinkhub::{SinkBuffer, SinkHub};
-use weir_core::spec::{CollectHandle, SinkSpec};
+use weir_core::spec::CollectHandle;
 use weir_core::{Result, WeirError};
 
 use crate::StateTable;
 use crate::{Operator, OperatorContext, Output};
 
-pub(crate) fn create(
-    node: &StreamNode,
-    spec: &SinkSpec,
-    ctx: &OperatorContext,
-) -> Result<Box<dyn Operator>> {
-    let name = node.name.clone();
-    Ok(match spec {
-        SinkSpec::Parquet { dir } => Box::new(FileSink::new(
-            name,
-            dir,
-            (ctx.subtask, ctx.parallelism),
-            FileFormat::Parquet,
-            std::sync::Arc::clone(&node.schema),
-        )?),
-        SinkSpec::Csv { dir } => Box::new(FileSink::new(
-            name,
-            dir,
-            (ctx.subtask, ctx.parallelism),
-            FileFormat::Csv,
-            std::sync::Arc::clone(&node.schema),
-        )?),
-        SinkSpec::Print => Box::new(PrintSink {
-            name,
-            prefix: if ctx.parallelism > 1 {
-                format!("{}> ", ctx.subtask + 1)
-            } else {
-                String::new()
-            },
-        }),
-        SinkSpec::Blackhole => Box::new(BlackholeSink { name }),
-        SinkSpec::Throttled { rows_per_second } => {
-            if *rows_per_second == 0 {
-                return Err(WeirError::plan("a throttled sink needs a positive rate"));
-            }
-            Box::new(ThrottledSink {
-                name,
-                rate: *rows_per_second,
-                rows: 0,
-                started: None,
-            })
-        }
-        SinkSpec::Collect(handle) => Box::new(CollectSink {
-            name,
-            handle: handle.clone(),
-        }),
-        SinkSpec::Flight { name: sink } => {
-            let buffer =
-                SinkHub::global().sink(sink, Arc::clone(&node.schema), ctx.config.sink_retention);
-            buffer.open_writer(ctx.subtask);
-            Box::new(FlightSink {
-                name,
-                buffer,
-                subtask: ctx.subtask,
-                read_committed: ctx.config.checkpoint_interval.is_some()
-                    && !ctx.config.sink_read_uncommitted,
-                staged: Vec::new(),
-                pending: Vec::new(),
-            })
-        }
+/// A sink printing rows as `+I[v1, v2, …]`, prefixed by the subtask when
+/// parallel.
+pub(crate) fn print_sink(name: String, ctx: &OperatorContext) -> Box<dyn Operator> {
+    Box::new(PrintSink {
+        name,
+        prefix: if ctx.parallelism > 1 {
+            format!("{}> ", ctx.subtask + 1)
+        } else {
+            String::new()
+        },
     })
 }
 
+/// A sink discarding rows, no faster than `rows_per_second` when given.
+pub(crate) fn blackhole_sink(
+    name: String,
+    rows_per_second: Option<u64>,
+) -> Result<Box<dyn Operator>> {
+    Ok(match rows_per_second {
+        None => Box::new(BlackholeSink { name }),
+        Some(0) => return Err(WeirError::plan("a throttled sink needs a positive rate")),
+        Some(rate) => Box::new(ThrottledSink {
+            name,
+            rate,
+            rows: 0,
+            started: None,
+        }),
+    })
+}
+
+/// A sink keeping batches in `handle`.
+pub(crate) fn collect_sink(name: String, handle: CollectHandle) -> Box<dyn Operator> {
+    Box::new(CollectSink { name, handle })
+}
+
+/// How a file sink encodes rows.
 #[derive(Clone, Copy)]
-enum FileFormat {
+pub(crate) enum FileFormat {
     Parquet,
     Csv,
 }
@@ -110,7 +82,7 @@ enum FileWriter {
 ///   and every other in-progress file of the subtask (written after it) is
 ///   deleted, so output is exactly once;
 /// * at the end of input the last file is committed directly.
-struct FileSink {
+pub(crate) struct FileSink {
     name: String,
     dir: PathBuf,
     subtask: usize,
@@ -128,7 +100,7 @@ struct FileSink {
 }
 
 impl FileSink {
-    fn new(
+    pub(crate) fn new(
         name: String,
         dir: &Path,
         (subtask, parallelism): (usize, usize),
@@ -531,120 +503,6 @@ impl Operator for CollectSink {
 
     fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
         self.handle.push(batch);
-        Ok(())
-    }
-}
-
-/// Keeps the output in the process's sink hub for Flight clients.
-/// Serves rows to Flight clients. In read-committed mode (a checkpointing
-/// job) rows are staged and published when the checkpoint covering them
-/// completes — clients never see rows a restore would take back; the
-/// staged rows of each checkpoint are part of its snapshot (table
-/// `pending`), so a restore publishes them if the notification was lost.
-struct FlightSink {
-    name: String,
-    buffer: Arc<SinkBuffer>,
-    subtask: usize,
-    read_committed: bool,
-    /// Rows since the last barrier.
-    staged: Vec<RecordBatch>,
-    /// Rows of checkpoints taken but not yet completed.
-    pending: Vec<(u64, Vec<RecordBatch>)>,
-}
-
-impl Operator for FlightSink {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
-        if self.read_committed {
-            self.staged.push(batch);
-        } else {
-            self.buffer.push(batch);
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, _out: &mut dyn Output) -> Result<()> {
-        // The end of input commits everything.
-        for (c, rows) in std::mem::take(&mut self.pending) {
-            self.buffer.publish(self.subtask, c, rows);
-        }
-        for b in std::mem::take(&mut self.staged) {
-            self.buffer.push(b);
-        }
-        self.buffer.close_writer(self.subtask);
-        Ok(())
-    }
-
-    /// Table `pending`: the rows staged for this checkpoint, with the sink's
-    /// schema plus `__checkpoint` and `__subtask` columns.
-    fn snapshot_state(&mut self, checkpoint: u64) -> Result<Vec<StateTable>> {
-        if !self.read_committed {
-            return Ok(vec![]);
-        }
-        let rows = std::mem::take(&mut self.staged);
-        let schema = Arc::clone(&self.buffer.schema);
-        let data = arrow::compute::concat_batches(&schema, &rows)?;
-        self.pending.push((checkpoint, rows));
-        let n = data.num_rows();
-        let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
-        fields.push(Arc::new(arrow::datatypes::Field::new(
-            "__checkpoint",
-            arrow::datatypes::DataType::UInt64,
-            false,
-        )));
-        fields.push(Arc::new(arrow::datatypes::Field::new(
-            "__subtask",
-            arrow::datatypes::DataType::UInt64,
-            false,
-        )));
-        let mut columns = data.columns().to_vec();
-        columns.push(Arc::new(arrow::array::UInt64Array::from(vec![
-            checkpoint;
-            n
-        ])));
-        columns.push(Arc::new(arrow::array::UInt64Array::from(vec![
-            self.subtask
-                as u64;
-            n
-        ])));
-        let table = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?;
-        Ok(vec![StateTable::new("pending", table)])
-    }
-
-    fn notify_checkpoint_complete(&mut self, checkpoint: u64) -> Result<()> {
-        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
-            .into_iter()
-            .partition(|(c, _)| *c <= checkpoint);
-        self.pending = waiting;
-        for (c, rows) in done {
-            self.buffer.publish(self.subtask, c, rows);
-        }
-        Ok(())
-    }
-
-    /// The restored checkpoint completed: publish its staged rows (once —
-    /// the buffer remembers what each subtask published).
-    fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
-        use arrow::array::AsArray;
-        use arrow::datatypes::UInt64Type;
-        let width = self.buffer.schema.fields().len();
-        for t in tables.into_iter().filter(|t| t.name == "pending") {
-            let b = t.batch;
-            if b.num_rows() == 0 || b.num_columns() != width + 2 {
-                continue;
-            }
-            let checkpoint = b.column(width).as_primitive::<UInt64Type>().value(0);
-            let subtask = b.column(width + 1).as_primitive::<UInt64Type>().value(0);
-            let rows = RecordBatch::try_new(
-                Arc::clone(&self.buffer.schema),
-                b.columns()[..width].to_vec(),
-            )?;
-            self.buffer
-                .publish(subtask as usize, checkpoint, vec![rows]);
-        }
         Ok(())
     }
 }

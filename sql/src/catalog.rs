@@ -215,40 +215,7 @@ impl Catalog {
     }
 }
 
-/// Known names within a small edit distance of `wanted`, closest first.
-pub fn near_matches<'a>(wanted: &str, known: impl Iterator<Item = &'a str>) -> Vec<String> {
-    let limit = (wanted.len() / 3).max(1);
-    let mut close: Vec<(usize, &str)> = known
-        .map(|k| (edit_distance(wanted, &k.to_ascii_lowercase()), k))
-        .filter(|(d, _)| *d <= limit)
-        .collect();
-    close.sort();
-    close
-        .into_iter()
-        .take(3)
-        .map(|(_, k)| format!("'{k}'"))
-        .collect()
-}
-
-/// Levenshtein distance.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let keep = row[j + 1];
-            row[j + 1] = if ca == *cb {
-                prev
-            } else {
-                1 + prev.min(row[j]).min(row[j + 1])
-            };
-            prev = keep;
-        }
-    }
-    row[b.len()]
-}
+pub use weir_core::connector::near_matches;
 
 #[cfg(test)]
 mod tests {

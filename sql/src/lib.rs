@@ -31,11 +31,13 @@ mod planner;
 mod session;
 mod types;
 pub use catalog::{Catalog, Relation, TableEntry, ViewEntry, WatermarkDef, near_matches};
-pub use connectors::{ConnectorFactory, ConnectorOption, ConnectorRegistry, OptionKind};
+pub use connectors::ConnectorRegistry;
 pub use functions::Functions;
 pub use planner::{TvfWindow, WindowTvf};
 pub use session::{OPTIONS, SqlSession, StatementResult};
 pub use types::{arrow_type, physical_schema, sql_type_name};
+pub use weir_core::connector::{ConnectorOption, OptionKind, TableDescriptor};
+pub use weir_operators::connectors::ConnectorFactory;
 
 use sqlparser::ast::{DataType, Expr, Ident, ObjectName, Statement};
 use sqlparser::dialect::{Dialect, GenericDialect};

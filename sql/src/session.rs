@@ -148,12 +148,8 @@ impl SqlSession {
         &mut self.functions
     }
 
-    /// The connectors tables can name; register your own here.
-    pub fn connectors_mut(&mut self) -> &mut ConnectorRegistry {
-        &mut self.connectors
-    }
-
-    /// The connectors tables can name.
+    /// The connectors tables can name: the process's registry, where
+    /// [`ConnectorRegistry::register`] adds one written in Rust.
     pub fn connectors(&self) -> &ConnectorRegistry {
         &self.connectors
     }
@@ -482,7 +478,7 @@ impl SqlSession {
 
     /// Configure `env` from the options and add the job's streams to it.
     pub fn build(&self, env: &StreamExecutionEnvironment) -> Result<(), SqlError> {
-        self.build_with(env, &|| SinkSpec::Print)
+        self.build_with(env, &weir_operators::connectors::print)
     }
 
     /// As [`Self::build`], with each `SELECT`'s rows going to the sink

@@ -11,7 +11,6 @@ use weir_core::config::{ExchangeMode, WeirConfig};
 use weir_core::graph::{JobClient, JobExecutor, JobGraph, JobResult, StreamNodeKind, TaskMetrics};
 use weir_core::keys::KeyGroupRange;
 use weir_core::message::Watermark;
-use weir_core::spec::SinkSpec;
 use weir_core::{Result, WeirError};
 use weir_flight::{ExchangeServer, LazyFlightSender, SinkServer, TlsPem};
 use weir_operators::partition::BatchPartitioner;
@@ -31,7 +30,9 @@ pub struct LocalExecutor;
 /// and `WEIR_*` environment variables.
 pub fn local_environment() -> Result<StreamExecutionEnvironment> {
     let config = WeirConfig::default().with_env()?;
-    Ok(StreamExecutionEnvironment::new(config).with_executor(Arc::new(LocalExecutor)))
+    Ok(StreamExecutionEnvironment::new(config)
+        .with_executor(Arc::new(LocalExecutor))
+        .with_connectors(Arc::new(crate::connectors::ProcessConnectors)))
 }
 
 impl JobExecutor for LocalExecutor {
@@ -330,7 +331,7 @@ impl SinkHost {
         let has_flight_sink = job
             .nodes
             .iter()
-            .any(|n| matches!(&n.kind, StreamNodeKind::Sink(SinkSpec::Flight { .. })));
+            .any(|n| matches!(&n.kind, StreamNodeKind::Sink(s) if s.connector == "flight"));
         if !has_flight_sink {
             return Ok(None);
         }
@@ -447,6 +448,7 @@ pub fn build_placed_tasks(
         }
     }
     let mut tasks = Vec::with_capacity(exec.subtasks.len());
+    let connectors = crate::connectors::connectors();
     for st in exec
         .subtasks
         .iter()
@@ -463,6 +465,7 @@ pub fn build_placed_tasks(
                 job.config.max_parallelism,
             ),
             config: job.config.clone(),
+            connectors: connectors.clone(),
         };
         let head = &job.nodes[vertex.nodes[0]];
         let (input, chain_nodes) = match &head.kind {

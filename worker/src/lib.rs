@@ -12,11 +12,13 @@
 pub mod chain;
 pub mod channel;
 pub mod checkpoint;
+pub mod connectors;
 pub mod executor;
 pub mod gate;
 pub mod node;
 pub mod recovery;
 pub mod task;
 
+pub use connectors::{ProcessConnectors, connectors, register_connector};
 pub use executor::{LocalExecutor, local_environment};
 pub use node::{WorkerNode, WorkerOptions};

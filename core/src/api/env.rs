@@ -6,6 +6,7 @@ use arrow::datatypes::SchemaRef;
 
 use super::stream::DataStream;
 use crate::config::{RuntimeMode, WeirConfig};
+use crate::connector::{ConnectorPlanner, Options, TableDescriptor};
 use crate::error::{Result, WeirError};
 use crate::graph::{
     ChainingStrategy, JobClient, JobExecutor, JobGraph, JobResult, StreamGraph, Transformation,
@@ -27,6 +28,7 @@ struct EnvState {
 pub struct StreamExecutionEnvironment {
     state: Arc<Mutex<EnvState>>,
     executor: Option<Arc<dyn JobExecutor>>,
+    connectors: Option<Arc<dyn ConnectorPlanner>>,
 }
 
 impl StreamExecutionEnvironment {
@@ -40,7 +42,57 @@ impl StreamExecutionEnvironment {
                 transformations: vec![],
             })),
             executor: None,
+            connectors: None,
         }
+    }
+
+    /// Plan connectors (`from_connector`, `sink_to_connector`) with
+    /// `connectors`, which also checks every source added.
+    pub fn with_connectors(mut self, connectors: Arc<dyn ConnectorPlanner>) -> Self {
+        self.connectors = Some(connectors);
+        self
+    }
+
+    /// The connectors this environment plans with.
+    pub fn connectors(&self) -> Result<&Arc<dyn ConnectorPlanner>> {
+        self.connectors.as_ref().ok_or_else(|| {
+            WeirError::plan(
+                "this environment has no connectors; create it with weir_worker::local_environment()",
+            )
+        })
+    }
+
+    /// Plan the source of `connector` with `options` (Flink's `WITH`
+    /// options, checked against what the connector declares) and, when
+    /// given, the columns it must produce; without them the connector
+    /// gives its own (a Parquet file's, Nexmark's).
+    pub fn connector_source<K: Into<String>, V: Into<String>>(
+        &self,
+        connector: &str,
+        options: impl IntoIterator<Item = (K, V)>,
+        schema: Option<SchemaRef>,
+        name: &str,
+    ) -> Result<SourceSpec> {
+        let mut options: Options = options
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        options.insert("connector".into(), connector.to_string());
+        self.connectors()?
+            .plan_source(&TableDescriptor::new(name, options, schema))
+    }
+
+    /// Add the source of `connector` with `options`, producing the
+    /// connector's own columns (see [`Self::connector_source`]).
+    pub fn from_connector<K: Into<String>, V: Into<String>>(
+        &self,
+        connector: &str,
+        options: impl IntoIterator<Item = (K, V)>,
+        watermarks: WatermarkStrategy,
+        name: &str,
+    ) -> Result<DataStream> {
+        let spec = self.connector_source(connector, options, None, name)?;
+        self.from_source(spec, watermarks, name)
     }
 
     /// Use `executor` for [`Self::execute`].
@@ -92,13 +144,17 @@ impl StreamExecutionEnvironment {
     /// stream's rowtime, which event-time windows use.
     pub fn from_source(
         &self,
-        spec: SourceSpec,
+        spec: impl Into<SourceSpec>,
         watermarks: WatermarkStrategy,
         name: &str,
     ) -> Result<DataStream> {
+        let spec = spec.into();
         let context =
             |e: WeirError| WeirError::plan(format!("source '{name}' [{}]: {e}", spec.describe()));
         spec.validate().map_err(context)?;
+        if let Some(connectors) = &self.connectors {
+            connectors.check_source(spec.connector()).map_err(context)?;
+        }
         let schema = spec.schema();
         watermarks.validate(&schema).map_err(context)?;
         let rowtime = watermarks.timestamp_column.clone();

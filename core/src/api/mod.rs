@@ -14,7 +14,7 @@
 //!     .column("amount", ColumnGen::UniformInt { min: 1, max: 500 })
 //!     .column("ts", ColumnGen::EventTime { start_ms: 0, events_per_second: 1000, max_out_of_orderness_ms: 0 });
 //! env.from_source(
-//!     SourceSpec::Generator(source),
+//!     SourceSpec::from(source),
 //!     WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_secs(1)),
 //!     "orders",
 //! )?
@@ -22,7 +22,7 @@
 //! .key_by(&["user_id"])?
 //! .window(TumblingEventTimeWindows::of(Duration::from_secs(60)))
 //! .aggregate(vec![AggregateSpec::count_star().alias("orders")])?
-//! .sink_to(SinkSpec::Print, "print")?;
+//! .sink_to(weir_operators::connectors::print(), "print")?;
 //! println!("{}", env.explain("example")?);
 //! # Ok(()) }
 //! ```

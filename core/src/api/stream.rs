@@ -490,7 +490,13 @@ impl DataStream {
     }
 
     /// Write the stream to a sink.
-    pub fn sink_to(&self, sink: SinkSpec, name: &str) -> Result<DataStreamSink> {
+    pub fn sink_to(&self, sink: impl Into<SinkSpec>, name: &str) -> Result<DataStreamSink> {
+        let sink = sink.into();
+        if let Ok(connectors) = self.env.connectors() {
+            connectors.check_sink(&sink).map_err(|e| {
+                WeirError::plan(format!("sink '{name}' [{}]: {e}", sink.describe()))
+            })?;
+        }
         let id = self.env.add(
             format!("Sink: {name}"),
             TransformationKind::Sink(sink),
@@ -500,6 +506,25 @@ impl DataStream {
         Ok(DataStreamSink {
             stream: DataStream::new(self.env.clone(), id, Arc::clone(&self.schema), None),
         })
+    }
+
+    /// Write the stream to the sink of `connector` with `options` (Flink's
+    /// `WITH` options, checked against what the connector declares).
+    pub fn sink_to_connector<K: Into<String>, V: Into<String>>(
+        &self,
+        connector: &str,
+        options: impl IntoIterator<Item = (K, V)>,
+        name: &str,
+    ) -> Result<DataStreamSink> {
+        let mut options: crate::connector::Options = options
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        options.insert("connector".into(), connector.to_string());
+        let table =
+            crate::connector::TableDescriptor::new(name, options, Some(Arc::clone(&self.schema)));
+        let sink = self.env.connectors()?.plan_sink(&table)?;
+        self.sink_to(sink, name)
     }
 
     /// Rename the operator that produced this stream.

@@ -540,3 +540,38 @@ fn strip_plan(e: &WeirError) -> String {
         other => other.to_string(),
     }
 }
+
+impl JobGraph {
+    /// Check every source and sink against the connectors a program has:
+    /// each names one of them, with options it takes and a planned form it
+    /// reads back. Errors name the node.
+    pub fn check_connectors(
+        &self,
+        connectors: &dyn crate::connector::ConnectorPlanner,
+    ) -> Result<()> {
+        for v in &self.vertices {
+            for &n in &v.nodes {
+                let Some(node) = self.nodes.get(n) else {
+                    continue;
+                };
+                let checked = match &node.kind {
+                    StreamNodeKind::Source { spec, .. } => {
+                        connectors.check_source(spec.connector())
+                    }
+                    StreamNodeKind::Sink(sink) => connectors.check_sink(sink),
+                    StreamNodeKind::Operator(_) => Ok(()),
+                };
+                checked.map_err(|e| {
+                    bad(format!(
+                        "vertex {} ('{}'), node {} ('{}'): {e}",
+                        vertex_label(v.id),
+                        v.name,
+                        node.id,
+                        node.name
+                    ))
+                })?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -17,8 +17,9 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use weir_core::spec::{ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::spec::SourceSpec;
 use weir_core::time::WatermarkStrategy;
+use weir_operators::connectors::{ColumnGen, GeneratorSpec};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -41,18 +42,11 @@ fn run() -> Result<(), String> {
         .column("n", ColumnGen::Sequence)
         .rate(rate);
     env.from_source(
-        SourceSpec::Generator(spec),
+        SourceSpec::from(spec),
         WatermarkStrategy::no_watermarks(),
         "numbers-source",
     )
-    .and_then(|s| {
-        s.sink_to(
-            SinkSpec::Flight {
-                name: "numbers".into(),
-            },
-            "numbers",
-        )
-    })
+    .and_then(|s| s.sink_to(weir_flight::flight_sink("numbers"), "numbers"))
     .map_err(|e| e.to_string())?;
     let job = env
         .execute_async("flight-sink-demo")

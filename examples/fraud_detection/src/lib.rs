@@ -23,9 +23,10 @@ use weir_core::process::{
     FiredTimers, KeyId, KeyedProcessFunction, ListState, MapState, ProcessContext, StateReader,
     StateWriter, ValueState,
 };
-use weir_core::spec::{ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::spec::{SinkSpec, SourceSpec};
 use weir_core::time::WatermarkStrategy;
 use weir_core::{Result, WeirError};
+use weir_operators::connectors::{ColumnGen, GeneratorSpec};
 
 /// How long a small transaction keeps an account suspicious.
 pub const WINDOW_MS: i64 = 60_000;
@@ -69,39 +70,37 @@ pub fn alert_schema() -> SchemaRef {
 
 /// `events` generated transactions over `accounts` accounts, 10,000 per
 /// second of event time, up to 500 ms out of order.
-pub fn generated_transactions(events: u64, accounts: u64) -> SourceSpec {
-    SourceSpec::Generator(
-        GeneratorSpec::new(Some(events))
-            .column(
-                "account_id",
-                ColumnGen::Key {
-                    cardinality: accounts,
-                },
-            )
-            .column(
-                "amount",
-                ColumnGen::UniformFloat {
-                    min: 0.0,
-                    max: 1000.0,
-                },
-            )
-            .column(
-                "merchant",
-                ColumnGen::Choice(
-                    ["grocer", "fuel", "books", "travel", "games", "pharmacy"]
-                        .map(String::from)
-                        .to_vec(),
-                ),
-            )
-            .column(
-                "ts",
-                ColumnGen::EventTime {
-                    start_ms: 1_767_225_600_000,
-                    events_per_second: 10_000,
-                    max_out_of_orderness_ms: 500,
-                },
+pub fn generated_transactions(events: u64, accounts: u64) -> GeneratorSpec {
+    GeneratorSpec::new(Some(events))
+        .column(
+            "account_id",
+            ColumnGen::Key {
+                cardinality: accounts,
+            },
+        )
+        .column(
+            "amount",
+            ColumnGen::UniformFloat {
+                min: 0.0,
+                max: 1000.0,
+            },
+        )
+        .column(
+            "merchant",
+            ColumnGen::Choice(
+                ["grocer", "fuel", "books", "travel", "games", "pharmacy"]
+                    .map(String::from)
+                    .to_vec(),
             ),
-    )
+        )
+        .column(
+            "ts",
+            ColumnGen::EventTime {
+                start_ms: 1_767_225_600_000,
+                events_per_second: 10_000,
+                max_out_of_orderness_ms: 500,
+            },
+        )
 }
 
 /// A buffered transaction: (ts, amount, merchant).

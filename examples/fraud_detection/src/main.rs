@@ -16,8 +16,8 @@ fn run(events: u64, parallelism: usize) -> weir_core::Result<()> {
     let alerts = CollectHandle::new();
     build_job(
         &env,
-        generated_transactions(events, 1_000),
-        SinkSpec::Collect(alerts.clone()),
+        generated_transactions(events, 1_000).into(),
+        SinkSpec::from(alerts.clone()),
     )?;
     let result = env.execute("fraud-detection")?;
     let secs = result.duration.as_secs_f64();

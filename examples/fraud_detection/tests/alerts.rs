@@ -11,7 +11,7 @@ fn alerts(source: SourceSpec, parallelism: usize, mode: RuntimeMode) -> Vec<Stri
     let env = weir_worker::local_environment().unwrap();
     env.set_parallelism(parallelism).set_runtime_mode(mode);
     let out = CollectHandle::new();
-    build_job(&env, source, SinkSpec::Collect(out.clone())).unwrap();
+    build_job(&env, source, SinkSpec::from(out.clone())).unwrap();
     env.execute("fraud").unwrap();
     weir_tests::sorted_rows(&out.batches())
 }
@@ -35,8 +35,7 @@ fn small_then_large_within_a_minute_alerts() {
         ]),
     ];
     for (p, mode) in [(1, RuntimeMode::Streaming), (2, RuntimeMode::Batch)] {
-        let source =
-            SourceSpec::Memory(MemorySourceSpec::new(transaction_schema(), batches.clone()));
+        let source = SourceSpec::from(MemorySourceSpec::new(transaction_schema(), batches.clone()));
         let rows = alerts(source, p, mode);
         assert_eq!(rows.len(), 2, "{rows:#?}");
         // Account 1: merchants since the small one are fuel and books.
@@ -48,7 +47,7 @@ fn small_then_large_within_a_minute_alerts() {
 #[test]
 fn generated_run_is_the_same_at_any_parallelism_and_mode() {
     let reference = alerts(
-        generated_transactions(100_000, 50),
+        generated_transactions(100_000, 50).into(),
         1,
         RuntimeMode::Streaming,
     );
@@ -56,17 +55,14 @@ fn generated_run_is_the_same_at_any_parallelism_and_mode() {
         !reference.is_empty(),
         "the generator produces suspicious accounts"
     );
-    let same = |p, mode| alerts(generated_transactions(100_000, 50), p, mode) == reference;
+    let same = |p, mode| alerts(generated_transactions(100_000, 50).into(), p, mode) == reference;
     assert!(same(3, RuntimeMode::Streaming), "parallelism 3 differs");
     assert!(same(2, RuntimeMode::Batch), "batch mode differs");
 }
 
 #[test]
 fn checkpoints_snapshot_the_detector_state() {
-    let source = || match generated_transactions(40_000, 50) {
-        SourceSpec::Generator(g) => SourceSpec::Generator(g.rate(40_000)),
-        other => other,
-    };
+    let source = || SourceSpec::from(generated_transactions(40_000, 50).rate(40_000));
     let reference = alerts(source(), 2, RuntimeMode::Streaming);
     let tmp = tempfile::tempdir().unwrap();
     let env = weir_worker::local_environment().unwrap();
@@ -77,7 +73,7 @@ fn checkpoints_snapshot_the_detector_state() {
         c.checkpoint_tolerable_failures = Some(0);
     });
     let out = CollectHandle::new();
-    build_job(&env, source(), SinkSpec::Collect(out.clone())).unwrap();
+    build_job(&env, source(), SinkSpec::from(out.clone())).unwrap();
     let result = env.execute("fraud").unwrap();
     assert!(
         result.checkpoints.len() >= 2 && result.checkpoints_declined.is_empty(),

@@ -19,8 +19,9 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion_expr::{cast, col, lit};
 use weir_core::Result;
 use weir_core::api::StreamExecutionEnvironment;
-use weir_core::spec::{AggregateSpec, ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+use weir_core::spec::{AggregateSpec, SinkSpec, SourceSpec};
 use weir_core::time::{TumblingEventTimeWindows, WatermarkStrategy};
+use weir_operators::connectors::{ColumnGen, GeneratorSpec};
 use weir_operators::sources::{CsvOptions, csv_source, parquet_source};
 
 /// Schema of raw orders (generated, or read from files).
@@ -40,7 +41,7 @@ pub fn orders_schema() -> SchemaRef {
 /// `events` generated orders over 10,000 users, 50,000 orders per second of
 /// event time, up to 2 s out of order.
 pub fn generated_orders(events: u64) -> SourceSpec {
-    SourceSpec::Generator(
+    SourceSpec::from(
         GeneratorSpec::new(Some(events))
             .column("order_id", ColumnGen::Sequence)
             .column(

@@ -83,10 +83,10 @@ fn run(args: &Args) -> Result<()> {
         None => generated_orders(args.events),
     };
     let (sink, collected) = match &args.output {
-        Some(dir) => (SinkSpec::Parquet { dir: dir.into() }, None),
+        Some(dir) => (weir_operators::connectors::parquet_sink(dir), None),
         None => {
             let handle = CollectHandle::new();
-            (SinkSpec::Collect(handle.clone()), Some(handle))
+            (SinkSpec::from(handle.clone()), Some(handle))
         }
     };
     build_job(&env, source, sink)?;

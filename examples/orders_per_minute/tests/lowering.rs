@@ -4,13 +4,17 @@ use orders_per_minute::{build_job, generated_orders};
 use weir_core::api::StreamExecutionEnvironment;
 use weir_core::config::WeirConfig;
 use weir_core::graph::Partitioner;
-use weir_core::spec::SinkSpec;
 
 #[test]
 fn orders_per_minute_lowers_to_two_chained_vertices() {
     let env = StreamExecutionEnvironment::new(WeirConfig::default());
     env.set_parallelism(4);
-    build_job(&env, generated_orders(1000), SinkSpec::Blackhole).unwrap();
+    build_job(
+        &env,
+        generated_orders(1000),
+        weir_operators::connectors::blackhole(),
+    )
+    .unwrap();
 
     let stream = env.stream_graph("orders").unwrap();
     let names: Vec<&str> = stream.nodes.iter().map(|n| n.name.as_str()).collect();
@@ -61,7 +65,12 @@ fn orders_per_minute_lowers_to_two_chained_vertices() {
 fn chaining_controls_split_vertices() {
     let env = StreamExecutionEnvironment::new(WeirConfig::default());
     env.disable_operator_chaining();
-    build_job(&env, generated_orders(10), SinkSpec::Blackhole).unwrap();
+    build_job(
+        &env,
+        generated_orders(10),
+        weir_operators::connectors::blackhole(),
+    )
+    .unwrap();
     assert_eq!(env.job_graph("j").unwrap().vertices.len(), 4);
 
     // Different parallelism breaks the chain and turns forward into rebalance.
@@ -77,7 +86,8 @@ fn chaining_controls_split_vertices() {
         .unwrap()
         .set_parallelism(3)
         .unwrap();
-    s.sink_to(SinkSpec::Blackhole, "out").unwrap();
+    s.sink_to(weir_operators::connectors::blackhole(), "out")
+        .unwrap();
     let job = env.job_graph("j").unwrap();
     assert_eq!(job.vertices.len(), 3, "{}", job.explain());
     assert!(
@@ -109,7 +119,7 @@ fn start_new_chain_and_disable_chaining_split_the_chain() {
         .unwrap()
         .name("f3")
         .unwrap()
-        .sink_to(SinkSpec::Blackhole, "out")
+        .sink_to(weir_operators::connectors::blackhole(), "out")
         .unwrap()
         .disable_chaining()
         .unwrap();
@@ -126,18 +136,18 @@ fn start_new_chain_and_disable_chaining_split_the_chain() {
 #[test]
 fn batch_mode_rejects_unbounded_sources() {
     use weir_core::config::RuntimeMode;
-    use weir_core::spec::{ColumnGen, GeneratorSpec, SourceSpec};
+    use weir_core::spec::SourceSpec;
+    use weir_operators::connectors::{ColumnGen, GeneratorSpec};
     let env = StreamExecutionEnvironment::new(WeirConfig::default());
     env.set_runtime_mode(RuntimeMode::Batch);
-    let unbounded =
-        SourceSpec::Generator(GeneratorSpec::new(None).column("n", ColumnGen::Sequence));
+    let unbounded = SourceSpec::from(GeneratorSpec::new(None).column("n", ColumnGen::Sequence));
     env.from_source(
         unbounded,
         weir_core::time::WatermarkStrategy::no_watermarks(),
         "g",
     )
     .unwrap()
-    .sink_to(SinkSpec::Blackhole, "out")
+    .sink_to(weir_operators::connectors::blackhole(), "out")
     .unwrap();
     let err = env.job_graph("j").unwrap_err().to_string();
     assert!(

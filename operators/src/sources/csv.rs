@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use arrow::csv::reader::{BufReader as CsvReader, Format, ReaderBuilder};
 use arrow::datatypes::SchemaRef;
-use weir_core::spec::{CsvSourceSpec, SourceSpec};
+use weir_core::spec::SourceSpec;
 use weir_core::{Result, WeirError};
 
 use super::{OpenSplit, Source, SourcePoll, SplitCursor, expand_paths, poll_splits};
 use crate::OperatorContext;
+use crate::connectors::CsvSourceSpec;
 
 /// Options of a CSV source.
 #[derive(Debug, Clone)]
@@ -57,12 +58,13 @@ pub fn csv_source(paths: &[impl AsRef<Path>], options: CsvOptions) -> Result<Sou
             Arc::new(schema)
         }
     };
-    Ok(SourceSpec::Csv(CsvSourceSpec {
+    Ok(CsvSourceSpec {
         files,
         schema,
         has_header: options.has_header,
         delimiter: options.delimiter,
-    }))
+    }
+    .into_source())
 }
 
 /// Reads the files assigned to one subtask (file `k` to subtask `k mod p`).

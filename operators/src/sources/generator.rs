@@ -3,12 +3,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::connectors::{ColumnGen, GeneratorSpec};
 use arrow::array::{
     ArrayRef, Float64Array, Int64Array, StringArray, TimestampMillisecondArray, UInt64Array,
 };
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use weir_core::spec::{ColumnGen, GeneratorSpec};
 use weir_core::{Result, WeirError};
 
 use super::{Source, SourcePoll};
@@ -369,6 +369,7 @@ mod tests {
             parallelism,
             key_groups: KeyGroupRange::for_subtask(subtask, parallelism, 128),
             config,
+            connectors: Default::default(),
         };
         GeneratorSource::new(spec, &ctx)
     }

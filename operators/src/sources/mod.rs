@@ -15,12 +15,13 @@ use std::time::Duration;
 
 use arrow::record_batch::RecordBatch;
 use weir_core::graph::{StreamNode, StreamNodeKind};
-use weir_core::spec::SourceSpec;
+use weir_core::spec::{ConnectorSource, SourceSpec};
 use weir_core::{Result, WeirError};
 
 pub use self::csv::{CsvOptions, csv_source};
 pub use self::generator::GeneratorSource;
 pub use self::parquet::parquet_source;
+pub(crate) use self::{csv::CsvSource, parquet::ParquetSource};
 use crate::OperatorContext;
 
 /// What a source has to offer right now.
@@ -74,14 +75,16 @@ fn source_for(spec: &SourceSpec, ctx: &OperatorContext) -> Result<Box<dyn Source
             exprs: c.exprs.clone(),
             schema: c.schema()?,
         }),
-        SourceSpec::Generator(g) => Box::new(GeneratorSource::new(g.clone(), ctx)),
-        SourceSpec::Parquet(p) => Box::new(parquet::ParquetSource::new(p.clone(), ctx)),
-        SourceSpec::Csv(c) => Box::new(csv::CsvSource::new(c.clone(), ctx)),
-        SourceSpec::Memory(m) => Box::new(MemorySource {
-            cursor: SplitCursor::new(m.batches.len(), ctx),
-            batches: m.batches.clone(),
-            bounded: m.bounded,
-        }),
+        SourceSpec::Connector(c) => ctx.connectors.open_source(c, ctx)?,
+    })
+}
+
+/// The `memory` connector's reader: the source's inline batches.
+pub(crate) fn memory_source(source: &ConnectorSource, ctx: &OperatorContext) -> Box<dyn Source> {
+    Box::new(MemorySource {
+        cursor: SplitCursor::new(source.batches.len(), ctx),
+        batches: source.batches.clone(),
+        bounded: source.bounded,
     })
 }
 

@@ -11,6 +11,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use crate::nexmark::{NexmarkConfig, auction_fields, bid_fields, person_fields};
 use arrow::array::{
     ArrayRef, Int32Array, Int64Builder, StringBuilder, StructArray, TimestampMillisecondBuilder,
 };
@@ -18,7 +19,6 @@ use arrow::buffer::NullBuffer;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use weir_core::Result;
-use weir_core::nexmark::{NexmarkConfig, auction_fields, bid_fields, person_fields};
 
 const FIRST_PERSON_ID: i64 = 1000;
 const FIRST_AUCTION_ID: i64 = 1000;
@@ -187,7 +187,7 @@ macro_rules! nulls {
     ($($b:expr),*) => { $( $b.append_null(); )* };
 }
 
-/// Events `[from, to)` as one batch of [`weir_core::nexmark::schema`].
+/// Events `[from, to)` as one batch of [`weir_operators::nexmark::schema`].
 pub fn generate(c: &NexmarkConfig, schema: &SchemaRef, from: u64, to: u64) -> Result<RecordBatch> {
     let len = (to - from) as usize;
     let total = c.total_proportion();
@@ -419,7 +419,7 @@ mod tests {
     #[test]
     fn mix_ids_and_determinism() {
         let c = NexmarkConfig::default();
-        let schema = weir_core::nexmark::schema();
+        let schema = crate::nexmark::schema();
         let all = generate(&c, &schema, 0, 5000).unwrap();
         let kinds = all.column(0).as_primitive::<arrow::datatypes::Int32Type>();
         let count = |k: i32| kinds.values().iter().filter(|&&x| x == k).count();

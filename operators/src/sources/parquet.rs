@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
-use weir_core::spec::{ParquetSourceSpec, SourceSpec};
+use weir_core::spec::SourceSpec;
 use weir_core::time::column_list;
 use weir_core::{Result, WeirError};
 
 use super::{OpenSplit, Source, SourcePoll, SplitCursor, expand_paths, poll_splits};
 use crate::OperatorContext;
+use crate::connectors::ParquetSourceSpec;
 
 /// Describe a Parquet source: expands directories, reads every footer (so a
 /// missing or unreadable file fails here, before the job runs), checks the
@@ -74,12 +75,13 @@ pub fn parquet_source(
         ),
         None => None,
     };
-    Ok(SourceSpec::Parquet(ParquetSourceSpec {
+    Ok(ParquetSourceSpec {
         files,
         row_groups,
         file_schema,
         projection,
-    }))
+    }
+    .into_source())
 }
 
 /// Reads the row groups assigned to one subtask: split `k` (in file order,

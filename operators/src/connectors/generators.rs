@@ -10,15 +10,17 @@ use arrow::datatypes::{DataType, SchemaRef};
 use datafusion_common::{Column, DFSchema};
 use datafusion_expr::{Expr, cast, lit};
 use weir_core::Result;
-use weir_core::nexmark::NexmarkConfig;
-use weir_core::spec::{ColumnGen, ComputedSourceSpec, GeneratorSpec, SourceSpec};
-
-use super::{
-    ConnectorFactory, ConnectorOption, OptionKind, conform_source, option_num, parse_duration_ms,
-    parse_num, parse_timestamp_ms, table_err,
+use weir_core::connector::{
+    ConnectorOption, ConnectorSource, OptionKind, TableDescriptor, parse_duration_ms,
+    parse_timestamp_ms,
 };
-use crate::catalog::TableEntry;
-use crate::lower::physical;
+use weir_core::spec::{ComputedSourceSpec, SourceSpec};
+
+use super::specs::{ColumnGen, GeneratorSpec};
+use super::{ConnectorFactory, physical, planned_or};
+use crate::OperatorContext;
+use crate::nexmark::NexmarkConfig;
+use crate::sources::{GeneratorSource, Source};
 
 /// `'connector' = 'datagen'`.
 pub(super) struct Datagen;
@@ -63,8 +65,20 @@ impl ConnectorFactory for Datagen {
         ]
     }
 
-    fn create_source(&self, table: &TableEntry) -> Option<Result<SourceSpec>> {
+    fn plan_source(&self, table: &TableDescriptor) -> Option<Result<SourceSpec>> {
         Some(datagen(table))
+    }
+
+    fn check_source(&self, source: &ConnectorSource) -> Result<()> {
+        generator_of(source)?.validate()
+    }
+
+    fn open_source(
+        &self,
+        source: &ConnectorSource,
+        ctx: &OperatorContext,
+    ) -> Option<Result<Box<dyn Source>>> {
+        Some(open_generator(source, ctx))
     }
 }
 
@@ -141,17 +155,29 @@ impl ConnectorFactory for Nexmark {
         ]
     }
 
-    fn create_source(&self, table: &TableEntry) -> Option<Result<SourceSpec>> {
+    fn plan_source(&self, table: &TableDescriptor) -> Option<Result<SourceSpec>> {
         Some(nexmark(table))
+    }
+
+    fn check_source(&self, source: &ConnectorSource) -> Result<()> {
+        generator_of(source)?.validate()
+    }
+
+    fn open_source(
+        &self,
+        source: &ConnectorSource,
+        ctx: &OperatorContext,
+    ) -> Option<Result<Box<dyn Source>>> {
+        Some(open_generator(source, ctx))
     }
 }
 
-fn nexmark(t: &TableEntry) -> Result<SourceSpec> {
+fn nexmark(t: &TableDescriptor) -> Result<SourceSpec> {
     let mut c = NexmarkConfig {
-        events: option_num::<u64>(t, "events.num")?.filter(|&n| n > 0),
+        events: t.number::<u64>("events.num")?.filter(|&n| n > 0),
         ..Default::default()
     };
-    if let Some(tps) = option_num::<u64>(t, "tps")?.or(option_num(t, "first-event.rate")?) {
+    if let Some(tps) = t.number::<u64>("tps")?.or(t.number("first-event.rate")?) {
         c.tps = tps;
     }
     let max_speed = t
@@ -159,76 +185,65 @@ fn nexmark(t: &TableEntry) -> Result<SourceSpec> {
         .map(|v| v.eq_ignore_ascii_case("true"))
         .unwrap_or(false);
     c.rate = (!max_speed).then_some(c.tps);
-    if let Some(p) = option_num(t, "person.proportion")? {
+    if let Some(p) = t.number("person.proportion")? {
         c.person_proportion = p;
     }
-    if let Some(p) = option_num(t, "auction.proportion")? {
+    if let Some(p) = t.number("auction.proportion")? {
         c.auction_proportion = p;
     }
-    if let Some(p) = option_num(t, "bid.proportion")? {
+    if let Some(p) = t.number("bid.proportion")? {
         c.bid_proportion = p;
     }
     if let Some(b) = t.option("base-time") {
-        c.base_time_ms = parse_timestamp_ms(b).ok_or_else(|| {
-            table_err(t, format!("option 'base-time' = '{b}' is not a timestamp"))
-        })?;
+        c.base_time_ms = parse_timestamp_ms(b)
+            .ok_or_else(|| t.error(format!("option 'base-time' = '{b}' is not a timestamp")))?;
     }
-    c.validate().map_err(|e| table_err(t, e))?;
-    conform_source(t, SourceSpec::Generator(GeneratorSpec::nexmark(c)))
+    c.validate().map_err(|e| t.error(e))?;
+    Ok(GeneratorSpec::nexmark(c).into_source())
 }
 
-fn datagen(t: &TableEntry) -> Result<SourceSpec> {
+fn datagen(t: &TableDescriptor) -> Result<SourceSpec> {
     let rate = match t.option("rows-per-second") {
         Some(v) if v.eq_ignore_ascii_case("unlimited") => None,
-        Some(v) => Some(parse_num::<u64>(t, "rows-per-second", v)?),
+        Some(_) => t.number::<u64>("rows-per-second")?,
         None => Some(10_000),
     };
     if rate == Some(0) {
-        return Err(table_err(
-            t,
-            "rows-per-second must be positive (or 'unlimited')",
-        ));
+        return Err(t.error("rows-per-second must be positive (or 'unlimited')"));
     }
-    let mut rows: Option<u64> = option_num(t, "number-of-rows")?;
+    let mut rows: Option<u64> = t.number("number-of-rows")?;
     let mut spec = GeneratorSpec::new(None);
-    spec.seed = option_num(t, "seed")?.unwrap_or(0);
+    spec.seed = t.number("seed")?.unwrap_or(0);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
     let mut exprs = vec![];
-    for field in t.schema.fields() {
+    let declared = t.declared_schema()?;
+    for field in declared.fields() {
         let name = field.name();
         let opt = |k: &str| t.option(&format!("fields.{name}.{k}"));
-        let num = |k: &str| -> Result<Option<f64>> {
-            opt(k)
-                .map(|v| parse_num::<f64>(t, &format!("fields.{name}.{k}"), v))
-                .transpose()
-        };
+        let num =
+            |k: &str| -> Result<Option<f64>> { t.number::<f64>(&format!("fields.{name}.{k}")) };
         let kind = opt("kind").unwrap_or("random").to_ascii_lowercase();
         let ty = field.data_type();
         let generated = Expr::Column(Column::new_unqualified(name));
         let (generator, expr) = match (kind.as_str(), ty) {
             ("sequence", ty) if ty.is_integer() => {
                 let start = num("start")?.ok_or_else(|| {
-                    table_err(
-                        t,
-                        format!(
-                            "fields.{name}.kind = 'sequence' needs fields.{name}.start and .end"
-                        ),
-                    )
+                    t.error(format!(
+                        "fields.{name}.kind = 'sequence' needs fields.{name}.start and .end"
+                    ))
                 })? as i64;
                 let end = num("end")?.ok_or_else(|| {
-                    table_err(
-                        t,
-                        format!("fields.{name}.kind = 'sequence' needs fields.{name}.end"),
-                    )
+                    t.error(format!(
+                        "fields.{name}.kind = 'sequence' needs fields.{name}.end"
+                    ))
                 })? as i64;
                 if end < start {
-                    return Err(table_err(
-                        t,
-                        format!("fields.{name}: end {end} is before start {start}"),
-                    ));
+                    return Err(
+                        t.error(format!("fields.{name}: end {end} is before start {start}"))
+                    );
                 }
                 // As wide integers: a sequence over the whole i64 range
                 // must not overflow while counting its rows.
@@ -250,10 +265,7 @@ fn datagen(t: &TableEntry) -> Result<SourceSpec> {
                 let min = num("min")?.map_or(lo, |v| v as i64);
                 let max = num("max")?.map_or(hi, |v| v as i64);
                 if min > max {
-                    return Err(table_err(
-                        t,
-                        format!("fields.{name}: min {min} is above max {max}"),
-                    ));
+                    return Err(t.error(format!("fields.{name}: min {min} is above max {max}")));
                 }
                 (ColumnGen::UniformInt { min, max }, generated)
             }
@@ -267,10 +279,9 @@ fn datagen(t: &TableEntry) -> Result<SourceSpec> {
                 let min = num("min")?.unwrap_or(0.0);
                 let max = num("max")?.unwrap_or(1.0);
                 if min.partial_cmp(&max) != Some(std::cmp::Ordering::Less) {
-                    return Err(table_err(
-                        t,
-                        format!("fields.{name}: min {min} must be below max {max}"),
-                    ));
+                    return Err(
+                        t.error(format!("fields.{name}: min {min} must be below max {max}"))
+                    );
                 }
                 (ColumnGen::UniformFloat { min, max }, generated)
             }
@@ -282,16 +293,13 @@ fn datagen(t: &TableEntry) -> Result<SourceSpec> {
             ("random", DataType::Timestamp(_, _)) => {
                 let start = match opt("start") {
                     Some(v) => parse_timestamp_ms(v).ok_or_else(|| {
-                        table_err(t, format!("fields.{name}.start = '{v}' is not a timestamp"))
+                        t.error(format!("fields.{name}.start = '{v}' is not a timestamp"))
                     })?,
                     None => now,
                 };
                 let lag = match opt("max-past") {
                     Some(v) => parse_duration_ms(v).ok_or_else(|| {
-                        table_err(
-                            t,
-                            format!("fields.{name}.max-past = '{v}' is not a duration"),
-                        )
+                        t.error(format!("fields.{name}.max-past = '{v}' is not a duration"))
                     })?,
                     None => 0,
                 };
@@ -305,18 +313,14 @@ fn datagen(t: &TableEntry) -> Result<SourceSpec> {
                 )
             }
             (k, ty) if k == "random" || k == "sequence" => {
-                return Err(table_err(
-                    t,
-                    format!("datagen cannot generate {kind} values of type {ty} (column '{name}')"),
-                ));
+                return Err(t.error(format!(
+                    "datagen cannot generate {kind} values of type {ty} (column '{name}')"
+                )));
             }
             (k, _) => {
-                return Err(table_err(
-                    t,
-                    format!(
-                        "fields.{name}.kind = '{k}': datagen kinds are 'random' and 'sequence'"
-                    ),
-                ));
+                return Err(t.error(format!(
+                    "fields.{name}.kind = '{k}': datagen kinds are 'random' and 'sequence'"
+                )));
             }
         };
         spec.columns.push((name.clone(), generator));
@@ -324,7 +328,7 @@ fn datagen(t: &TableEntry) -> Result<SourceSpec> {
     }
     spec.num_events = rows;
     spec.rate = rate;
-    let inner = SourceSpec::Generator(spec);
+    let inner = spec.into_source();
     let gen_schema: SchemaRef = inner.schema();
     let df = DFSchema::try_from(gen_schema.as_ref().clone())?;
     let exprs = exprs
@@ -355,4 +359,26 @@ fn integer_range(t: &DataType) -> (i64, i64) {
         DataType::UInt32 => (0, u32::MAX as i64),
         _ => (i64::MIN, i64::MAX),
     }
+}
+
+/// The generator a planned `datagen` or `nexmark` source runs.
+fn generator_of(source: &ConnectorSource) -> Result<GeneratorSpec> {
+    planned_or(source, |t| {
+        // A job graph written by hand: plan the generator from its options.
+        let spec = match source.connector.as_str() {
+            "nexmark" => nexmark(t)?,
+            _ => datagen(t)?,
+        };
+        let inner = match spec {
+            SourceSpec::Computed(c) => *c.inner,
+            other => other,
+        };
+        inner.connector().planned_as()
+    })
+}
+
+fn open_generator(source: &ConnectorSource, ctx: &OperatorContext) -> Result<Box<dyn Source>> {
+    let spec = generator_of(source)?;
+    spec.validate()?;
+    Ok(Box::new(GeneratorSource::new(spec, ctx)))
 }

@@ -16,7 +16,7 @@ use std::time::Instant;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 
-use crate::config::SinkRetention;
+use weir_core::config::SinkRetention;
 
 /// The output of one readable sink.
 #[derive(Debug)]
@@ -336,7 +336,7 @@ mod tests {
     fn retention_is_bounded_by_default_and_by_bytes() {
         assert_eq!(
             SinkRetention::default().max_bytes,
-            Some(crate::config::DEFAULT_SINK_RETENTION_BYTES)
+            Some(weir_core::config::DEFAULT_SINK_RETENTION_BYTES)
         );
         let hub = SinkHub::default();
         let one = batch(0..1000).get_array_memory_size();

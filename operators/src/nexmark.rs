@@ -1,13 +1,13 @@
 //! The Nexmark benchmark's data model: one table of events, each a Person,
 //! an Auction or a Bid, as in the `nexmark` SQL connector of nexmark-flink
-//! (`event_type` 0/1/2 and three nullable ROW columns). The generator itself
-//! lives in `weir-operators`; this is its configuration and schema.
+//! (`event_type` 0/1/2 and three nullable ROW columns): the configuration
+//! and schema of the generator in `sources::nexmark`.
 
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 
-use crate::error::{Result, WeirError};
+use weir_core::{Result, WeirError};
 
 /// How Nexmark events are generated. Every event is a pure function of its
 /// index and this configuration, so subtasks split the sequence and a
