@@ -17,6 +17,15 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import pyarrow.flight
   "$venv/bin/pip" install --quiet --disable-pip-version-check pyarrow 'moto[server]' duckdb
 fi
 export WEIR_TEST_MOTO_SERVER="$(cd "$venv/bin" && pwd)/moto_server"
+# Flink 2.3 itself (PyFlink from PyPI, on the machine's Java 17), the
+# reference the CSV/JSON format test compares Weir's files with; in its
+# own virtualenv, as it pins its own pyarrow.
+flink_venv="$target/flink-venv"
+if [ ! -x "$flink_venv/bin/python" ] || ! "$flink_venv/bin/python" -c "import pyflink" 2>/dev/null; then
+  python3 -m venv "$flink_venv"
+  "$flink_venv/bin/pip" install --quiet --disable-pip-version-check 'apache-flink==2.3.0'
+fi
+export WEIR_TEST_PYFLINK="$(cd "$flink_venv/bin" && pwd)/python"
 
 cargo test --workspace "$@"
 

@@ -1158,7 +1158,11 @@ fn parquet_and_csv_sources_resume_mid_file_exactly_once() {
         write_inputs(&input, 3, 4, csv);
         let source = || {
             if csv {
-                weir_operators::sources::csv_source(&[&input], Default::default()).unwrap()
+                let options = weir_operators::sources::CsvOptions {
+                    has_header: true,
+                    ..Default::default()
+                };
+                weir_operators::sources::csv_source(&[&input], options).unwrap()
             } else {
                 weir_operators::sources::parquet_source(&[&input], None).unwrap()
             }

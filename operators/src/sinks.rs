@@ -10,7 +10,6 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::csv::Writer as CsvWriter;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -59,15 +58,23 @@ pub(crate) fn collect_sink(name: String, handle: CollectHandle) -> Box<dyn Opera
 }
 
 /// How a file sink encodes rows.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(crate) enum FileFormat {
     Parquet,
-    Csv,
+    /// A row format of the registry (`csv`, `json`, `raw`) with its options.
+    Rows {
+        format: String,
+        options: weir_core::connector::Options,
+    },
 }
 
 enum FileWriter {
-    Parquet(ArrowWriter<File>),
-    Csv(CsvWriter<BufWriter<File>>),
+    Parquet(Box<ArrowWriter<File>>),
+    Rows {
+        out: BufWriter<File>,
+        encoder: Box<dyn crate::formats::RowEncoder>,
+        buffer: Vec<u8>,
+    },
 }
 
 /// Writes the rows of one subtask into files made visible atomically, with
@@ -122,10 +129,13 @@ impl FileSink {
         })
     }
 
-    fn ext(&self) -> &'static str {
-        match self.format {
-            FileFormat::Parquet => "parquet",
-            FileFormat::Csv => "csv",
+    fn ext(&self) -> String {
+        match &self.format {
+            FileFormat::Parquet => "parquet".into(),
+            FileFormat::Rows { format, .. } => crate::formats::formats()
+                .get(format)
+                .map(|f| f.extension().to_string())
+                .unwrap_or_else(|_| format.clone()),
         }
     }
 
@@ -142,21 +152,23 @@ impl FileSink {
             let file = File::create(&tmp_path)
                 .map_err(|e| WeirError::io(tmp_path.display().to_string(), e))?;
             let location = tmp_path.display().to_string();
-            let writer = match self.format {
+            let writer = match &self.format {
                 FileFormat::Parquet => {
                     let props = WriterProperties::builder()
                         .set_compression(Compression::ZSTD(ZstdLevel::default()))
                         .build();
-                    FileWriter::Parquet(
+                    FileWriter::Parquet(Box::new(
                         ArrowWriter::try_new(file, Arc::clone(&self.schema), Some(props))
                             .map_err(|e| WeirError::bad_input(location, e.to_string()))?,
-                    )
+                    ))
                 }
-                FileFormat::Csv => FileWriter::Csv(
-                    arrow::csv::WriterBuilder::new()
-                        .with_header(true)
-                        .build(BufWriter::new(file)),
-                ),
+                FileFormat::Rows { format, options } => FileWriter::Rows {
+                    out: BufWriter::new(file),
+                    encoder: crate::formats::formats()
+                        .get(format)?
+                        .encoder(&self.schema, options)?,
+                    buffer: Vec::new(),
+                },
             };
             self.current = Some((tmp_path, final_path, writer));
             self.wrote_any = true;
@@ -175,8 +187,7 @@ impl FileSink {
                 w.close()
                     .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
             }
-            FileWriter::Csv(w) => {
-                let mut inner = w.into_inner();
+            FileWriter::Rows { out: mut inner, .. } => {
                 inner
                     .flush()
                     .map_err(|e| WeirError::io(location.clone(), e))?;
@@ -269,7 +280,16 @@ impl Operator for FileSink {
                     e.to_string(),
                 )
             }),
-            FileWriter::Csv(w) => w.write(&batch).map_err(WeirError::from),
+            FileWriter::Rows {
+                out,
+                encoder,
+                buffer,
+            } => {
+                buffer.clear();
+                encoder.encode(&batch, buffer)?;
+                out.write_all(buffer)
+                    .map_err(|e| WeirError::io(self.dir.display().to_string(), e))
+            }
         }
     }
 

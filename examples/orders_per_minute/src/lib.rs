@@ -76,6 +76,7 @@ pub fn file_orders(path: &Path) -> Result<SourceSpec> {
             &[path],
             CsvOptions {
                 schema: Some(orders_schema()),
+                has_header: true,
                 ..Default::default()
             },
         )

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use weir_core::connector::{
-    ConnectorOption, ConnectorSource, OptionKind, SinkSpec, TableDescriptor,
+    ConnectorOption, ConnectorSource, OptionKind, Options, SinkSpec, TableDescriptor,
 };
 use weir_core::graph::StreamNode;
 use weir_core::spec::{MemorySourceSpec, SourceSpec};
@@ -13,8 +13,9 @@ use weir_core::{Result, WeirError};
 
 use super::specs::FilePlan;
 use super::{ConnectorFactory, planned_or};
+use crate::formats::formats;
 use crate::sinks::{FileFormat, FileSink};
-use crate::sources::{CsvSource, ParquetSource};
+use crate::sources::{ParquetSource, TextSource};
 use crate::{Operator, OperatorContext, Source};
 
 /// `'connector' = 'filesystem'`.
@@ -34,25 +35,17 @@ impl ConnectorFactory for Filesystem {
     }
 
     fn description(&self) -> &str {
-        "Parquet or CSV files in a folder: a bounded source and an exactly-once sink"
+        "Parquet, CSV, JSON or raw files in a folder: a bounded source and an exactly-once sink"
     }
 
     fn options(&self) -> Vec<ConnectorOption> {
-        use OptionKind::{Boolean, Duration, OneOf, Text};
-        vec![
+        use OptionKind::{Duration, OneOf, Text};
+        let mut options = vec![
             ConnectorOption::required("path", Text, "a file or folder"),
-            ConnectorOption::required("format", OneOf(&["parquet", "csv"]), "how rows are encoded"),
-            ConnectorOption::optional(
-                "csv.field-delimiter",
-                Text,
-                Some(","),
-                "one character, or \\t",
-            ),
-            ConnectorOption::optional(
-                "csv.header",
-                Boolean,
-                Some("false"),
-                "whether CSV files start with a header line",
+            ConnectorOption::required(
+                "format",
+                OneOf(&["parquet", "csv", "json", "raw"]),
+                "how rows are encoded (its options follow, prefixed by its name)",
             ),
             ConnectorOption::optional(
                 "source.monitor-interval",
@@ -72,7 +65,9 @@ impl ConnectorFactory for Filesystem {
                 Some("append"),
                 "'retract' writes updates with their _op column",
             ),
-        ]
+        ];
+        options.extend(formats().all_options());
+        options
     }
 
     fn is_bounded(&self) -> bool {
@@ -90,17 +85,23 @@ impl ConnectorFactory for Filesystem {
     fn plan_sink(&self, t: &TableDescriptor) -> Option<Result<SinkSpec>> {
         Some((|| {
             let dir = PathBuf::from(t.required("path")?);
-            Ok(match format(t)?.as_str() {
-                "parquet" => parquet_sink(dir),
-                _ => csv_sink(dir),
-            })
+            let f = format(t)?;
+            if f != "parquet" {
+                // Bad format options fail when planned, not in a task.
+                let schema = t.declared_schema()?;
+                formats()
+                    .get(&f)?
+                    .encoder(&schema, &format_options(t, &f))
+                    .map_err(|e| t.error(e))?;
+            }
+            Ok(file_sink(&f, dir, format_options(t, &f)))
         })())
     }
 
     fn check_source(&self, source: &ConnectorSource) -> Result<()> {
         match file_plan(source)? {
             FilePlan::Parquet(p) => p.validate(),
-            FilePlan::Csv(c) => c.validate(),
+            FilePlan::Text(c) => c.validate(),
         }
     }
 
@@ -112,7 +113,7 @@ impl ConnectorFactory for Filesystem {
         Some(file_plan(source).map(|plan| -> Box<dyn Source> {
             match plan {
                 FilePlan::Parquet(p) => Box::new(ParquetSource::new(p, ctx)),
-                FilePlan::Csv(c) => Box::new(CsvSource::new(c, ctx)),
+                FilePlan::Text(c) => Box::new(TextSource::new(c, ctx)),
             }
         }))
     }
@@ -127,8 +128,10 @@ impl ConnectorFactory for Filesystem {
             let plan: SinkPlan = if sink.planned.is_null() {
                 // A job graph written by hand: plan from the options.
                 let t = sink.descriptor(&node.name, Arc::clone(&node.schema));
+                let f = format(&t)?;
                 SinkPlan {
-                    format: format(&t)?,
+                    options: format_options(&t, &f),
+                    format: f,
                     path: PathBuf::from(t.required("path")?),
                 }
             } else {
@@ -136,12 +139,10 @@ impl ConnectorFactory for Filesystem {
             };
             let format = match plan.format.as_str() {
                 "parquet" => FileFormat::Parquet,
-                "csv" => FileFormat::Csv,
-                other => {
-                    return Err(WeirError::plan(format!(
-                        "filesystem sink: unknown format '{other}'"
-                    )));
-                }
+                other => FileFormat::Rows {
+                    format: formats().get(other)?.identifier().to_string(),
+                    options: plan.options.clone(),
+                },
             };
             Ok(Box::new(FileSink::new(
                 node.name.clone(),
@@ -168,92 +169,65 @@ fn filesystem_source(t: &TableDescriptor) -> Result<SourceSpec> {
     let path = t.required("path")?;
     let context = |e: WeirError| t.error(e);
     match format(t)?.as_str() {
-        "parquet" => crate::sources::parquet_source(&[path], None).map_err(context),
-        _ => {
-            let delimiter = match t.option("csv.field-delimiter") {
-                None => b',',
-                Some(d) if d.len() == 1 => d.as_bytes()[0],
-                Some("\\t") => b'\t',
-                Some(d) => {
-                    return Err(t.error(format!(
-                        "csv.field-delimiter must be one character, got '{d}'"
-                    )));
-                }
-            };
-            let header = t
-                .option("csv.header")
-                .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-            let options = crate::sources::CsvOptions {
-                schema: Some(t.declared_schema()?),
-                has_header: header,
-                delimiter,
-            };
-            crate::sources::csv_source(&[path], options).map_err(context)
-        }
+        "parquet" => crate::sources::parquet_files_source(&[path], None, None).map_err(context),
+        f => crate::sources::format_source(f, &[path], t.declared_schema()?, format_options(t, f))
+            .map_err(context),
     }
 }
 
+/// The table's options of format `f` (`csv.*` for csv).
+fn format_options(t: &TableDescriptor, f: &str) -> Options {
+    let prefix = format!("{f}.");
+    t.options
+        .iter()
+        .filter(|(k, _)| k.starts_with(&prefix))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// All rows of a bounded table (a lookup join's side table): its files
-/// read now, as the table's physical columns.
+/// read now by the source a query would read them with, as the table's
+/// physical columns (Parquet columns found by name and cast).
 fn read_all(t: &TableDescriptor) -> Result<MemorySourceSpec> {
-    let path = t.required("path")?;
     let schema = t.declared_schema()?;
-    let context = |e: &dyn std::fmt::Display| t.error(format!("reading {path}: {e}"));
-    let mut batches = vec![];
-    let files: Vec<std::path::PathBuf> = if std::path::Path::new(path).is_dir() {
-        let mut v: Vec<_> = std::fs::read_dir(path)
-            .map_err(|e| context(&e))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.is_file()
-                    && !p
-                        .file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-            })
-            .collect();
-        v.sort();
-        v
-    } else {
-        vec![path.into()]
+    let spec = filesystem_source(t)?;
+    let ctx = OperatorContext {
+        task_name: format!("read {}", t.name),
+        subtask: 0,
+        parallelism: 1,
+        key_groups: weir_core::keys::KeyGroupRange::for_subtask(0, 1, 1),
+        config: Default::default(),
+        connectors: Default::default(),
     };
-    for f in files {
-        let file = std::fs::File::open(&f).map_err(|e| context(&e))?;
-        match format(t)?.as_str() {
-            "parquet" => {
-                let reader =
-                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-                        .and_then(|b| b.build())
-                        .map_err(|e| context(&e))?;
-                for b in reader {
-                    let b = b.map_err(|e| context(&e))?;
-                    let columns = schema
-                        .fields()
-                        .iter()
-                        .map(|want| {
-                            let c = b.column_by_name(want.name()).ok_or_else(|| {
-                                t.error(format!("{}: no column '{}'", f.display(), want.name()))
-                            })?;
-                            Ok(arrow::compute::cast(c, want.data_type())?)
-                        })
-                        .collect::<Result<Vec<_>>>()?;
-                    batches.push(arrow::record_batch::RecordBatch::try_new(
-                        Arc::clone(&schema),
-                        columns,
-                    )?);
-                }
+    let mut source = match &spec {
+        SourceSpec::Connector(c) => Filesystem
+            .open_source(c, &ctx)
+            .unwrap_or_else(|| Err(WeirError::plan("not a filesystem source")))?,
+        SourceSpec::Computed(_) => {
+            return Err(t.error("a filesystem table reads no computed source"));
+        }
+    };
+    let mut batches = vec![];
+    loop {
+        match source.poll_next().map_err(|e| t.error(e))? {
+            crate::SourcePoll::Batch(b) => {
+                let columns = schema
+                    .fields()
+                    .iter()
+                    .map(|want| {
+                        let c = b.column_by_name(want.name()).ok_or_else(|| {
+                            t.error(format!("{}: no column '{}'", spec.describe(), want.name()))
+                        })?;
+                        Ok(arrow::compute::cast(c, want.data_type())?)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                batches.push(arrow::record_batch::RecordBatch::try_new(
+                    Arc::clone(&schema),
+                    columns,
+                )?);
             }
-            _ => {
-                let header = t
-                    .option("csv.header")
-                    .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-                let reader = arrow::csv::ReaderBuilder::new(Arc::clone(&schema))
-                    .with_header(header)
-                    .build(file)
-                    .map_err(|e| context(&e))?;
-                for b in reader {
-                    batches.push(b.map_err(|e| t.error(format!("{}: {e}", f.display())))?);
-                }
-            }
+            crate::SourcePoll::Pending(d) => std::thread::sleep(d),
+            crate::SourcePoll::Finished => break,
         }
     }
     Ok(MemorySourceSpec::new(schema, batches))
@@ -261,11 +235,10 @@ fn read_all(t: &TableDescriptor) -> Result<MemorySourceSpec> {
 
 fn format(t: &TableDescriptor) -> Result<String> {
     let f = t.required("format")?.to_ascii_lowercase();
-    match f.as_str() {
-        "parquet" | "csv" => Ok(f),
-        "json" => Err(t.error("format 'json' is not supported yet; use 'parquet' or 'csv'")),
-        other => Err(t.error(format!("unknown format '{other}'; supported: parquet, csv"))),
+    if f != "parquet" {
+        formats().check_table(t, &f)?;
     }
+    Ok(f)
 }
 
 /// What a filesystem source reads, as planned (or planned again from its
@@ -281,13 +254,16 @@ fn file_plan(source: &ConnectorSource) -> Result<FilePlan> {
 struct SinkPlan {
     format: String,
     path: PathBuf,
+    #[serde(default)]
+    options: Options,
 }
 
-fn file_sink(format: &str, dir: PathBuf) -> SinkSpec {
+fn file_sink(format: &str, dir: PathBuf, options: Options) -> SinkSpec {
     let display = format!("{format}({})", dir.display());
     let plan = SinkPlan {
         format: format.into(),
         path: dir,
+        options,
     };
     SinkSpec::new("filesystem", serde_json::to_value(plan).unwrap_or_default())
         .with_display(display)
@@ -296,10 +272,17 @@ fn file_sink(format: &str, dir: PathBuf) -> SinkSpec {
 /// Parquet files written into `dir`, one file per subtask and checkpoint,
 /// made visible atomically (exactly once with checkpoints).
 pub fn parquet_sink(dir: impl Into<PathBuf>) -> SinkSpec {
-    file_sink("parquet", dir.into())
+    file_sink("parquet", dir.into(), Options::new())
 }
 
-/// CSV files with a header row written into `dir`, as for Parquet.
+/// CSV files as Flink's csv format writes them (no header), written into
+/// `dir` as for Parquet.
 pub fn csv_sink(dir: impl Into<PathBuf>) -> SinkSpec {
-    file_sink("csv", dir.into())
+    file_sink("csv", dir.into(), Options::new())
+}
+
+/// Files of row format `format` (`csv`, `json`, `raw`) with its options,
+/// written into `dir` as for Parquet.
+pub fn format_sink(format: &str, dir: impl Into<PathBuf>, options: Options) -> SinkSpec {
+    file_sink(format, dir.into(), options)
 }

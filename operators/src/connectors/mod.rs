@@ -36,8 +36,8 @@ use weir_core::spec::{MemorySourceSpec, SourceSpec};
 use weir_core::{Result, WeirError};
 
 pub use self::basic::{blackhole, collect, print, throttled};
-pub use self::filesystem::{csv_sink, parquet_sink};
-pub use self::specs::{ColumnGen, CsvSourceSpec, FilePlan, GeneratorSpec, ParquetSourceSpec};
+pub use self::filesystem::{csv_sink, format_sink, parquet_sink};
+pub use self::specs::{ColumnGen, FilePlan, GeneratorSpec, ParquetSourceSpec, TextSourceSpec};
 use crate::{Operator, OperatorContext, Source};
 
 /// Plans and runs the sources and sinks of one connector (Flink's

@@ -189,18 +189,20 @@ pub struct ParquetSourceSpec {
     pub projection: Option<Vec<usize>>,
 }
 
-/// A bounded source reading CSV files; built by
-/// `weir_operators::sources::csv_source`.
+/// A bounded source reading text files of a row format (`csv`, `json`,
+/// `raw`); built by `weir_operators::sources::csv_source` or
+/// `format_source`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct CsvSourceSpec {
+pub struct TextSourceSpec {
+    /// The format's identifier.
+    pub format: String,
     /// The files; each file is one split.
     pub files: Vec<PathBuf>,
     /// Schema of the rows.
     pub schema: SchemaRef,
-    /// Whether the first line is a header.
-    pub has_header: bool,
-    /// Field delimiter.
-    pub delimiter: u8,
+    /// The format's options (`csv.field-delimiter`, …).
+    #[serde(default)]
+    pub options: weir_core::connector::Options,
 }
 
 impl GeneratorSpec {
@@ -298,29 +300,26 @@ impl From<ParquetSourceSpec> for SourceSpec {
     }
 }
 
-impl CsvSourceSpec {
+impl TextSourceSpec {
     /// Check the listing.
     pub fn validate(&self) -> Result<()> {
         if self.files.is_empty() {
-            return Err(WeirError::plan("CSV source has no files"));
+            return Err(WeirError::plan(format!(
+                "{} source has no files",
+                self.format
+            )));
         }
         Ok(())
     }
 
     /// The files as a source of the `filesystem` connector.
     pub fn into_source(self) -> SourceSpec {
-        let display = format!("csv({})", describe_files(&self.files));
+        let display = format!("{}({})", self.format, describe_files(&self.files));
         let schema = Arc::clone(&self.schema);
-        let planned = serde_json::to_value(FilePlan::Csv(self)).unwrap_or_default();
+        let planned = serde_json::to_value(FilePlan::Text(self)).unwrap_or_default();
         SourceSpec::Connector(
             ConnectorSource::new("filesystem", schema, true, planned).with_display(display),
         )
-    }
-}
-
-impl From<CsvSourceSpec> for SourceSpec {
-    fn from(c: CsvSourceSpec) -> Self {
-        c.into_source()
     }
 }
 
@@ -330,6 +329,6 @@ impl From<CsvSourceSpec> for SourceSpec {
 pub enum FilePlan {
     /// Parquet files and their row groups.
     Parquet(ParquetSourceSpec),
-    /// CSV files.
-    Csv(CsvSourceSpec),
+    /// Text files of a row format.
+    Text(TextSourceSpec),
 }

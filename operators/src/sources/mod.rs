@@ -5,10 +5,10 @@
 //! Sources are pulled by the task; they never block on time themselves, but
 //! say how long to wait ([`SourcePoll::Pending`]).
 
-mod csv;
 mod generator;
 mod nexmark;
 mod parquet;
+mod text;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,10 +18,11 @@ use weir_core::graph::{StreamNode, StreamNodeKind};
 use weir_core::spec::{ConnectorSource, SourceSpec};
 use weir_core::{Result, WeirError};
 
-pub use self::csv::{CsvOptions, csv_source};
 pub use self::generator::GeneratorSource;
+pub(crate) use self::parquet::parquet_files_source;
 pub use self::parquet::parquet_source;
-pub(crate) use self::{csv::CsvSource, parquet::ParquetSource};
+pub use self::text::{CsvOptions, csv_source, format_source};
+pub(crate) use self::{parquet::ParquetSource, text::TextSource};
 use crate::OperatorContext;
 
 /// What a source has to offer right now.
@@ -298,9 +299,11 @@ where
     }
 }
 
-/// Expand files and directories into a sorted list of files with `extension`.
-/// Hidden files (in-progress sink output) are skipped.
-pub(crate) fn expand_paths(paths: &[PathBuf], extension: &str) -> Result<Vec<PathBuf>> {
+/// Expand files and directories into a sorted list of files — in a
+/// directory, those with `extension` (all of them without one, as Flink's
+/// filesystem source reads a folder). Hidden files (`.…`, `_…`: in-progress
+/// sink output, `_SUCCESS` markers) are skipped.
+pub(crate) fn expand_paths(paths: &[PathBuf], extension: Option<&str>) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for p in paths {
         let meta = std::fs::metadata(p).map_err(|e| WeirError::io(p.display().to_string(), e))?;
@@ -309,14 +312,19 @@ pub(crate) fn expand_paths(paths: &[PathBuf], extension: &str) -> Result<Vec<Pat
                 .map_err(|e| WeirError::io(p.display().to_string(), e))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|f| {
-                    f.extension().is_some_and(|x| x == extension) && !is_hidden(f) && f.is_file()
+                    extension.is_none_or(|e| f.extension().is_some_and(|x| x == e))
+                        && !is_hidden(f)
+                        && f.is_file()
                 })
                 .collect();
             found.sort();
             if found.is_empty() {
                 return Err(WeirError::bad_input(
                     p.display().to_string(),
-                    format!("directory contains no .{extension} files"),
+                    match extension {
+                        Some(e) => format!("directory contains no .{e} files"),
+                        None => "directory contains no files".to_string(),
+                    },
                 ));
             }
             files.extend(found);

@@ -21,8 +21,18 @@ pub fn parquet_source(
     paths: &[impl AsRef<Path>],
     projection: Option<&[&str]>,
 ) -> Result<SourceSpec> {
+    parquet_files_source(paths, projection, Some("parquet"))
+}
+
+/// As [`parquet_source`], a directory's files taken when they end in
+/// `extension` (all of them without one: the filesystem connector).
+pub(crate) fn parquet_files_source(
+    paths: &[impl AsRef<Path>],
+    projection: Option<&[&str]>,
+    extension: Option<&str>,
+) -> Result<SourceSpec> {
     let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
-    let files = expand_paths(&paths, "parquet")?;
+    let files = expand_paths(&paths, extension)?;
     let mut schema = None;
     let mut row_groups = Vec::with_capacity(files.len());
     for f in &files {

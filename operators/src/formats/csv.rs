@@ -1,0 +1,437 @@
+//! The `csv` format as Flink has it: no header row, values as Jackson
+//! writes them (`text.rs`), text quoted only when Jackson would quote it,
+//! and Flink's options. Read with arrow's CSV decoder into text columns,
+//! then converted column by column to the declared types, so a bad value
+//! names its line and column (or, with `csv.ignore-parse-errors`, becomes
+//! NULL and is counted).
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use weir_core::connector::{ConnectorOption, OptionKind, Options};
+use weir_core::{Result, WeirError};
+
+use super::text::{TextStyle, TimestampStyle, is_textual, write_scalar};
+use super::{FormatFactory, RowDecoder, RowEncoder, char_option, flag};
+
+/// `'format' = 'csv'`.
+pub(super) struct Csv;
+
+impl FormatFactory for Csv {
+    fn identifier(&self) -> &str {
+        "csv"
+    }
+
+    fn description(&self) -> &str {
+        "comma-separated values as Flink writes them (no header, SQL timestamps)"
+    }
+
+    fn extension(&self) -> &str {
+        "csv"
+    }
+
+    fn options(&self) -> Vec<ConnectorOption> {
+        use OptionKind::{Boolean, Text};
+        vec![
+            ConnectorOption::optional(
+                "csv.field-delimiter",
+                Text,
+                Some(","),
+                "one character, or \\t",
+            ),
+            ConnectorOption::optional(
+                "csv.quote-character",
+                Text,
+                Some("\""),
+                "the quote character",
+            ),
+            ConnectorOption::optional(
+                "csv.disable-quote-character",
+                Boolean,
+                Some("false"),
+                "no quoting at all",
+            ),
+            ConnectorOption::optional(
+                "csv.allow-comments",
+                Boolean,
+                Some("false"),
+                "skip lines starting with #",
+            ),
+            ConnectorOption::optional(
+                "csv.ignore-parse-errors",
+                Boolean,
+                Some("false"),
+                "a value that does not parse becomes NULL (counted) instead of failing",
+            ),
+            ConnectorOption::optional(
+                "csv.null-literal",
+                Text,
+                None,
+                "the text of NULL (default: an empty field)",
+            ),
+            ConnectorOption::optional(
+                "csv.write-bigdecimal-in-scientific-notation",
+                Boolean,
+                Some("true"),
+                "DECIMAL 100 as 1E+2 (Java's form) or plain",
+            ),
+            ConnectorOption::optional(
+                "csv.header",
+                Boolean,
+                Some("false"),
+                "files start with a header line (Weir's; Flink has none)",
+            ),
+        ]
+    }
+
+    fn decoder(
+        &self,
+        schema: &SchemaRef,
+        options: &Options,
+        batch_size: usize,
+    ) -> Result<Box<dyn RowDecoder>> {
+        let text_schema = Arc::new(Schema::new(
+            schema
+                .fields()
+                .iter()
+                .map(|f| Field::new(f.name(), DataType::Utf8, true))
+                .collect::<Vec<_>>(),
+        ));
+        let header = flag(options, "csv.header", false);
+        let mut builder = arrow::csv::ReaderBuilder::new(text_schema)
+            .with_header(header)
+            .with_delimiter(char_option(options, "csv.field-delimiter", b',')?)
+            .with_batch_size(batch_size)
+            // Empty fields stay empty text here; the conversion decides
+            // (an empty STRING is '', as in Flink; other types read NULL).
+            .with_null_regex(
+                regex::Regex::new(r"[^\s\S]").map_err(|e| WeirError::Execution(e.to_string()))?,
+            );
+        if flag(options, "csv.disable-quote-character", false) {
+            // A byte text never holds: nothing is quoted.
+            builder = builder.with_quote(0);
+        } else {
+            builder = builder.with_quote(char_option(options, "csv.quote-character", b'"')?);
+        }
+        if flag(options, "csv.allow-comments", false) {
+            builder = builder.with_comment(b'#');
+        }
+        Ok(Box::new(CsvDecoder {
+            inner: builder.build_decoder(),
+            schema: Arc::clone(schema),
+            null_literal: options.get("csv.null-literal").cloned(),
+            ignore_errors: flag(options, "csv.ignore-parse-errors", false),
+            records: 0,
+            first_line: if header { 2 } else { 1 },
+            skipped: 0,
+        }))
+    }
+
+    fn encoder(&self, schema: &SchemaRef, options: &Options) -> Result<Box<dyn RowEncoder>> {
+        for f in schema.fields() {
+            if f.data_type().is_nested() {
+                return Err(WeirError::plan(format!(
+                    "format 'csv' cannot write column '{}' of type {} (use 'json' for nested values)",
+                    f.name(),
+                    f.data_type()
+                )));
+            }
+        }
+        let delimiter = char_option(options, "csv.field-delimiter", b',')?;
+        let quote = (!flag(options, "csv.disable-quote-character", false))
+            .then(|| char_option(options, "csv.quote-character", b'"'))
+            .transpose()?;
+        // Jackson quotes a text value holding any character below this
+        // one (the delimiter, the quote, a line break, a space …) or
+        // longer than 24 characters.
+        let min_safe = delimiter.max(quote.unwrap_or(0)).max(b'\n') + 1;
+        Ok(Box::new(CsvEncoder {
+            delimiter,
+            quote,
+            min_safe,
+            null_literal: options.get("csv.null-literal").cloned().unwrap_or_default(),
+            header: flag(options, "csv.header", false).then(|| Arc::clone(schema)),
+            style: TextStyle {
+                timestamps: TimestampStyle::Sql,
+                plain_decimals: !flag(options, "csv.write-bigdecimal-in-scientific-notation", true),
+            },
+            value: String::new(),
+        }))
+    }
+}
+
+struct CsvDecoder {
+    inner: arrow::csv::reader::Decoder,
+    schema: SchemaRef,
+    null_literal: Option<String>,
+    ignore_errors: bool,
+    /// Records flushed before (for line numbers).
+    records: u64,
+    /// The file line of record 0.
+    first_line: u64,
+    skipped: u64,
+}
+
+impl RowDecoder for CsvDecoder {
+    fn decode(&mut self, bytes: &[u8]) -> Result<usize> {
+        self.inner
+            .decode(bytes)
+            .map_err(|e| WeirError::Execution(file_line_numbers(&e.to_string(), &self.schema)))
+    }
+
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        if self.inner.capacity() > 0 {
+            return Ok(None);
+        }
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<Option<RecordBatch>> {
+        let Some(text) = self
+            .inner
+            .flush()
+            .map_err(|e| WeirError::Execution(file_line_numbers(&e.to_string(), &self.schema)))?
+        else {
+            return Ok(None);
+        };
+        let schema = Arc::clone(&self.schema);
+        let columns = schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| self.convert(text.column(i).as_string::<i32>(), f))
+            .collect::<Result<Vec<_>>>()?;
+        self.records += text.num_rows() as u64;
+        Ok(Some(RecordBatch::try_new(
+            Arc::clone(&self.schema),
+            columns,
+        )?))
+    }
+
+    fn skipped(&self) -> u64 {
+        self.skipped
+    }
+}
+
+impl CsvDecoder {
+    /// One text column as the declared type: NULL for the null literal
+    /// (and, but for strings, an empty field); a value that does not parse
+    /// fails naming its line, or is NULL and counted.
+    fn convert(&mut self, text: &StringArray, field: &Field) -> Result<ArrayRef> {
+        let is_string = matches!(
+            field.data_type(),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        );
+        let null_at = |s: &str| match &self.null_literal {
+            Some(n) => s == n,
+            None => s.is_empty() && !is_string,
+        };
+        let input: StringArray = text.iter().map(|v| v.filter(|s| !null_at(s))).collect();
+        let converted = match field.data_type() {
+            DataType::Decimal128(p, s) => Arc::new(
+                input
+                    .iter()
+                    .map(|v| {
+                        v.and_then(|v| {
+                            arrow::compute::kernels::cast_utils::parse_decimal::<
+                                arrow::datatypes::Decimal128Type,
+                            >(v.trim(), *p, *s)
+                            .ok()
+                        })
+                    })
+                    .collect::<arrow::array::Decimal128Array>()
+                    .with_precision_and_scale(*p, *s)?,
+            ) as ArrayRef,
+            DataType::Boolean => Arc::new(
+                input
+                    .iter()
+                    .map(|v| {
+                        v.and_then(|v| match v.trim() {
+                            t if t.eq_ignore_ascii_case("true") => Some(true),
+                            t if t.eq_ignore_ascii_case("false") => Some(false),
+                            _ => None,
+                        })
+                    })
+                    .collect::<arrow::array::BooleanArray>(),
+            ) as ArrayRef,
+            other => {
+                let opts = arrow::compute::CastOptions {
+                    safe: true,
+                    ..Default::default()
+                };
+                let trimmed: StringArray = if is_string {
+                    input.clone()
+                } else {
+                    input.iter().map(|v| v.map(str::trim)).collect()
+                };
+                arrow::compute::cast_with_options(&trimmed, other, &opts)?
+            }
+        };
+        // Values given but not read: bad input.
+        let bad = (0..input.len()).filter(|&r| input.is_valid(r) && converted.is_null(r));
+        let mut bad = bad.peekable();
+        if bad.peek().is_some() {
+            if self.ignore_errors {
+                self.skipped += bad.count() as u64;
+            } else if let Some(r) = bad.next() {
+                return Err(WeirError::Execution(format!(
+                    "cannot read '{}' as {} for column '{}' at line {}",
+                    input.value(r),
+                    field.data_type(),
+                    field.name(),
+                    self.first_line + self.records + r as u64
+                )));
+            }
+        }
+        if !field.is_nullable() && converted.null_count() > 0 {
+            let r = (0..converted.len())
+                .find(|&r| converted.is_null(r))
+                .unwrap_or(0);
+            return Err(WeirError::Execution(format!(
+                "column '{}' is NOT NULL but is empty at line {}",
+                field.name(),
+                self.first_line + self.records + r as u64
+            )));
+        }
+        Ok(converted)
+    }
+}
+
+struct CsvEncoder {
+    delimiter: u8,
+    quote: Option<u8>,
+    min_safe: u8,
+    null_literal: String,
+    header: Option<SchemaRef>,
+    style: TextStyle,
+    value: String,
+}
+
+impl RowEncoder for CsvEncoder {
+    fn encode(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
+        if let Some(schema) = self.header.take() {
+            for (i, f) in schema.fields().iter().enumerate() {
+                if i > 0 {
+                    out.push(self.delimiter);
+                }
+                self.value.clear();
+                self.value.push_str(f.name());
+                self.push_text(out, true);
+            }
+            out.push(b'\n');
+        }
+        let textual: Vec<bool> = batch
+            .columns()
+            .iter()
+            .map(|c| is_textual(c.data_type()))
+            .collect();
+        for row in 0..batch.num_rows() {
+            for (i, column) in batch.columns().iter().enumerate() {
+                if i > 0 {
+                    out.push(self.delimiter);
+                }
+                if column.is_null(row) {
+                    out.extend_from_slice(self.null_literal.as_bytes());
+                    continue;
+                }
+                self.value.clear();
+                write_scalar(&mut self.value, column, row, self.style)?;
+                self.push_text(out, textual[i]);
+            }
+            out.push(b'\n');
+        }
+        Ok(())
+    }
+}
+
+impl CsvEncoder {
+    /// The value in `self.value`, quoted as Jackson quotes text.
+    fn push_text(&self, out: &mut Vec<u8>, textual: bool) {
+        let v = self.value.as_bytes();
+        let needs_quotes = textual
+            && self.quote.is_some()
+            && ((v.len() > 24 && self.value.encode_utf16().count() > 24)
+                || v.iter().any(|&b| b < self.min_safe));
+        match self.quote {
+            Some(q) if needs_quotes => {
+                out.push(q);
+                for &b in v {
+                    if b == q {
+                        out.push(q);
+                    }
+                    out.push(b);
+                }
+                out.push(q);
+            }
+            _ => out.extend_from_slice(v),
+        }
+    }
+}
+
+/// Arrow's CSV decoder numbers lines from 0 (the header, when there is
+/// one, included) and columns from 0; users look at the file, whose first
+/// line is line 1, and know columns by name.
+pub(crate) fn file_line_numbers(message: &str, schema: &Schema) -> String {
+    let mut out = shift_number(message, " at line ", 1);
+    if let Some(name) = number_after(&out, " for column ")
+        .and_then(|c| schema.fields().get(c as usize))
+        .map(|f| f.name().clone())
+    {
+        out = out.replacen(
+            &format!(
+                " for column {}",
+                number_after(&out, " for column ").unwrap_or(0)
+            ),
+            &format!(" for column '{name}'"),
+            1,
+        );
+    }
+    out
+}
+
+/// The number right after the first `mark` in `message`.
+fn number_after(message: &str, mark: &str) -> Option<u64> {
+    let start = message.find(mark)? + mark.len();
+    let digits: String = message
+        .get(start..)?
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits.parse().ok()
+}
+
+/// `message` with the number after the first `mark` raised by `by`.
+fn shift_number(message: &str, mark: &str, by: u64) -> String {
+    match (message.find(mark), number_after(message, mark)) {
+        (Some(pos), Some(n)) => {
+            let start = pos + mark.len();
+            let len = n.to_string().len();
+            format!("{}{}{}", &message[..start], n + by, &message[start + len..])
+        }
+        _ => message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_count_from_one_and_columns_are_named() {
+        let schema = Schema::new(vec![
+            Field::new("a", DataType::Int64, false),
+            Field::new("b", DataType::Int64, false),
+        ]);
+        assert_eq!(
+            file_line_numbers(
+                "Error while parsing value 'x' as type 'Int64' for column 1 at line 2. Row",
+                &schema
+            ),
+            "Error while parsing value 'x' as type 'Int64' for column 'b' at line 3. Row"
+        );
+        assert_eq!(file_line_numbers("x at line 0", &schema), "x at line 1");
+        assert_eq!(file_line_numbers("no numbers", &schema), "no numbers");
+    }
+}

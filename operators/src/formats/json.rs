@@ -1,0 +1,364 @@
+//! The `json` format as Flink has it: one object per line, fields in
+//! schema order, NULLs written as `null`, values as Jackson writes them
+//! (`text.rs`), nested `ROW`, `ARRAY` and `MAP` as objects and arrays.
+//! Read with arrow-json's columnar decoder; when a chunk of lines does not
+//! decode, its lines are decoded one by one to name the bad one (or skip
+//! and count it, with `json.ignore-parse-errors`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::json::reader::Decoder;
+use arrow::record_batch::RecordBatch;
+use weir_core::connector::{ConnectorOption, OptionKind, Options};
+use weir_core::{Result, WeirError};
+
+use super::text::{TextStyle, TimestampStyle, is_textual, write_scalar};
+use super::{FormatFactory, RowDecoder, RowEncoder, flag};
+
+/// `'format' = 'json'`.
+pub(super) struct Json;
+
+impl FormatFactory for Json {
+    fn identifier(&self) -> &str {
+        "json"
+    }
+
+    fn description(&self) -> &str {
+        "one JSON object per line, as Flink writes it"
+    }
+
+    fn extension(&self) -> &str {
+        "json"
+    }
+
+    fn options(&self) -> Vec<ConnectorOption> {
+        use OptionKind::{Boolean, OneOf};
+        vec![
+            ConnectorOption::optional(
+                "json.fail-on-missing-field",
+                Boolean,
+                Some("false"),
+                "a line without a declared field fails (else the field is NULL)",
+            ),
+            ConnectorOption::optional(
+                "json.ignore-parse-errors",
+                Boolean,
+                Some("false"),
+                "a line that does not parse is skipped (counted) instead of failing",
+            ),
+            ConnectorOption::optional(
+                "json.timestamp-format.standard",
+                OneOf(&["SQL", "ISO-8601"]),
+                Some("SQL"),
+                "timestamps written as 2023-11-14 22:13:20.123 or 2023-11-14T22:13:20.123",
+            ),
+            ConnectorOption::optional(
+                "json.encode.decimal-as-plain-number",
+                Boolean,
+                Some("false"),
+                "DECIMAL 100 as 100 rather than Java's 1E+2",
+            ),
+            ConnectorOption::optional(
+                "json.map-null-key.mode",
+                OneOf(&["FAIL", "DROP", "LITERAL"]),
+                Some("FAIL"),
+                "accepted for Flink's DDL; map keys are never NULL in Weir",
+            ),
+        ]
+    }
+
+    fn decoder(
+        &self,
+        schema: &SchemaRef,
+        options: &Options,
+        batch_size: usize,
+    ) -> Result<Box<dyn RowDecoder>> {
+        Ok(Box::new(JsonDecoder {
+            inner: new_decoder(schema, batch_size)?,
+            schema: Arc::clone(schema),
+            batch_size,
+            pending: Vec::new(),
+            ready: VecDeque::new(),
+            lines: 0,
+            ignore_errors: flag(options, "json.ignore-parse-errors", false),
+            fail_on_missing: flag(options, "json.fail-on-missing-field", false),
+            skipped: 0,
+        }))
+    }
+
+    fn encoder(&self, _schema: &SchemaRef, options: &Options) -> Result<Box<dyn RowEncoder>> {
+        let iso = options
+            .get("json.timestamp-format.standard")
+            .is_some_and(|v| v.eq_ignore_ascii_case("ISO-8601"));
+        Ok(Box::new(JsonEncoder {
+            style: TextStyle {
+                timestamps: if iso {
+                    TimestampStyle::Iso
+                } else {
+                    TimestampStyle::Sql
+                },
+                plain_decimals: flag(options, "json.encode.decimal-as-plain-number", false),
+            },
+            text: String::new(),
+        }))
+    }
+}
+
+fn new_decoder(schema: &SchemaRef, batch_size: usize) -> Result<Decoder> {
+    Ok(arrow::json::ReaderBuilder::new(Arc::clone(schema))
+        .with_batch_size(batch_size)
+        .build_decoder()?)
+}
+
+struct JsonDecoder {
+    inner: Decoder,
+    schema: SchemaRef,
+    batch_size: usize,
+    /// The start of a line not yet complete.
+    pending: Vec<u8>,
+    ready: VecDeque<RecordBatch>,
+    /// Lines fed so far (for line numbers).
+    lines: u64,
+    ignore_errors: bool,
+    fail_on_missing: bool,
+    skipped: u64,
+}
+
+impl RowDecoder for JsonDecoder {
+    fn decode(&mut self, bytes: &[u8]) -> Result<usize> {
+        match bytes.iter().rposition(|&b| b == b'\n') {
+            None => self.pending.extend_from_slice(bytes),
+            Some(end) => {
+                let mut chunk = std::mem::take(&mut self.pending);
+                chunk.extend_from_slice(&bytes[..=end]);
+                self.feed(&chunk)?;
+                self.pending.extend_from_slice(&bytes[end + 1..]);
+            }
+        }
+        Ok(bytes.len())
+    }
+
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        Ok(self.ready.pop_front())
+    }
+
+    fn finish(&mut self) -> Result<Option<RecordBatch>> {
+        if !self.pending.is_empty() {
+            let mut last = std::mem::take(&mut self.pending);
+            last.push(b'\n');
+            self.feed(&last)?;
+        }
+        Ok(self.ready.pop_front())
+    }
+
+    fn skipped(&self) -> u64 {
+        self.skipped
+    }
+}
+
+impl JsonDecoder {
+    /// Decode whole lines; the decoder is empty before and after.
+    fn feed(&mut self, chunk: &[u8]) -> Result<()> {
+        let before = self.ready.len();
+        let lines = chunk.iter().filter(|&&b| b == b'\n').count() as u64;
+        let fast = !self.fail_on_missing && self.decode_all(chunk).is_ok();
+        if !fast {
+            // Line by line, to name (or skip) the bad ones.
+            self.ready.truncate(before);
+            self.inner = new_decoder(&self.schema, self.batch_size)?;
+            let mut good = vec![];
+            for (i, line) in chunk.split(|&b| b == b'\n').enumerate() {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                let at = self.lines + i as u64 + 1;
+                match self.decode_line(line) {
+                    Ok(Some(b)) => good.push(b),
+                    Ok(None) => {}
+                    Err(e) if self.ignore_errors => {
+                        tracing::debug!("json line {at} skipped: {e}");
+                        self.skipped += 1;
+                        self.inner = new_decoder(&self.schema, self.batch_size)?;
+                    }
+                    Err(e) => return Err(WeirError::Execution(format!("line {at}: {e}"))),
+                }
+            }
+            if !good.is_empty() {
+                self.ready
+                    .push_back(arrow::compute::concat_batches(&self.schema, &good)?);
+            }
+        }
+        self.lines += lines;
+        Ok(())
+    }
+
+    fn decode_all(&mut self, chunk: &[u8]) -> std::result::Result<(), arrow::error::ArrowError> {
+        let mut pos = 0;
+        while pos < chunk.len() {
+            pos += self.inner.decode(&chunk[pos..])?;
+            if let Some(b) = self.inner.flush()? {
+                self.ready.push_back(b);
+            }
+        }
+        Ok(())
+    }
+
+    fn decode_line(&mut self, line: &[u8]) -> Result<Option<RecordBatch>> {
+        if self.fail_on_missing {
+            let value: serde_json::Value = serde_json::from_slice(line)
+                .map_err(|e| WeirError::Execution(format!("not JSON: {e}")))?;
+            let Some(object) = value.as_object() else {
+                return Err(WeirError::Execution("not a JSON object".into()));
+            };
+            if let Some(f) = self
+                .schema
+                .fields()
+                .iter()
+                .find(|f| !object.contains_key(f.name()))
+            {
+                return Err(WeirError::Execution(format!(
+                    "field '{}' is missing ('json.fail-on-missing-field' is true)",
+                    f.name()
+                )));
+            }
+        }
+        let mut pos = 0;
+        while pos < line.len() {
+            pos += self.inner.decode(&line[pos..])?;
+        }
+        self.inner.decode(b"\n")?;
+        Ok(self.inner.flush()?)
+    }
+}
+
+struct JsonEncoder {
+    style: TextStyle,
+    text: String,
+}
+
+impl RowEncoder for JsonEncoder {
+    fn encode(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
+        let schema = batch.schema();
+        let names: Vec<String> = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let mut s = String::new();
+                escape(&mut s, f.name());
+                s
+            })
+            .collect();
+        for row in 0..batch.num_rows() {
+            self.text.clear();
+            self.text.push('{');
+            for (i, column) in batch.columns().iter().enumerate() {
+                if i > 0 {
+                    self.text.push(',');
+                }
+                self.text.push_str(&names[i]);
+                self.text.push(':');
+                write_value(&mut self.text, column, row, self.style)?;
+            }
+            self.text.push_str("}\n");
+            out.extend_from_slice(self.text.as_bytes());
+        }
+        Ok(())
+    }
+}
+
+/// `array[row]` as JSON.
+fn write_value(out: &mut String, array: &ArrayRef, row: usize, style: TextStyle) -> Result<()> {
+    if array.is_null(row) {
+        out.push_str("null");
+        return Ok(());
+    }
+    match array.data_type() {
+        DataType::Struct(fields) => {
+            let s = array.as_struct();
+            out.push('{');
+            for (i, f) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                escape(out, f.name());
+                out.push(':');
+                write_value(out, s.column(i), row, style)?;
+            }
+            out.push('}');
+        }
+        DataType::List(_) => write_list(out, &array.as_list::<i32>().value(row), style)?,
+        DataType::LargeList(_) => write_list(out, &array.as_list::<i64>().value(row), style)?,
+        DataType::FixedSizeList(_, _) => {
+            write_list(out, &array.as_fixed_size_list().value(row), style)?
+        }
+        DataType::Map(_, _) => {
+            let entries = array.as_map().value(row);
+            out.push('{');
+            for i in 0..entries.len() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let mut key = String::new();
+                write_scalar(&mut key, entries.column(0), i, style)?;
+                escape(out, &key);
+                out.push(':');
+                write_value(out, entries.column(1), i, style)?;
+            }
+            out.push('}');
+        }
+        t if is_textual(t) => {
+            let mut text = String::new();
+            write_scalar(&mut text, array, row, style)?;
+            escape(out, &text);
+        }
+        _ => {
+            let mut text = String::new();
+            write_scalar(&mut text, array, row, style)?;
+            // Jackson writes the floats JSON has no number for as strings.
+            if matches!(text.as_str(), "NaN" | "Infinity" | "-Infinity") {
+                escape(out, &text);
+            } else {
+                out.push_str(&text);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_list(out: &mut String, values: &ArrayRef, style: TextStyle) -> Result<()> {
+    out.push('[');
+    for i in 0..values.len() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_value(out, values, i, style)?;
+    }
+    out.push(']');
+    Ok(())
+}
+
+/// `s` as a JSON string, escaped as Jackson escapes (quote, backslash,
+/// control characters; other characters as they are).
+fn escape(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{08}' => out.push_str("\\b"),
+            '\u{0c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => {
+                use std::fmt::Write as _;
+                let _ = write!(out, "\\u{:04X}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
