@@ -172,6 +172,11 @@ pub struct TableDescriptor {
     pub primary_key: Vec<String>,
     /// `PARTITIONED BY (…)`.
     pub partition_keys: Vec<String>,
+    /// Predicates the query applies right after the source (over the
+    /// declared columns). A connector may use them to skip data it can
+    /// prove fails them (Parquet row groups by their statistics), never
+    /// to drop a row it cannot: the query still filters every row.
+    pub filters: Vec<datafusion_expr::Expr>,
 }
 
 impl TableDescriptor {

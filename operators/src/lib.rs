@@ -39,6 +39,7 @@ pub mod session_process;
 mod sessions;
 pub mod sinks;
 pub mod sources;
+pub mod storage;
 pub mod top_n;
 pub mod window;
 pub mod window_join;

@@ -181,7 +181,7 @@ impl<'a> Lowering<'a> {
                     .catalog
                     .table(&object)
                     .map_err(|e| WeirError::plan(e.message))?;
-                let mut stream = self.source(entry)?;
+                let mut stream = self.source(entry, &scan.filters)?;
                 // Filters pushed into the scan run right after the source.
                 if let Some(cond) = datafusion_expr::utils::conjunction(scan.filters.clone()) {
                     let schema = DFSchema::try_from_qualified_schema(
@@ -675,12 +675,18 @@ impl<'a> Lowering<'a> {
 
     /// The source of a table: read by its connector, computed columns
     /// added inside the source, watermarks from the declared strategy.
-    fn source(&mut self, entry: &TableEntry) -> Result<DataStream> {
-        let key = entry.definition.name.to_string().to_ascii_lowercase();
+    fn source(&mut self, entry: &TableEntry, filters: &[Expr]) -> Result<DataStream> {
+        // A table read under different filters may skip different data.
+        let shown: Vec<String> = filters.iter().map(ToString::to_string).collect();
+        let key = format!(
+            "{}|{}",
+            entry.definition.name.to_string().to_ascii_lowercase(),
+            shown.join(" AND ")
+        );
         if let Some(s) = self.sources.get(&key) {
             return Ok(s.clone());
         }
-        let mut spec = self.connectors.source(entry)?;
+        let mut spec = self.connectors.source(entry, filters)?;
         if entry.has_computed_columns() {
             let physical_schema = DFSchema::try_from(entry.schema.as_ref().clone())?;
             let exprs = entry

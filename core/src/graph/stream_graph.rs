@@ -205,6 +205,17 @@ impl StreamGraph {
                 })
                 .collect();
             let _ = write!(s, "  #{} {} [p={}]", n.id, n.name, n.parallelism);
+            // What a source or sink reads or writes (files, row groups left
+            // out by a filter, a topic …).
+            match &n.kind {
+                StreamNodeKind::Source { spec, .. } => {
+                    let _ = write!(s, " {{{}}}", spec.describe());
+                }
+                StreamNodeKind::Sink(sink) => {
+                    let _ = write!(s, " {{{}}}", sink.describe());
+                }
+                StreamNodeKind::Operator(_) => {}
+            }
             if !inputs.is_empty() {
                 let _ = write!(s, " <- {}", inputs.join(", "));
             }

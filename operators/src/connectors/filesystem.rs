@@ -169,7 +169,9 @@ fn filesystem_source(t: &TableDescriptor) -> Result<SourceSpec> {
     let path = t.required("path")?;
     let context = |e: WeirError| t.error(e);
     match format(t)?.as_str() {
-        "parquet" => crate::sources::parquet_files_source(&[path], None, None).map_err(context),
+        "parquet" => {
+            crate::sources::parquet_files_source(&[path], None, None, &t.filters).map_err(context)
+        }
         f => crate::sources::format_source(f, &[path], t.declared_schema()?, format_options(t, f))
             .map_err(context),
     }

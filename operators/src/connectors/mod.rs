@@ -18,6 +18,8 @@
 mod basic;
 mod filesystem;
 mod generators;
+mod pruning;
+pub(crate) use self::pruning::row_groups_to_read;
 mod specs;
 
 use std::collections::BTreeMap;

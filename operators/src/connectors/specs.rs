@@ -187,6 +187,10 @@ pub struct ParquetSourceSpec {
     pub file_schema: SchemaRef,
     /// Columns to read (projection pushdown); `None` reads all.
     pub projection: Option<Vec<usize>>,
+    /// The row groups of each file to read, when a filter's predicates
+    /// ruled some out by their statistics; `None` reads all.
+    #[serde(default)]
+    pub selection: Option<Vec<Vec<usize>>>,
 }
 
 /// A bounded source reading text files of a row format (`csv`, `json`,
@@ -285,7 +289,12 @@ impl ParquetSourceSpec {
 
     /// The files as a source of the `filesystem` connector.
     pub fn into_source(self) -> SourceSpec {
-        let display = format!("parquet({})", describe_files(&self.files));
+        let mut display = format!("parquet({})", describe_files(&self.files));
+        if let Some(sel) = &self.selection {
+            let chosen: usize = sel.iter().map(Vec::len).sum();
+            let all: usize = self.row_groups.iter().sum();
+            display.push_str(&format!(" [{chosen} of {all} row groups]"));
+        }
         let schema = self.schema();
         let planned = serde_json::to_value(FilePlan::Parquet(self)).unwrap_or_default();
         SourceSpec::Connector(

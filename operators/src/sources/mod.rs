@@ -306,6 +306,27 @@ where
 pub(crate) fn expand_paths(paths: &[PathBuf], extension: Option<&str>) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for p in paths {
+        if let Some(url) = p.to_str().filter(|u| crate::storage::is_url(u)) {
+            // An object, or the objects under a folder of a store.
+            let found: Vec<PathBuf> = crate::storage::list_objects(url)?
+                .into_iter()
+                .map(|(u, _)| PathBuf::from(u))
+                .filter(|f| extension.is_none_or(|e| f.extension().is_some_and(|x| x == e)))
+                .collect();
+            if found.is_empty() {
+                return Err(WeirError::bad_input(
+                    url,
+                    "no files of the source's kind here",
+                ));
+            }
+            files.extend(found);
+            continue;
+        }
+        let p = &PathBuf::from(
+            p.to_str()
+                .and_then(|s| s.strip_prefix("file://"))
+                .map_or(p.as_path(), std::path::Path::new),
+        );
         let meta = std::fs::metadata(p).map_err(|e| WeirError::io(p.display().to_string(), e))?;
         if meta.is_dir() {
             let mut found: Vec<PathBuf> = std::fs::read_dir(p)

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+};
 use weir_core::spec::SourceSpec;
 use weir_core::time::column_list;
 use weir_core::{Result, WeirError};
@@ -21,22 +23,26 @@ pub fn parquet_source(
     paths: &[impl AsRef<Path>],
     projection: Option<&[&str]>,
 ) -> Result<SourceSpec> {
-    parquet_files_source(paths, projection, Some("parquet"))
+    parquet_files_source(paths, projection, Some("parquet"), &[])
 }
 
 /// As [`parquet_source`], a directory's files taken when they end in
 /// `extension` (all of them without one: the filesystem connector).
+/// Row groups whose statistics prove that no row passes `filters` are
+/// left out.
 pub(crate) fn parquet_files_source(
     paths: &[impl AsRef<Path>],
     projection: Option<&[&str]>,
     extension: Option<&str>,
+    filters: &[datafusion_expr::Expr],
 ) -> Result<SourceSpec> {
     let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
     let files = expand_paths(&paths, extension)?;
     let mut schema = None;
     let mut row_groups = Vec::with_capacity(files.len());
+    let mut selection = Vec::new();
     for f in &files {
-        let file = File::open(f).map_err(|e| WeirError::io(f.display().to_string(), e))?;
+        let file = AnyFile::open(f)?;
         let builder = weir_core::error::guard_decoder(
             || f.display().to_string(),
             || {
@@ -49,6 +55,20 @@ pub(crate) fn parquet_files_source(
             },
         )?;
         row_groups.push(builder.metadata().num_row_groups());
+        if !filters.is_empty() {
+            let chosen = crate::connectors::row_groups_to_read(
+                builder.metadata(),
+                builder.schema(),
+                filters,
+            );
+            tracing::info!(
+                "{}: reading {} of {} row groups (the others fail the filter by their statistics)",
+                f.display(),
+                chosen.len(),
+                builder.metadata().num_row_groups()
+            );
+            selection.push(chosen);
+        }
         let s = Arc::clone(builder.schema());
         match &schema {
             None => schema = Some((s, f.clone())),
@@ -85,11 +105,14 @@ pub(crate) fn parquet_files_source(
         ),
         None => None,
     };
+    let all: usize = row_groups.iter().sum();
+    let chosen: usize = selection.iter().map(Vec::len).sum();
     Ok(ParquetSourceSpec {
         files,
         row_groups,
         file_schema,
         projection,
+        selection: (!filters.is_empty() && chosen < all).then_some(selection),
     }
     .into_source())
 }
@@ -103,28 +126,86 @@ pub struct ParquetSource {
     cursor: SplitCursor,
     reader: OpenSplit<ParquetRecordBatchReader>,
     batch_size: usize,
+    /// Each file's footer, read once (a remote footer is a request).
+    footers: std::collections::HashMap<usize, ArrowReaderMetadata>,
+}
+
+/// A Parquet file on disk or in an object store.
+pub(crate) enum AnyFile {
+    Local(File),
+    Object(crate::storage::ObjectFile),
+}
+
+impl AnyFile {
+    pub(crate) fn open(path: &Path) -> Result<Self> {
+        let name = path.display().to_string();
+        if crate::storage::is_url(&name) {
+            Ok(AnyFile::Object(crate::storage::ObjectFile::open(&name)?))
+        } else {
+            let local = name.strip_prefix("file://").unwrap_or(&name);
+            Ok(AnyFile::Local(
+                File::open(local).map_err(|e| WeirError::io(name.clone(), e))?,
+            ))
+        }
+    }
+}
+
+impl parquet::file::reader::Length for AnyFile {
+    fn len(&self) -> u64 {
+        match self {
+            AnyFile::Local(f) => parquet::file::reader::Length::len(f),
+            AnyFile::Object(o) => parquet::file::reader::Length::len(o),
+        }
+    }
+}
+
+impl parquet::file::reader::ChunkReader for AnyFile {
+    type T = Box<dyn std::io::Read + Send>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(match self {
+            AnyFile::Local(f) => Box::new(parquet::file::reader::ChunkReader::get_read(f, start)?),
+            AnyFile::Object(o) => Box::new(parquet::file::reader::ChunkReader::get_read(o, start)?),
+        })
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
+        match self {
+            AnyFile::Local(f) => parquet::file::reader::ChunkReader::get_bytes(f, start, length),
+            AnyFile::Object(o) => parquet::file::reader::ChunkReader::get_bytes(o, start, length),
+        }
+    }
 }
 
 impl ParquetSource {
     pub(crate) fn new(spec: ParquetSourceSpec, ctx: &OperatorContext) -> Self {
-        let splits: Vec<(usize, usize)> = spec
-            .row_groups
-            .iter()
-            .enumerate()
-            .flat_map(|(f, &n)| (0..n).map(move |rg| (f, rg)))
-            .collect();
+        let splits: Vec<(usize, usize)> = match &spec.selection {
+            Some(sel) => sel
+                .iter()
+                .enumerate()
+                .flat_map(|(f, rgs)| rgs.iter().map(move |&rg| (f, rg)))
+                .collect(),
+            None => spec
+                .row_groups
+                .iter()
+                .enumerate()
+                .flat_map(|(f, &n)| (0..n).map(move |rg| (f, rg)))
+                .collect(),
+        };
         Self {
             cursor: SplitCursor::new(splits.len(), ctx),
             spec,
             splits,
             reader: None,
             batch_size: ctx.config.batch_size,
+            footers: Default::default(),
         }
     }
 }
 
 fn open_split(
     spec: &ParquetSourceSpec,
+    footers: &mut std::collections::HashMap<usize, ArrowReaderMetadata>,
     batch_size: usize,
     file_idx: usize,
     rg: usize,
@@ -132,9 +213,17 @@ fn open_split(
 ) -> Result<(ParquetRecordBatchReader, String)> {
     let path = &spec.files[file_idx];
     let location = format!("{} (row group {rg})", path.display());
-    let file = File::open(path).map_err(|e| WeirError::io(path.display().to_string(), e))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
+    let file = AnyFile::open(path)?;
+    let meta = match footers.get(&file_idx) {
+        Some(m) => m.clone(),
+        None => {
+            let m = ArrowReaderMetadata::load(&file, Default::default())
+                .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
+            footers.insert(file_idx, m.clone());
+            m
+        }
+    };
+    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta);
     if builder.schema().fields() != spec.file_schema.fields() {
         return Err(WeirError::bad_input(
             location,
@@ -158,6 +247,7 @@ fn open_split(
 impl Source for ParquetSource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
         let (spec, batch_size, splits) = (&self.spec, self.batch_size, &self.splits);
+        let footers = &mut self.footers;
         poll_splits(
             &mut self.reader,
             &mut self.cursor,
@@ -169,7 +259,7 @@ impl Source for ParquetSource {
                         splits.len()
                     ))
                 })?;
-                open_split(spec, batch_size, f, rg, skip)
+                open_split(spec, footers, batch_size, f, rg, skip)
             },
             |e| e.to_string(),
         )

@@ -87,7 +87,9 @@ pub fn format_source(
     let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
     let files = expand_paths(&paths, None)?;
     for f in &files {
-        File::open(f).map_err(|e| WeirError::io(f.display().to_string(), e))?;
+        if !crate::storage::is_url(&f.to_string_lossy()) {
+            File::open(f).map_err(|e| WeirError::io(f.display().to_string(), e))?;
+        }
     }
     text_source(factory.identifier(), files, schema, options)
 }
@@ -111,7 +113,7 @@ fn text_source(
     Ok(spec.into_source())
 }
 
-type Reader = DecodeReader<BufReader<File>>;
+type Reader = DecodeReader<BufReader<Box<dyn std::io::Read + Send>>>;
 
 /// Reads the files assigned to one subtask (file `k` to subtask `k mod p`).
 pub struct TextSource {
@@ -190,7 +192,11 @@ impl Source for TextSource {
                     ))
                 })?;
                 let location = path.display().to_string();
-                let file = File::open(path).map_err(|e| WeirError::io(location.clone(), e))?;
+                let file: Box<dyn std::io::Read + Send> = if crate::storage::is_url(&location) {
+                    Box::new(crate::storage::ObjectReader::open(&location)?)
+                } else {
+                    Box::new(File::open(path).map_err(|e| WeirError::io(location.clone(), e))?)
+                };
                 let decoder = formats().get(&spec.format)?.decoder(
                     &spec.schema,
                     &spec.options,

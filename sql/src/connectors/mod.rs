@@ -49,9 +49,18 @@ impl ConnectorRegistry {
         self.connectors().validate(&descriptor(t))
     }
 
-    /// The source a table reads from, producing its physical columns in order.
-    pub(crate) fn source(&self, t: &TableEntry) -> Result<SourceSpec> {
-        let spec = self.connectors().source(&descriptor(t))?;
+    /// The source a table reads from, producing its physical columns in
+    /// order; `filters` (the query's, applied after it) let the connector
+    /// skip what it can prove fails them.
+    pub(crate) fn source(&self, t: &TableEntry, filters: &[Expr]) -> Result<SourceSpec> {
+        let mut table = descriptor(t);
+        // Only predicates over physical columns mean anything to it.
+        table.filters = if t.has_computed_columns() {
+            vec![]
+        } else {
+            filters.to_vec()
+        };
+        let spec = self.connectors().source(&table)?;
         conform_source(t, spec)
     }
 
@@ -84,6 +93,7 @@ pub(crate) fn descriptor(t: &TableEntry) -> TableDescriptor {
             .map(|i| i.value.clone())
             .collect(),
         partition_keys: vec![],
+        filters: vec![],
     }
 }
 

@@ -1,0 +1,141 @@
+//! Row groups a query cannot need: a filter's conjuncts of the form
+//! `column <op> literal` checked against each row group's min/max
+//! statistics, as arrays over all row groups of a file at once. A row
+//! group is skipped only when its statistics prove no row passes; missing
+//! statistics, other predicates and casts that do not fit keep it.
+
+use arrow::array::{Array, ArrayRef, BooleanArray, Scalar};
+use arrow::compute::kernels::cmp;
+use arrow::datatypes::Schema;
+use datafusion_common::ScalarValue;
+use datafusion_expr::{Expr, Operator};
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use parquet::file::metadata::ParquetMetaData;
+
+/// `column op value`, the column on the left.
+struct Bound {
+    column: String,
+    op: Operator,
+    value: ScalarValue,
+}
+
+fn column_name(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Column(c) => Some(c.name.clone()),
+        // A widening cast the planner put on the column (INT vs BIGINT
+        // literal): the literal is cast back to the column's type below.
+        Expr::Cast(c) => column_name(&c.expr),
+        _ => None,
+    }
+}
+
+fn swap(op: Operator) -> Option<Operator> {
+    Some(match op {
+        Operator::Eq => Operator::Eq,
+        Operator::Lt => Operator::Gt,
+        Operator::LtEq => Operator::GtEq,
+        Operator::Gt => Operator::Lt,
+        Operator::GtEq => Operator::LtEq,
+        _ => return None,
+    })
+}
+
+fn bounds(e: &Expr, out: &mut Vec<Bound>) {
+    match e {
+        Expr::BinaryExpr(b) if b.op == Operator::And => {
+            bounds(&b.left, out);
+            bounds(&b.right, out);
+        }
+        Expr::BinaryExpr(b) => {
+            let (column, op, value) = match (column_name(&b.left), &*b.right, &*b.left) {
+                (Some(c), Expr::Literal(v, _), _) => (c, Some(b.op), v.clone()),
+                (None, _, Expr::Literal(v, _)) => match column_name(&b.right) {
+                    Some(c) => (c, swap(b.op), v.clone()),
+                    None => return,
+                },
+                _ => return,
+            };
+            if let Some(op) = op.filter(|o| swap(*o).is_some()) {
+                out.push(Bound { column, op, value });
+            }
+        }
+        Expr::Between(b) if !b.negated => {
+            if let (Some(c), Expr::Literal(lo, _), Expr::Literal(hi, _)) =
+                (column_name(&b.expr), &*b.low, &*b.high)
+            {
+                out.push(Bound {
+                    column: c.clone(),
+                    op: Operator::GtEq,
+                    value: lo.clone(),
+                });
+                out.push(Bound {
+                    column: c,
+                    op: Operator::LtEq,
+                    value: hi.clone(),
+                });
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Which row groups of a file may hold rows passing all of `filters`.
+pub(crate) fn row_groups_to_read(
+    meta: &ParquetMetaData,
+    schema: &Schema,
+    filters: &[Expr],
+) -> Vec<usize> {
+    let n = meta.num_row_groups();
+    let mut keep = vec![true; n];
+    let mut all = vec![];
+    for f in filters {
+        bounds(f, &mut all);
+    }
+    for b in all {
+        if let Some(mask) = bound_mask(meta, schema, &b) {
+            for (k, m) in keep.iter_mut().zip(mask.iter()) {
+                // NULL (no statistics) keeps the row group.
+                *k &= m.unwrap_or(true);
+            }
+        }
+    }
+    (0..n).filter(|&i| keep[i]).collect()
+}
+
+/// For each row group, whether its statistics allow a row with `b`.
+fn bound_mask(meta: &ParquetMetaData, schema: &Schema, b: &Bound) -> Option<BooleanArray> {
+    let field = schema.field_with_name(&b.column).ok()?;
+    let converter =
+        StatisticsConverter::try_new(&b.column, schema, meta.file_metadata().schema_descr())
+            .ok()?;
+    let mins = converter.row_group_mins(meta.row_groups().iter()).ok()?;
+    let maxes = converter.row_group_maxes(meta.row_groups().iter()).ok()?;
+    let value: ArrayRef = b.value.to_array().ok()?;
+    let value = arrow::compute::cast_with_options(
+        &value,
+        field.data_type(),
+        &arrow::compute::CastOptions {
+            safe: false,
+            ..Default::default()
+        },
+    )
+    .ok()?;
+    // Only a literal the column's type holds exactly (5.5 against an
+    // INT column would round and prune wrongly).
+    let back = arrow::compute::cast(&value, &b.value.data_type()).ok()?;
+    if value.is_null(0) || ScalarValue::try_from_array(&back, 0).ok()? != b.value {
+        return None;
+    }
+    let v = Scalar::new(value);
+    let mask = match b.op {
+        Operator::Eq => {
+            arrow::compute::and(&cmp::lt_eq(&mins, &v).ok()?, &cmp::gt_eq(&maxes, &v).ok()?).ok()?
+        }
+        Operator::Lt => cmp::lt(&mins, &v).ok()?,
+        Operator::LtEq => cmp::lt_eq(&mins, &v).ok()?,
+        Operator::Gt => cmp::gt(&maxes, &v).ok()?,
+        Operator::GtEq => cmp::gt_eq(&maxes, &v).ok()?,
+        _ => return None,
+    };
+    Some(mask)
+}
