@@ -32,6 +32,7 @@ pub mod lookup_join;
 pub mod nexmark;
 mod pane_buffer;
 pub mod partition;
+pub mod partitioned_sink;
 pub mod process;
 pub mod session;
 pub mod session_join;

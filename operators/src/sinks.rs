@@ -97,13 +97,13 @@ pub(crate) struct FileSink {
     format: FileFormat,
     schema: SchemaRef,
     /// Sequence number of the next file.
-    seq: u64,
+    pub(crate) seq: u64,
     /// The open file: (in-progress path, final path, writer).
     current: Option<(PathBuf, PathBuf, FileWriter)>,
     /// Closed files awaiting their checkpoint: (checkpoint, in-progress, final).
     pending: Vec<(u64, PathBuf, PathBuf)>,
     /// Whether any file was ever committed or is pending.
-    wrote_any: bool,
+    pub(crate) wrote_any: bool,
 }
 
 impl FileSink {
@@ -253,6 +253,11 @@ impl FileSink {
             return Err("which is a symbolic link".into());
         }
         Ok(path)
+    }
+
+    /// Whether every file it wrote is published (none open, none pending).
+    pub(crate) fn is_idle(&self) -> bool {
+        self.current.is_none() && self.pending.is_empty()
     }
 
     fn pending_schema() -> SchemaRef {

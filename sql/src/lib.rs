@@ -173,6 +173,8 @@ pub struct CreateTable {
     pub watermark: Option<(Ident, Expr)>,
     /// `PRIMARY KEY (…) NOT ENFORCED`.
     pub primary_key: Vec<Ident>,
+    /// `PARTITIONED BY (…)`.
+    pub partitioned_by: Vec<Ident>,
     /// `WITH ('key' = 'value', …)`, in order.
     pub options: Vec<(String, String)>,
 }
@@ -412,6 +414,7 @@ fn parse_create_table(parser: &mut Parser) -> Result<CreateTable, ParserError> {
         columns: Vec::new(),
         watermark: None,
         primary_key: Vec::new(),
+        partitioned_by: Vec::new(),
         options: Vec::new(),
     };
     parser.expect_token(&Token::LParen)?;
@@ -450,6 +453,11 @@ fn parse_create_table(parser: &mut Parser) -> Result<CreateTable, ParserError> {
             break;
         }
         parser.expect_token(&Token::Comma)?;
+    }
+    if parser.parse_keywords(&[Keyword::PARTITIONED, Keyword::BY]) {
+        parser.expect_token(&Token::LParen)?;
+        table.partitioned_by = parser.parse_comma_separated(parse_ident)?;
+        parser.expect_token(&Token::RParen)?;
     }
     if parser.parse_keyword(Keyword::WITH) {
         parser.expect_token(&Token::LParen)?;

@@ -69,6 +69,11 @@ impl ConnectorFactory for Blackhole {
         "rows dropped (for benchmarks), optionally at a limited rate"
     }
 
+    /// As Flink's: a table partitioned for another sink runs into it.
+    fn supports_partitions(&self) -> bool {
+        true
+    }
+
     fn options(&self) -> Vec<ConnectorOption> {
         vec![ConnectorOption::optional(
             "rows-per-second",

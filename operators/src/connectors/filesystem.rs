@@ -14,6 +14,7 @@ use weir_core::{Result, WeirError};
 use super::specs::FilePlan;
 use super::{ConnectorFactory, planned_or};
 use crate::formats::formats;
+use crate::partitioned_sink::{CommitTrigger, PartitionCommit, PartitionSpec, PartitionedFileSink};
 use crate::sinks::{FileFormat, FileSink};
 use crate::sources::{ParquetSource, TextSource};
 use crate::{Operator, OperatorContext, Source};
@@ -66,6 +67,62 @@ impl ConnectorFactory for Filesystem {
                 "'retract' writes updates with their _op column",
             ),
         ];
+        options.extend([
+            ConnectorOption::optional(
+                "sink.partition-commit.policy.kind",
+                OneOf(&["success-file"]),
+                None,
+                "mark a complete partition with a success file",
+            ),
+            ConnectorOption::optional(
+                "sink.partition-commit.trigger",
+                OneOf(&["process-time", "partition-time"]),
+                Some("process-time"),
+                "a partition is complete by its creation time or by watermark past its time",
+            ),
+            ConnectorOption::optional(
+                "sink.partition-commit.delay",
+                Duration,
+                Some("0 s"),
+                "how long after that",
+            ),
+            ConnectorOption::optional(
+                "sink.partition-commit.success-file.name",
+                Text,
+                Some("_SUCCESS"),
+                "the marker's name",
+            ),
+            ConnectorOption::optional(
+                "partition.time-extractor.timestamp-pattern",
+                Text,
+                None,
+                "a partition's time from its values, e.g. '$dt $hm:00' (default: the first column)",
+            ),
+            ConnectorOption::optional(
+                "partition.time-extractor.timestamp-formatter",
+                Text,
+                Some("yyyy-MM-dd HH:mm:ss"),
+                "how that text reads",
+            ),
+            ConnectorOption::optional(
+                "partition.default-name",
+                Text,
+                Some("__DEFAULT_PARTITION__"),
+                "the folder of a NULL partition value",
+            ),
+            ConnectorOption::optional(
+                "sink.rolling-policy.rollover-interval",
+                Duration,
+                None,
+                "accepted; files roll at each checkpoint",
+            ),
+            ConnectorOption::optional(
+                "sink.rolling-policy.check-interval",
+                Duration,
+                None,
+                "accepted; files roll at each checkpoint",
+            ),
+        ]);
         options.extend(formats().all_options());
         options
     }
@@ -84,7 +141,14 @@ impl ConnectorFactory for Filesystem {
 
     fn plan_sink(&self, t: &TableDescriptor) -> Option<Result<SinkSpec>> {
         Some((|| {
-            let dir = PathBuf::from(t.required("path")?);
+            let path = t.required("path")?;
+            if crate::storage::is_url(path) {
+                return Err(t.error(format!(
+                    "writing to '{path}' is not supported yet: the filesystem sink writes local \
+                     folders (object stores are read)"
+                )));
+            }
+            let dir = PathBuf::from(path.strip_prefix("file://").unwrap_or(path));
             let f = format(t)?;
             if f != "parquet" {
                 // Bad format options fail when planned, not in a task.
@@ -94,8 +158,23 @@ impl ConnectorFactory for Filesystem {
                     .encoder(&schema, &format_options(t, &f))
                     .map_err(|e| t.error(e))?;
             }
-            Ok(file_sink(&f, dir, format_options(t, &f)))
+            let mut sink = file_sink(&f, dir, format_options(t, &f));
+            if !t.partition_keys.is_empty() {
+                let mut plan: SinkPlan = sink.planned_as()?;
+                plan.partition = Some(partition_spec(t)?);
+                sink.planned = serde_json::to_value(plan).unwrap_or_default();
+                sink.display = format!(
+                    "{} partitioned by {}",
+                    sink.display,
+                    t.partition_keys.join(", ")
+                );
+            }
+            Ok(sink)
         })())
+    }
+
+    fn supports_partitions(&self) -> bool {
+        true
     }
 
     fn check_source(&self, source: &ConnectorSource) -> Result<()> {
@@ -133,6 +212,7 @@ impl ConnectorFactory for Filesystem {
                     options: format_options(&t, &f),
                     format: f,
                     path: PathBuf::from(t.required("path")?),
+                    partition: None,
                 }
             } else {
                 sink.planned_as()?
@@ -144,6 +224,16 @@ impl ConnectorFactory for Filesystem {
                     options: plan.options.clone(),
                 },
             };
+            if let Some(partition) = plan.partition {
+                return Ok(Box::new(PartitionedFileSink::new(
+                    node.name.clone(),
+                    &plan.path,
+                    (ctx.subtask, ctx.parallelism),
+                    format,
+                    &node.schema,
+                    partition,
+                )?));
+            }
             Ok(Box::new(FileSink::new(
                 node.name.clone(),
                 &plan.path,
@@ -258,6 +348,8 @@ struct SinkPlan {
     path: PathBuf,
     #[serde(default)]
     options: Options,
+    #[serde(default)]
+    partition: Option<PartitionSpec>,
 }
 
 fn file_sink(format: &str, dir: PathBuf, options: Options) -> SinkSpec {
@@ -266,6 +358,7 @@ fn file_sink(format: &str, dir: PathBuf, options: Options) -> SinkSpec {
         format: format.into(),
         path: dir,
         options,
+        partition: None,
     };
     SinkSpec::new("filesystem", serde_json::to_value(plan).unwrap_or_default())
         .with_display(display)
@@ -287,4 +380,47 @@ pub fn csv_sink(dir: impl Into<PathBuf>) -> SinkSpec {
 /// written into `dir` as for Parquet.
 pub fn format_sink(format: &str, dir: impl Into<PathBuf>, options: Options) -> SinkSpec {
     file_sink(format, dir.into(), options)
+}
+
+/// How a `PARTITIONED BY` table's sink writes and commits partitions.
+fn partition_spec(t: &TableDescriptor) -> Result<PartitionSpec> {
+    let schema = t.declared_schema()?;
+    for k in &t.partition_keys {
+        if schema.index_of(k).is_err() {
+            return Err(t.error(format!("PARTITIONED BY names '{k}', which is not a column")));
+        }
+    }
+    if t.partition_keys.len() == schema.fields().len() {
+        return Err(t.error("PARTITIONED BY takes every column: no column is left for the files"));
+    }
+    let commit = match t.option("sink.partition-commit.policy.kind") {
+        None => None,
+        Some(_) => Some(PartitionCommit {
+            trigger: match t.option("sink.partition-commit.trigger") {
+                Some(v) if v.eq_ignore_ascii_case("partition-time") => CommitTrigger::PartitionTime,
+                _ => CommitTrigger::ProcessTime,
+            },
+            delay_ms: t.duration_ms("sink.partition-commit.delay")?.unwrap_or(0),
+            success_file: t
+                .option("sink.partition-commit.success-file.name")
+                .unwrap_or("_SUCCESS")
+                .to_string(),
+            timestamp_pattern: t
+                .option("partition.time-extractor.timestamp-pattern")
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("${}", t.partition_keys[0])),
+            timestamp_formatter: t
+                .option("partition.time-extractor.timestamp-formatter")
+                .unwrap_or("yyyy-MM-dd HH:mm:ss")
+                .to_string(),
+        }),
+    };
+    Ok(PartitionSpec {
+        keys: t.partition_keys.clone(),
+        default_name: t
+            .option("partition.default-name")
+            .unwrap_or("__DEFAULT_PARTITION__")
+            .to_string(),
+        commit,
+    })
 }

@@ -71,6 +71,10 @@ pub trait ConnectorFactory: Send + Sync {
     fn is_bounded(&self) -> bool {
         false
     }
+    /// Whether its tables may be `PARTITIONED BY` columns.
+    fn supports_partitions(&self) -> bool {
+        false
+    }
     /// What a sink of it guarantees: `exactly-once`, `at-least-once`, `none`.
     fn delivery(&self) -> &str {
         "none"
@@ -216,6 +220,12 @@ impl Connectors {
     fn factory(&self, t: &TableDescriptor) -> Result<&Arc<dyn ConnectorFactory>> {
         let f = self.lookup(&t.connector()?).map_err(|e| t.error(e))?;
         check_options(t, &f.options())?;
+        if !t.partition_keys.is_empty() && !f.supports_partitions() {
+            return Err(t.error(format!(
+                "connector '{}' does not take PARTITIONED BY",
+                f.identifier()
+            )));
+        }
         Ok(f)
     }
 

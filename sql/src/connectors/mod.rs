@@ -92,7 +92,12 @@ pub(crate) fn descriptor(t: &TableEntry) -> TableDescriptor {
             .iter()
             .map(|i| i.value.clone())
             .collect(),
-        partition_keys: vec![],
+        partition_keys: t
+            .definition
+            .partitioned_by
+            .iter()
+            .map(|i| i.value.clone())
+            .collect(),
         filters: vec![],
     }
 }

@@ -1,0 +1,168 @@
+//! `PARTITIONED BY` file sinks: Nexmark q10 with its text unchanged (Hive
+//! folders `dt=…/hm=…`, partition columns out of the files, `_SUCCESS` in
+//! each complete partition), and partitioned output exactly once when a
+//! checkpointed job fails and restarts.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::WEIR;
+
+fn nexmark_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../sql/nexmark")
+}
+
+/// Files (not hidden) under `dir`, recursively, by relative folder.
+fn files(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.parent().unwrap().strip_prefix(dir).unwrap();
+                out.push((rel.display().to_string(), p));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn run(script: &str, dir: &Path) {
+    let file = dir.join("job.sql");
+    std::fs::write(&file, script).unwrap();
+    let o = Command::new(WEIR)
+        .args(["run", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn nexmark_q10_writes_hive_partitions_with_success_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ddl = std::fs::read_to_string(nexmark_dir().join("ddl.sql"))
+        .unwrap()
+        .replace("${TPS}", "100")
+        .replace("${EVENTS_NUM}", "20000");
+    let q10 = std::fs::read_to_string(nexmark_dir().join("q10.sql"))
+        .unwrap()
+        .replace("${OUTPUT_DIR}", &tmp.path().display().to_string());
+    run(
+        &format!("SET 'parallelism.default' = '2';\n{ddl}\n{q10}"),
+        tmp.path(),
+    );
+    let out = tmp.path().join("q10");
+    let all = files(&out);
+    let folders: std::collections::BTreeSet<&str> = all.iter().map(|(f, _)| f.as_str()).collect();
+    // 20,000 events at 100 a second: 200 s of event time, four minutes.
+    assert!(folders.len() >= 4, "{folders:?}");
+    let mut rows = 0;
+    for folder in &folders {
+        let (dt, hm) = folder.split_once('/').unwrap();
+        assert!(dt.starts_with("dt=") && hm.starts_with("hm="), "{folder}");
+        // Flink escapes ':' in a folder name.
+        assert!(hm.contains("%3A"), "{hm}");
+        let in_folder: Vec<&PathBuf> = all
+            .iter()
+            .filter(|(f, _)| f == folder)
+            .map(|(_, p)| p)
+            .collect();
+        assert!(
+            in_folder.iter().any(|p| p.ends_with("_SUCCESS")),
+            "{folder}: no _SUCCESS in {in_folder:?}"
+        );
+        for p in in_folder
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+        {
+            let text = std::fs::read_to_string(p).unwrap();
+            for line in text.lines() {
+                // auction, bidder, price, dateTime, extra: no dt, hm.
+                assert_eq!(line.split(',').count(), 5, "{line}");
+                rows += 1;
+            }
+        }
+    }
+    // Nexmark's 1:3:46 mix: 46 of every 50 events are bids.
+    assert_eq!(rows, 20_000 / 50 * 46);
+}
+
+#[test]
+fn a_partitioned_json_sink_on_a_cluster_survives_kill_9_exactly_once() {
+    use std::time::{Duration, Instant};
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let mut cluster = common::Cluster::start(2, 2, None);
+    const ROWS: i64 = 40_000;
+    let script = format!(
+        "SET 'parallelism.default' = '2';
+SET 'execution.checkpointing.interval' = '300 ms';
+SET 'execution.checkpointing.dir' = '{chk}';
+CREATE TABLE src (n BIGINT, k INT) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '8000', 'number-of-rows' = '{ROWS}',
+  'fields.n.kind' = 'sequence', 'fields.n.start' = '0', 'fields.n.end' = '{last}',
+  'fields.k.min' = '0', 'fields.k.max' = '3');
+CREATE TABLE dst (n BIGINT, bucket STRING) PARTITIONED BY (bucket) WITH (
+  'connector' = 'filesystem', 'path' = '{out}', 'format' = 'json',
+  'sink.partition-commit.policy.kind' = 'success-file');
+INSERT INTO dst SELECT n, CONCAT('b', CAST(k AS STRING)) FROM src;",
+        chk = tmp.path().join("chk").display(),
+        out = out.display(),
+        last = ROWS - 1,
+    );
+    let file = tmp.path().join("job.sql");
+    std::fs::write(&file, &script).unwrap();
+    let o = cluster.cli(&["submit", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let id = String::from_utf8(o.stdout).unwrap().trim().to_string();
+    // Kill -9 a worker once two checkpoints completed and files were
+    // published into the partitions.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, d) = cluster.rest("GET", &format!("/v1/jobs/{id}"), "");
+        if d["checkpoints"].as_array().map_or(0, Vec::len) >= 2 {
+            break;
+        }
+        assert_eq!(d["status"], "RUNNING", "{d:#}");
+        assert!(Instant::now() < deadline, "no checkpoints: {d:#}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let worker = &mut cluster.procs.0[2];
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    let d = cluster.wait_for_status(&id, &["FINISHED", "FAILED"], Duration::from_secs(90));
+    assert_eq!(d["status"], "FINISHED", "{d:#}");
+    assert!(d["restarts"].as_u64().unwrap() >= 1, "{d:#}");
+
+    let mut seen = vec![];
+    let mut marked = 0;
+    for (folder, p) in files(&out) {
+        assert!(folder.starts_with("bucket=b"), "{folder}");
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if name == "_SUCCESS" {
+            marked += 1;
+        }
+        assert!(!name.starts_with('.'), "left in progress: {}", p.display());
+        if p.extension().is_some_and(|e| e == "json") {
+            for line in std::fs::read_to_string(&p).unwrap().lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                assert!(v.get("bucket").is_none(), "{line}");
+                seen.push(v["n"].as_i64().unwrap());
+            }
+        }
+    }
+    seen.sort_unstable();
+    assert_eq!(
+        seen.len() as i64,
+        ROWS,
+        "rows written more or less than once"
+    );
+    assert_eq!(seen, (0..ROWS).collect::<Vec<i64>>());
+    assert_eq!(marked, 4, "one _SUCCESS per bucket");
+}
