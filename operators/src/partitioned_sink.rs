@@ -170,7 +170,10 @@ impl PartitionedFileSink {
             .filter(|i| !key_columns.contains(i))
             .collect();
         let data_schema = Arc::new(schema.project(&data_columns)?);
-        std::fs::create_dir_all(dir).map_err(|e| WeirError::io(dir.display().to_string(), e))?;
+        if crate::storage::RemoteFolder::for_sink(dir)?.1.is_none() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| WeirError::io(dir.display().to_string(), e))?;
+        }
         Ok(Self {
             name,
             dir: dir.to_path_buf(),
@@ -309,9 +312,14 @@ impl PartitionedFileSink {
             .map(|(f, _)| f.clone())
             .collect();
         for folder in done {
-            let marker = self.dir.join(&folder).join(&commit.success_file);
-            std::fs::write(&marker, b"")
-                .map_err(|e| WeirError::io(marker.display().to_string(), e))?;
+            match crate::storage::RemoteFolder::for_sink(&self.dir.join(&folder))? {
+                (_, Some(remote)) => remote.write_marker(&commit.success_file)?,
+                (local, None) => {
+                    let marker = local.join(&commit.success_file);
+                    std::fs::write(&marker, b"")
+                        .map_err(|e| WeirError::io(marker.display().to_string(), e))?;
+                }
+            }
             self.parts.remove(&folder);
         }
         Ok(())
@@ -492,6 +500,9 @@ impl Operator for PartitionedFileSink {
         }
         // Files in progress in partitions the checkpoint did not know (made
         // after it) are not part of it either.
+        if let (_, Some(remote)) = crate::storage::RemoteFolder::for_sink(&self.dir)? {
+            return remote.remove_in_progress(self.subtask, self.parallelism, true);
+        }
         let mut stack = vec![self.dir.clone()];
         while let Some(dir) = stack.pop() {
             let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -508,14 +519,9 @@ impl Operator for PartitionedFileSink {
                     }
                     continue;
                 }
-                let writer = name
-                    .strip_prefix(".part-")
-                    .and_then(|rest| rest.get(..4))
-                    .and_then(|n| n.parse::<usize>().ok());
-                let own = writer.is_some_and(|w| {
-                    w == self.subtask || (self.subtask == 0 && w >= self.parallelism)
-                });
-                if own && name.ends_with(".inprogress") && ft.is_file() {
+                if crate::storage::own_in_progress(&name, self.subtask, self.parallelism)
+                    && ft.is_file()
+                {
                     std::fs::remove_file(entry.path())
                         .map_err(|e| WeirError::io(entry.path().display().to_string(), e))?;
                 }

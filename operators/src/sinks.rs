@@ -91,7 +91,11 @@ enum FileWriter {
 /// * at the end of input the last file is committed directly.
 pub(crate) struct FileSink {
     name: String,
+    /// Where files are written: the folder itself, or for an object store
+    /// a local staging folder whose closed files are uploaded.
     dir: PathBuf,
+    /// The object-store folder files are published in, if not local.
+    remote: Option<crate::storage::RemoteFolder>,
     subtask: usize,
     parallelism: usize,
     format: FileFormat,
@@ -114,10 +118,12 @@ impl FileSink {
         format: FileFormat,
         schema: SchemaRef,
     ) -> Result<Self> {
-        std::fs::create_dir_all(dir).map_err(|e| WeirError::io(dir.display().to_string(), e))?;
+        let (dir, remote) = crate::storage::RemoteFolder::for_sink(dir)?;
+        std::fs::create_dir_all(&dir).map_err(|e| WeirError::io(dir.display().to_string(), e))?;
         Ok(Self {
             name,
-            dir: dir.to_path_buf(),
+            dir,
+            remote,
             subtask,
             parallelism,
             format,
@@ -197,12 +203,19 @@ impl FileSink {
                     .map_err(|e| WeirError::io(location.clone(), e))?;
             }
         }
+        if let Some(remote) = &self.remote {
+            // In progress in the store too (hidden), until published.
+            remote.upload(&tmp)?;
+        }
         Ok(Some((tmp, fin)))
     }
 
     /// Publish a closed file; already published (a restore committing it
     /// again) is fine.
-    fn publish(tmp: &Path, fin: &Path) -> Result<()> {
+    fn publish(&self, tmp: &Path, fin: &Path) -> Result<()> {
+        if let Some(remote) = &self.remote {
+            return remote.publish(tmp, fin);
+        }
         match std::fs::rename(tmp, fin) {
             Ok(()) => Ok(()),
             Err(_) if fin.exists() && !tmp.exists() => Ok(()),
@@ -304,10 +317,10 @@ impl Operator for FileSink {
             self.open()?;
         }
         if let Some((tmp, fin)) = self.close()? {
-            Self::publish(&tmp, &fin)?;
+            self.publish(&tmp, &fin)?;
         }
         for (_, tmp, fin) in std::mem::take(&mut self.pending) {
-            Self::publish(&tmp, &fin)?;
+            self.publish(&tmp, &fin)?;
         }
         Ok(())
     }
@@ -364,7 +377,7 @@ impl Operator for FileSink {
             .partition(|(c, _, _)| *c <= checkpoint);
         self.pending = waiting;
         for (_, tmp, fin) in done {
-            Self::publish(&tmp, &fin)?;
+            self.publish(&tmp, &fin)?;
         }
         Ok(())
     }
@@ -407,7 +420,7 @@ impl Operator for FileSink {
                 };
                 let tmp_path = entry("in-progress", tmp.value(row), true)?;
                 let fin_path = entry("final", fin.value(row), false)?;
-                Self::publish(&tmp_path, &fin_path)?;
+                self.publish(&tmp_path, &fin_path)?;
                 committed.insert(fin.value(row).to_string());
                 self.wrote_any = true;
             }
@@ -415,17 +428,14 @@ impl Operator for FileSink {
         // Files written after the restored checkpoint are not part of it:
         // each subtask deletes its own; subtask 0 also those of subtasks
         // beyond the current parallelism (after a rescale down).
+        if let Some(remote) = &self.remote {
+            return remote.remove_in_progress(self.subtask, self.parallelism, false);
+        }
         let entries = std::fs::read_dir(&self.dir)
             .map_err(|e| WeirError::io(self.dir.display().to_string(), e))?;
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().to_string();
-            let writer = name
-                .strip_prefix(".part-")
-                .and_then(|rest| rest.get(..4))
-                .and_then(|n| n.parse::<usize>().ok());
-            let own = writer
-                .is_some_and(|w| w == self.subtask || (self.subtask == 0 && w >= self.parallelism));
-            if own && name.ends_with(".inprogress") {
+            if crate::storage::own_in_progress(&name, self.subtask, self.parallelism) {
                 std::fs::remove_file(entry.path())
                     .map_err(|e| WeirError::io(entry.path().display().to_string(), e))?;
             }

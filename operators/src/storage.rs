@@ -11,6 +11,7 @@
 
 use std::future::Future;
 use std::io::Read;
+use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
 use bytes::Bytes;
@@ -227,4 +228,134 @@ pub fn put_object(url: &str, bytes: Vec<u8>) -> Result<()> {
     let (store, path) = store_for(url)?;
     block_io(async move { store.put(&path, bytes.into()).await })?.map_err(io_error(url))?;
     Ok(())
+}
+
+/// The object-store folder a file sink publishes into. Files are written
+/// to a local staging folder, uploaded under their hidden in-progress
+/// name when closed, and renamed to their final name when published (the
+/// store's copy and delete), so readers never see a file half-written and
+/// a restore finds every in-progress object to delete.
+pub struct RemoteFolder {
+    store: Arc<dyn ObjectStore>,
+    base: ObjectPath,
+    url: String,
+}
+
+/// Whether `name` is a sink's in-progress file of a subtask this one
+/// cleans up: its own, or (subtask 0) one beyond the parallelism.
+pub fn own_in_progress(name: &str, subtask: usize, parallelism: usize) -> bool {
+    let writer = name
+        .strip_prefix(".part-")
+        .and_then(|rest| rest.get(..4))
+        .and_then(|n| n.parse::<usize>().ok());
+    name.ends_with(".inprogress")
+        && writer.is_some_and(|w| w == subtask || (subtask == 0 && w >= parallelism))
+}
+
+impl RemoteFolder {
+    /// Where a sink of folder `dir` writes: the folder itself (local), or
+    /// a staging folder of this process and the store's folder.
+    pub fn for_sink(dir: &Path) -> Result<(std::path::PathBuf, Option<Self>)> {
+        let text = dir.to_string_lossy().to_string();
+        if !is_url(&text) {
+            let local = text.strip_prefix("file://").unwrap_or(&text);
+            return Ok((std::path::PathBuf::from(local), None));
+        }
+        let (store, base) = store_for(&text)?;
+        let (scheme, rest) = text.split_once("://").unwrap_or(("", &text));
+        let staging = std::env::temp_dir()
+            .join(format!("weir-staging-{}", std::process::id()))
+            .join(scheme)
+            .join(rest.trim_start_matches('/'));
+        Ok((
+            staging,
+            Some(Self {
+                store,
+                base,
+                url: text.trim_end_matches('/').to_string(),
+            }),
+        ))
+    }
+
+    fn key(&self, local: &Path) -> ObjectPath {
+        let name = local
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        self.base.clone().join(name)
+    }
+
+    fn error(&self, what: &str) -> impl Fn(object_store::Error) -> WeirError + '_ {
+        let at = format!("{}: {what}", self.url);
+        move |e| WeirError::Execution(format!("{at}: {e}"))
+    }
+
+    /// Upload a closed staging file under its (hidden) name, then drop it.
+    pub fn upload(&self, local: &Path) -> Result<()> {
+        let bytes =
+            std::fs::read(local).map_err(|e| WeirError::io(local.display().to_string(), e))?;
+        let (store, key) = (Arc::clone(&self.store), self.key(local));
+        block_io(async move { store.put(&key, bytes.into()).await })?
+            .map_err(self.error("upload"))?;
+        let _ = std::fs::remove_file(local);
+        Ok(())
+    }
+
+    /// Give an uploaded file its final name; done already (a restore
+    /// publishing it again) is fine.
+    pub fn publish(&self, tmp: &Path, fin: &Path) -> Result<()> {
+        let (store, from, to) = (Arc::clone(&self.store), self.key(tmp), self.key(fin));
+        let renamed = block_io(async move { store.rename(&from, &to).await })?;
+        if let Err(e) = renamed {
+            let (store, from, to) = (Arc::clone(&self.store), self.key(tmp), self.key(fin));
+            let (gone, there) = block_io(async move {
+                (
+                    store.head(&from).await.is_err(),
+                    store.head(&to).await.is_ok(),
+                )
+            })?;
+            if !(gone && there) {
+                return Err(self.error("publish")(e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Delete the in-progress objects of `subtask` (see [`own_in_progress`]),
+    /// in this folder or, `deep`, in every folder under it.
+    pub fn remove_in_progress(&self, subtask: usize, parallelism: usize, deep: bool) -> Result<()> {
+        let (store, base) = (Arc::clone(&self.store), self.base.clone());
+        let found: Vec<ObjectPath> = block_io(async move {
+            store
+                .list(Some(&base))
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .filter_map(|m| m.ok().map(|m| m.location))
+                .collect::<Vec<_>>()
+        })?;
+        let strip = self.base.as_ref().len();
+        for key in found {
+            let rel = key
+                .as_ref()
+                .get(strip..)
+                .unwrap_or("")
+                .trim_start_matches('/');
+            let (folder, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+            if (!folder.is_empty() && !deep) || !own_in_progress(name, subtask, parallelism) {
+                continue;
+            }
+            let store = Arc::clone(&self.store);
+            block_io(async move { store.delete(&key).await })?.map_err(self.error("delete"))?;
+        }
+        Ok(())
+    }
+
+    /// Write an empty marker object (`_SUCCESS`) into the folder.
+    pub fn write_marker(&self, name: &str) -> Result<()> {
+        let (store, key) = (Arc::clone(&self.store), self.base.clone().join(name));
+        block_io(async move { store.put(&key, Vec::<u8>::new().into()).await })?
+            .map_err(self.error("write marker"))?;
+        Ok(())
+    }
 }

@@ -143,10 +143,8 @@ impl ConnectorFactory for Filesystem {
         Some((|| {
             let path = t.required("path")?;
             if crate::storage::is_url(path) {
-                return Err(t.error(format!(
-                    "writing to '{path}' is not supported yet: the filesystem sink writes local \
-                     folders (object stores are read)"
-                )));
+                // A store the sink cannot open fails now, not in a task.
+                crate::storage::store_for(path).map_err(|e| t.error(e))?;
             }
             let dir = PathBuf::from(path.strip_prefix("file://").unwrap_or(path));
             let f = format(t)?;
