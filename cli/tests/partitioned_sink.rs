@@ -231,3 +231,68 @@ INSERT INTO dst SELECT n, CONCAT('b', CAST(k AS STRING)) FROM src;",
     assert_eq!(marked, 4, "one _SUCCESS per bucket");
     all
 }
+
+/// Rows of `script`'s query, run in this process, with its EXPLAIN text.
+fn query_rows(script: &str) -> (Vec<String>, String) {
+    use weir_core::spec::{CollectHandle, SinkSpec};
+    let mut s = weir_sql::SqlSession::new();
+    let explain = s
+        .execute_script(script)
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| match r {
+            weir_sql::StatementResult::Explain(t) => Some(t),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(2);
+    let rows = CollectHandle::new();
+    let sink = rows.clone();
+    s.build_with(&env, &move || SinkSpec::from(sink.clone()))
+        .unwrap();
+    env.execute("read").unwrap();
+    let mut out = weir_tests::sorted_rows(&rows.batches());
+    out.sort();
+    (out, explain)
+}
+
+#[test]
+fn a_partitioned_table_reads_back_with_its_partition_columns_and_prunes_folders() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t");
+    let table = |format: &str| {
+        format!(
+            "CREATE TABLE t (n BIGINT, bucket STRING, day INT) PARTITIONED BY (day, bucket) WITH (
+  'connector' = 'filesystem', 'path' = '{}/{format}', 'format' = '{format}');",
+            out.display()
+        )
+    };
+    for format in ["json", "parquet", "csv"] {
+        run(
+            &format!(
+                "{}
+CREATE TABLE src (n BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '100',
+  'rows-per-second' = 'unlimited', 'fields.n.kind' = 'sequence', 'fields.n.start' = '0',
+  'fields.n.end' = '99');
+INSERT INTO t SELECT n, CONCAT('b/', CAST(n % 4 AS STRING)), CAST(n % 2 AS INT) FROM src;",
+                table(format)
+            ),
+            tmp.path(),
+        );
+        let (all, _) = query_rows(&format!("{}\nSELECT n, bucket, day FROM t;", table(format)));
+        assert_eq!(all.len(), 100, "{format}");
+        assert!(all.contains(&"7|b/3|1".to_string()), "{format}: {all:?}");
+        let (some, explain) = query_rows(&format!(
+            "{}\nEXPLAIN SELECT n FROM t WHERE bucket = 'b/1' AND day = 1;\n\
+             SELECT n FROM t WHERE bucket = 'b/1' AND day = 1;",
+            table(format)
+        ));
+        assert_eq!(some.len(), 25, "{format}: {some:?}");
+        assert!(
+            explain.contains("[1 of 4 partitions]"),
+            "{format}: {explain}"
+        );
+    }
+}

@@ -11,12 +11,12 @@ use weir_core::graph::StreamNode;
 use weir_core::spec::{MemorySourceSpec, SourceSpec};
 use weir_core::{Result, WeirError};
 
-use super::specs::FilePlan;
+use super::specs::{FilePlan, PartitionFiles, PartitionedPlan};
 use super::{ConnectorFactory, planned_or};
 use crate::formats::formats;
 use crate::partitioned_sink::{CommitTrigger, PartitionCommit, PartitionSpec, PartitionedFileSink};
 use crate::sinks::{FileFormat, FileSink};
-use crate::sources::{ParquetSource, TextSource};
+use crate::sources::{ParquetSource, PartitionedSource, TextSource};
 use crate::{Operator, OperatorContext, Source};
 
 /// `'connector' = 'filesystem'`.
@@ -176,10 +176,14 @@ impl ConnectorFactory for Filesystem {
     }
 
     fn check_source(&self, source: &ConnectorSource) -> Result<()> {
-        match file_plan(source)? {
-            FilePlan::Parquet(p) => p.validate(),
-            FilePlan::Text(c) => c.validate(),
+        fn check(plan: &FilePlan) -> Result<()> {
+            match plan {
+                FilePlan::Parquet(p) => p.validate(),
+                FilePlan::Text(c) => c.validate(),
+                FilePlan::Partitioned(p) => p.parts.iter().try_for_each(|p| check(&p.files)),
+            }
         }
+        check(&file_plan(source)?)
     }
 
     fn open_source(
@@ -187,12 +191,14 @@ impl ConnectorFactory for Filesystem {
         source: &ConnectorSource,
         ctx: &OperatorContext,
     ) -> Option<Result<Box<dyn Source>>> {
-        Some(file_plan(source).map(|plan| -> Box<dyn Source> {
+        fn open(plan: FilePlan, ctx: &OperatorContext) -> Box<dyn Source> {
             match plan {
                 FilePlan::Parquet(p) => Box::new(ParquetSource::new(p, ctx)),
                 FilePlan::Text(c) => Box::new(TextSource::new(c, ctx)),
+                FilePlan::Partitioned(p) => Box::new(PartitionedSource::new(p, ctx, open)),
             }
-        }))
+        }
+        Some(file_plan(source).map(|plan| open(plan, ctx)))
     }
 
     fn open_sink(
@@ -254,6 +260,9 @@ impl ConnectorFactory for Filesystem {
 }
 
 fn filesystem_source(t: &TableDescriptor) -> Result<SourceSpec> {
+    if !t.partition_keys.is_empty() {
+        return partitioned_source(t);
+    }
     let path = t.required("path")?;
     let context = |e: WeirError| t.error(e);
     match format(t)?.as_str() {
@@ -421,4 +430,126 @@ fn partition_spec(t: &TableDescriptor) -> Result<PartitionSpec> {
             .to_string(),
         commit,
     })
+}
+
+/// The partition folders under `path`: (relative folder, values), sorted.
+fn partition_folders(t: &TableDescriptor, path: &str) -> Result<Vec<(String, Vec<String>)>> {
+    let keys = &t.partition_keys;
+    let mut folders: Vec<String> = if crate::storage::is_url(path) {
+        let base = path.trim_end_matches('/');
+        crate::storage::list_objects(path)
+            .map_err(|e| t.error(e))?
+            .into_iter()
+            .filter_map(|(url, _)| {
+                let rel = url.strip_prefix(base)?.trim_start_matches('/');
+                rel.rsplit_once('/').map(|(folder, _)| folder.to_string())
+            })
+            .collect()
+    } else {
+        let root = PathBuf::from(path.strip_prefix("file://").unwrap_or(path));
+        let mut found = vec![];
+        let mut stack = vec![(root.clone(), 0usize)];
+        while let Some((dir, depth)) = stack.pop() {
+            let entries = std::fs::read_dir(&dir)
+                .map_err(|e| t.error(WeirError::io(dir.display().to_string(), e)))?;
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().to_string();
+                let is_dir = e.file_type().is_ok_and(|f| f.is_dir());
+                if is_dir && depth < keys.len() && name.starts_with(&format!("{}=", keys[depth])) {
+                    if depth + 1 == keys.len() {
+                        if let Ok(rel) = e.path().strip_prefix(&root) {
+                            found.push(rel.display().to_string());
+                        }
+                    } else {
+                        stack.push((e.path(), depth + 1));
+                    }
+                }
+            }
+        }
+        found
+    };
+    folders.sort();
+    folders.dedup();
+    Ok(folders
+        .into_iter()
+        .filter_map(|folder| {
+            let values: Option<Vec<String>> = folder
+                .split('/')
+                .zip(keys)
+                .map(|(part, k)| {
+                    part.strip_prefix(k.as_str())
+                        .and_then(|r| r.strip_prefix('='))
+                        .map(crate::partitioned_sink::unescape)
+                })
+                .collect();
+            values
+                .filter(|v| v.len() == keys.len())
+                .map(|v| (folder, v))
+        })
+        .collect())
+}
+
+/// The source of a `PARTITIONED BY` table: each partition folder read by
+/// the format's source, the partition columns added from the folder names;
+/// folders a filter on partition columns rules out are left out.
+fn partitioned_source(t: &TableDescriptor) -> Result<SourceSpec> {
+    let path = t.required("path")?;
+    let f = format(t)?;
+    let schema = t.declared_schema()?;
+    let default = t
+        .option("partition.default-name")
+        .unwrap_or("__DEFAULT_PARTITION__");
+    let data_columns: Vec<usize> = (0..schema.fields().len())
+        .filter(|&i| !t.partition_keys.contains(schema.field(i).name()))
+        .collect();
+    let data_schema = Arc::new(schema.project(&data_columns)?);
+    let folders = partition_folders(t, path)?;
+    let all = folders.len();
+    let mut parts = vec![];
+    for (folder, values) in folders {
+        let values: Vec<Option<String>> = values
+            .into_iter()
+            .map(|v| (v != default).then_some(v))
+            .collect();
+        if !crate::connectors::pruning::partition_may_pass(
+            &t.partition_keys,
+            &values,
+            &schema,
+            &t.filters,
+        ) {
+            continue;
+        }
+        let at = format!("{}/{folder}", path.trim_end_matches('/'));
+        let spec = match f.as_str() {
+            "parquet" => crate::sources::parquet_files_source(&[&at], None, None, &t.filters),
+            other => crate::sources::format_source(
+                other,
+                &[&at],
+                Arc::clone(&data_schema),
+                format_options(t, other),
+            ),
+        }
+        .map_err(|e| t.error(e))?;
+        parts.push(PartitionFiles {
+            folder,
+            values,
+            files: spec.connector().planned_as()?,
+        });
+    }
+    let display = format!("{f}({path}) [{} of {all} partitions]", parts.len());
+    let plan = PartitionedPlan {
+        keys: t.partition_keys.clone(),
+        schema: Arc::clone(&schema),
+        all,
+        parts,
+    };
+    Ok(SourceSpec::Connector(
+        ConnectorSource::new(
+            "filesystem",
+            schema,
+            true,
+            serde_json::to_value(FilePlan::Partitioned(plan)).unwrap_or_default(),
+        )
+        .with_display(display),
+    ))
 }

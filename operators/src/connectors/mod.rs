@@ -18,7 +18,7 @@
 mod basic;
 mod filesystem;
 mod generators;
-mod pruning;
+pub(crate) mod pruning;
 pub(crate) use self::pruning::row_groups_to_read;
 mod specs;
 
@@ -39,7 +39,10 @@ use weir_core::{Result, WeirError};
 
 pub use self::basic::{blackhole, collect, print, throttled};
 pub use self::filesystem::{csv_sink, format_sink, parquet_sink};
-pub use self::specs::{ColumnGen, FilePlan, GeneratorSpec, ParquetSourceSpec, TextSourceSpec};
+pub use self::specs::{
+    ColumnGen, FilePlan, GeneratorSpec, ParquetSourceSpec, PartitionFiles, PartitionedPlan,
+    TextSourceSpec,
+};
 use crate::{Operator, OperatorContext, Source};
 
 /// Plans and runs the sources and sinks of one connector (Flink's

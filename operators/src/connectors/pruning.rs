@@ -139,3 +139,56 @@ fn bound_mask(meta: &ParquetMetaData, schema: &Schema, b: &Bound) -> Option<Bool
     };
     Some(mask)
 }
+
+/// Whether a partition with these values may hold rows passing `filters`:
+/// a conjunct `col <op> literal` over a partition column that its value
+/// fails rules it out; anything else keeps it.
+pub(crate) fn partition_may_pass(
+    keys: &[String],
+    values: &[Option<String>],
+    schema: &Schema,
+    filters: &[Expr],
+) -> bool {
+    let mut all = vec![];
+    for f in filters {
+        bounds(f, &mut all);
+    }
+    all.iter().all(|b| {
+        let Some(i) = keys.iter().position(|k| *k == b.column) else {
+            return true;
+        };
+        let Ok(field) = schema.field_with_name(&b.column) else {
+            return true;
+        };
+        let Some(value) = &values[i] else {
+            // NULL passes no comparison.
+            return false;
+        };
+        let text: ArrayRef =
+            std::sync::Arc::new(arrow::array::StringArray::from(vec![value.as_str()]));
+        let Ok(typed) = arrow::compute::cast(&text, field.data_type()) else {
+            return true;
+        };
+        let Ok(have) = ScalarValue::try_from_array(&typed, 0) else {
+            return true;
+        };
+        let Ok(want) = b.value.cast_to(field.data_type()) else {
+            return true;
+        };
+        // Only a literal the column's type holds exactly.
+        if want.cast_to(&b.value.data_type()).ok().as_ref() != Some(&b.value) {
+            return true;
+        }
+        match have.partial_cmp(&want) {
+            None => true,
+            Some(o) => match b.op {
+                Operator::Eq => o.is_eq(),
+                Operator::Lt => o.is_lt(),
+                Operator::LtEq => o.is_le(),
+                Operator::Gt => o.is_gt(),
+                Operator::GtEq => o.is_ge(),
+                _ => true,
+            },
+        }
+    })
+}

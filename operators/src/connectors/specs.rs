@@ -340,4 +340,30 @@ pub enum FilePlan {
     Parquet(ParquetSourceSpec),
     /// Text files of a row format.
     Text(TextSourceSpec),
+    /// The Hive folders of a `PARTITIONED BY` table.
+    Partitioned(PartitionedPlan),
+}
+
+/// The partitions a `PARTITIONED BY` table's source reads.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PartitionedPlan {
+    /// The partition columns, in folder order.
+    pub keys: Vec<String>,
+    /// The table's columns (partition columns included), in order.
+    pub schema: SchemaRef,
+    /// How many partitions the folder has (before a filter's pruning).
+    pub all: usize,
+    /// The partitions read.
+    pub parts: Vec<PartitionFiles>,
+}
+
+/// One partition: its folder, its values and its files.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PartitionFiles {
+    /// `col=value/…`, relative to the table's path.
+    pub folder: String,
+    /// The values of the partition columns (`None`: the default name).
+    pub values: Vec<Option<String>>,
+    /// Its files, as the format's source reads them.
+    pub files: FilePlan,
 }

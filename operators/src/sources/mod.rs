@@ -8,6 +8,7 @@
 mod generator;
 mod nexmark;
 mod parquet;
+mod partitioned;
 mod text;
 
 use std::path::{Path, PathBuf};
@@ -22,7 +23,7 @@ pub use self::generator::GeneratorSource;
 pub(crate) use self::parquet::parquet_files_source;
 pub use self::parquet::parquet_source;
 pub use self::text::{CsvOptions, csv_source, format_source};
-pub(crate) use self::{parquet::ParquetSource, text::TextSource};
+pub(crate) use self::{parquet::ParquetSource, partitioned::PartitionedSource, text::TextSource};
 use crate::OperatorContext;
 
 /// What a source has to offer right now.
