@@ -11,12 +11,12 @@ use weir_core::graph::StreamNode;
 use weir_core::spec::{MemorySourceSpec, SourceSpec};
 use weir_core::{Result, WeirError};
 
-use super::specs::{FilePlan, PartitionFiles, PartitionedPlan};
+use super::specs::{FilePlan, MonitoredPlan, PartitionFiles, PartitionedPlan};
 use super::{ConnectorFactory, planned_or};
 use crate::formats::formats;
 use crate::partitioned_sink::{CommitTrigger, PartitionCommit, PartitionSpec, PartitionedFileSink};
 use crate::sinks::{FileFormat, FileSink};
-use crate::sources::{ParquetSource, PartitionedSource, TextSource};
+use crate::sources::{FileAccess, MonitoredSource, ParquetSource, PartitionedSource, TextSource};
 use crate::{Operator, OperatorContext, Source};
 
 /// `'connector' = 'filesystem'`.
@@ -52,7 +52,7 @@ impl ConnectorFactory for Filesystem {
                 "source.monitor-interval",
                 Duration,
                 None,
-                "accepted; files are read once",
+                "keep the source open, listing the folder this often; each new file is read once",
             ),
             ConnectorOption::optional(
                 "sink.rolling-policy.file-size",
@@ -181,6 +181,7 @@ impl ConnectorFactory for Filesystem {
                 FilePlan::Parquet(p) => p.validate(),
                 FilePlan::Text(c) => c.validate(),
                 FilePlan::Partitioned(p) => p.parts.iter().try_for_each(|p| check(&p.files)),
+                FilePlan::Monitored(_) => Ok(()),
             }
         }
         check(&file_plan(source)?)
@@ -196,6 +197,15 @@ impl ConnectorFactory for Filesystem {
                 FilePlan::Parquet(p) => Box::new(ParquetSource::new(p, ctx)),
                 FilePlan::Text(c) => Box::new(TextSource::new(c, ctx)),
                 FilePlan::Partitioned(p) => Box::new(PartitionedSource::new(p, ctx, open)),
+                FilePlan::Monitored(p) => Box::new(MonitoredSource::new(
+                    p,
+                    ctx,
+                    FileAccess {
+                        list: list_monitored,
+                        plan_file: plan_monitored_file,
+                        open,
+                    },
+                )),
             }
         }
         Some(file_plan(source).map(|plan| open(plan, ctx)))
@@ -260,6 +270,9 @@ impl ConnectorFactory for Filesystem {
 }
 
 fn filesystem_source(t: &TableDescriptor) -> Result<SourceSpec> {
+    if let Some(interval) = t.duration_ms("source.monitor-interval")? {
+        return monitored_source(t, interval);
+    }
     if !t.partition_keys.is_empty() {
         return partitioned_source(t);
     }
@@ -552,4 +565,64 @@ fn partitioned_source(t: &TableDescriptor) -> Result<SourceSpec> {
         )
         .with_display(display),
     ))
+}
+
+/// A source that stays open, reading each new file of the folder once.
+fn monitored_source(t: &TableDescriptor, interval_ms: i64) -> Result<SourceSpec> {
+    if interval_ms <= 0 {
+        return Err(t.error("source.monitor-interval must be positive"));
+    }
+    if !t.partition_keys.is_empty() {
+        return Err(
+            t.error("source.monitor-interval on a PARTITIONED BY table is not supported yet")
+        );
+    }
+    let path = t.required("path")?.to_string();
+    let f = format(t)?;
+    let schema = t.declared_schema()?;
+    let plan = MonitoredPlan {
+        path: path.clone(),
+        options: format_options(t, &f),
+        format: f.clone(),
+        schema: Arc::clone(&schema),
+        interval_ms: interval_ms as u64,
+    };
+    // The folder must be there now; its files may come later.
+    if !crate::storage::is_url(&path) {
+        let local = path.strip_prefix("file://").unwrap_or(&path);
+        std::fs::metadata(local).map_err(|e| t.error(WeirError::io(local, e)))?;
+    }
+    Ok(SourceSpec::Connector(
+        ConnectorSource::new(
+            "filesystem",
+            schema,
+            false,
+            serde_json::to_value(FilePlan::Monitored(plan)).unwrap_or_default(),
+        )
+        .with_display(format!("{f}({path}) [watched every {interval_ms} ms]")),
+    ))
+}
+
+/// The files of a watched folder now (none yet is no error).
+fn list_monitored(plan: &MonitoredPlan) -> Result<Vec<String>> {
+    let path = PathBuf::from(&plan.path);
+    match crate::sources::expand_paths(&[path], None) {
+        Ok(files) => Ok(files.iter().map(|f| f.display().to_string()).collect()),
+        Err(WeirError::BadInput { .. }) => Ok(vec![]),
+        Err(e) => Err(e),
+    }
+}
+
+/// One file of a watched folder as the format's source reads it.
+fn plan_monitored_file(plan: &MonitoredPlan, file: &str) -> Result<FilePlan> {
+    let spec = match plan.format.as_str() {
+        "parquet" => crate::sources::parquet_files_source(&[file], None, None, &[])?,
+        other => crate::sources::format_source(
+            other,
+            &[file],
+            Arc::clone(&plan.schema),
+            plan.options.clone(),
+        )?,
+    };
+    spec.connector().planned_as()
 }

@@ -40,8 +40,8 @@ use weir_core::{Result, WeirError};
 pub use self::basic::{blackhole, collect, print, throttled};
 pub use self::filesystem::{csv_sink, format_sink, parquet_sink};
 pub use self::specs::{
-    ColumnGen, FilePlan, GeneratorSpec, ParquetSourceSpec, PartitionFiles, PartitionedPlan,
-    TextSourceSpec,
+    ColumnGen, FilePlan, GeneratorSpec, MonitoredPlan, ParquetSourceSpec, PartitionFiles,
+    PartitionedPlan, TextSourceSpec,
 };
 use crate::{Operator, OperatorContext, Source};
 

@@ -342,6 +342,8 @@ pub enum FilePlan {
     Text(TextSourceSpec),
     /// The Hive folders of a `PARTITIONED BY` table.
     Partitioned(PartitionedPlan),
+    /// A folder watched for new files (`source.monitor-interval`).
+    Monitored(MonitoredPlan),
 }
 
 /// The partitions a `PARTITIONED BY` table's source reads.
@@ -366,4 +368,20 @@ pub struct PartitionFiles {
     pub values: Vec<Option<String>>,
     /// Its files, as the format's source reads them.
     pub files: FilePlan,
+}
+
+/// A folder a source keeps reading new files from.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MonitoredPlan {
+    /// The folder (local path or store URL).
+    pub path: String,
+    /// The format's identifier.
+    pub format: String,
+    /// The format's options.
+    #[serde(default)]
+    pub options: weir_core::connector::Options,
+    /// The rows' schema.
+    pub schema: SchemaRef,
+    /// How often the folder is listed, ms.
+    pub interval_ms: u64,
 }

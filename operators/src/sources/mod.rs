@@ -6,6 +6,7 @@
 //! say how long to wait ([`SourcePoll::Pending`]).
 
 mod generator;
+mod monitored;
 mod nexmark;
 mod parquet;
 mod partitioned;
@@ -20,6 +21,7 @@ use weir_core::spec::{ConnectorSource, SourceSpec};
 use weir_core::{Result, WeirError};
 
 pub use self::generator::GeneratorSource;
+pub(crate) use self::monitored::{FileAccess, MonitoredSource};
 pub(crate) use self::parquet::parquet_files_source;
 pub use self::parquet::parquet_source;
 pub use self::text::{CsvOptions, csv_source, format_source};
