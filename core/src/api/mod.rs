@@ -1,20 +1,32 @@
 //! The DataStream API: a lazy description of a job, in Flink's words.
 //!
 //! ```no_run
+//! use std::sync::Arc;
 //! use std::time::Duration;
+//! use arrow::array::{Int64Array, RecordBatch, TimestampMillisecondArray};
+//! use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 //! use datafusion_expr::{col, lit};
 //! use weir_core::api::StreamExecutionEnvironment;
-//! use weir_core::spec::{AggregateSpec, ColumnGen, GeneratorSpec, SinkSpec, SourceSpec};
+//! use weir_core::spec::{AggregateSpec, CollectHandle, MemorySourceSpec};
 //! use weir_core::time::{TumblingEventTimeWindows, WatermarkStrategy};
 //!
 //! # fn main() -> weir_core::Result<()> {
+//! let schema = Arc::new(Schema::new(vec![
+//!     Field::new("user_id", DataType::Int64, false),
+//!     Field::new("amount", DataType::Int64, false),
+//!     Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), false),
+//! ]));
+//! let orders = RecordBatch::try_new(Arc::clone(&schema), vec![
+//!     Arc::new(Int64Array::from(vec![1, 2, 1])),
+//!     Arc::new(Int64Array::from(vec![50, 5, 70])),
+//!     Arc::new(TimestampMillisecondArray::from(vec![0, 1_000, 2_000])),
+//! ])?;
+//! // Sources and sinks are connectors: `env.from_connector("datagen", …)`
+//! // with weir_worker's environment, or rows of the program as here.
 //! let env = StreamExecutionEnvironment::new(Default::default());
-//! let source = GeneratorSpec::new(Some(1_000_000))
-//!     .column("user_id", ColumnGen::Key { cardinality: 100 })
-//!     .column("amount", ColumnGen::UniformInt { min: 1, max: 500 })
-//!     .column("ts", ColumnGen::EventTime { start_ms: 0, events_per_second: 1000, max_out_of_orderness_ms: 0 });
+//! let results = CollectHandle::new();
 //! env.from_source(
-//!     SourceSpec::from(source),
+//!     MemorySourceSpec::new(schema, vec![orders]),
 //!     WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_secs(1)),
 //!     "orders",
 //! )?
@@ -22,7 +34,7 @@
 //! .key_by(&["user_id"])?
 //! .window(TumblingEventTimeWindows::of(Duration::from_secs(60)))
 //! .aggregate(vec![AggregateSpec::count_star().alias("orders")])?
-//! .sink_to(weir_operators::connectors::print(), "print")?;
+//! .sink_to(results.clone(), "results")?;
 //! println!("{}", env.explain("example")?);
 //! # Ok(()) }
 //! ```
