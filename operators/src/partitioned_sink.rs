@@ -332,6 +332,23 @@ impl PartitionedFileSink {
     }
 }
 
+/// A file sink's `pending` rows with their partition folder as a column.
+fn with_partition(batch: &RecordBatch, folder: &str) -> Result<RecordBatch> {
+    let mut columns = batch.columns().to_vec();
+    columns.push(Arc::new(StringArray::from(vec![folder; batch.num_rows()])));
+    let mut fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new("partition", DataType::Utf8, false));
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -388,21 +405,7 @@ impl Operator for PartitionedFileSink {
         let mut batches = vec![];
         for (folder, p) in &mut self.parts {
             for t in p.sink.snapshot_state(checkpoint)? {
-                let n = t.batch.num_rows();
-                let mut columns = t.batch.columns().to_vec();
-                columns.push(Arc::new(StringArray::from(vec![folder.as_str(); n])));
-                let mut fields: Vec<Field> = t
-                    .batch
-                    .schema()
-                    .fields()
-                    .iter()
-                    .map(|f| f.as_ref().clone())
-                    .collect();
-                fields.push(Field::new("partition", DataType::Utf8, false));
-                batches.push(RecordBatch::try_new(
-                    Arc::new(Schema::new(fields)),
-                    columns,
-                )?);
+                batches.push(with_partition(&t.batch, folder)?);
             }
         }
         self.sync_seq();
@@ -417,21 +420,7 @@ impl Operator for PartitionedFileSink {
             )?;
             p.seq = self.next_seq;
             for t in p.snapshot_state(checkpoint)? {
-                let n = t.batch.num_rows();
-                let mut columns = t.batch.columns().to_vec();
-                columns.push(Arc::new(StringArray::from(vec![""; n])));
-                let mut fields: Vec<Field> = t
-                    .batch
-                    .schema()
-                    .fields()
-                    .iter()
-                    .map(|f| f.as_ref().clone())
-                    .collect();
-                fields.push(Field::new("partition", DataType::Utf8, false));
-                batches.push(RecordBatch::try_new(
-                    Arc::new(Schema::new(fields)),
-                    columns,
-                )?);
+                batches.push(with_partition(&t.batch, "")?);
             }
         }
         let schema = batches[0].schema();
