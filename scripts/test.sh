@@ -14,7 +14,7 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import pyarrow.flight
     apt-get install -y -qq python3-venv >/dev/null
     python3 -m venv "$venv"
   fi
-  "$venv/bin/pip" install --quiet --disable-pip-version-check pyarrow 'moto[server]' duckdb
+  "$venv/bin/pip" install --quiet --no-cache-dir --disable-pip-version-check pyarrow 'moto[server]' duckdb
 fi
 export WEIR_TEST_MOTO_SERVER="$(cd "$venv/bin" && pwd)/moto_server"
 # Flink 2.3 itself (PyFlink from PyPI, on the machine's Java 17), the
@@ -23,7 +23,7 @@ export WEIR_TEST_MOTO_SERVER="$(cd "$venv/bin" && pwd)/moto_server"
 flink_venv="$target/flink-venv"
 if [ ! -x "$flink_venv/bin/python" ] || ! "$flink_venv/bin/python" -c "import pyflink" 2>/dev/null; then
   python3 -m venv "$flink_venv"
-  "$flink_venv/bin/pip" install --quiet --disable-pip-version-check 'apache-flink==2.3.0'
+  "$flink_venv/bin/pip" install --quiet --no-cache-dir --disable-pip-version-check 'apache-flink==2.3.0'
 fi
 export WEIR_TEST_PYFLINK="$(cd "$flink_venv/bin" && pwd)/python"
 
@@ -35,6 +35,10 @@ cargo build -p flight_sink_demo "$@"
 # Nexmark queries against DuckDB over the same events written to Parquet.
 cargo build -p weir "$@"
 "$venv/bin/python" tests/python/nexmark_check.py "$target/debug/weir" 100000
+
+# Flight ingestion: a pyarrow client pushes 1 M rows into a running job,
+# is killed part-way and resumes from its last acknowledged batch.
+"$venv/bin/python" tests/python/test_flight_ingest.py "$target/debug/weir"
 
 # Bounded fuzzing of the input surfaces (SQL, job-graph JSON, control
 # frames, CSV and Parquet readers): WEIR_FUZZ_SECONDS per target (60).

@@ -258,6 +258,15 @@ enum Cmd {
         /// Run the workers as separate local processes.
         #[arg(long)]
         processes: bool,
+        /// Address of the (first) worker's Flight endpoint, where Flight
+        /// clients read `flight` sinks and push into `flight` sources.
+        /// Beyond loopback it needs `--token`.
+        #[arg(long, env = "WEIR_FLIGHT_BIND", default_value = "127.0.0.1:0")]
+        flight_bind: SocketAddr,
+        /// The run's cluster token, which Flight clients present too
+        /// (default: one is made and kept in a token file of this user).
+        #[arg(long, env = "WEIR_TOKEN", hide_env_values = true)]
+        token: Option<String>,
         #[command(flatten)]
         restore: Restore,
     },
@@ -323,8 +332,20 @@ fn main() -> ExitCode {
             workers,
             slots,
             processes,
+            flight_bind,
+            token,
             restore,
-        } => run(&job, workers, slots, processes, &restore),
+        } => run(
+            &job,
+            RunCluster {
+                workers,
+                slots,
+                processes,
+                flight_bind,
+                token,
+            },
+            &restore,
+        ),
     };
     match outcome {
         Ok(code) => code,
@@ -622,16 +643,35 @@ impl Drop for Children {
     }
 }
 
-fn run(
-    job: &PathBuf,
+/// The one-job cluster `weir run` starts.
+struct RunCluster {
     workers: usize,
     slots: Option<usize>,
     processes: bool,
-    restore: &Restore,
-) -> Outcome {
+    flight_bind: SocketAddr,
+    token: Option<String>,
+}
+
+fn run(job: &PathBuf, cluster: RunCluster, restore: &Restore) -> Outcome {
+    let RunCluster {
+        workers,
+        slots,
+        processes,
+        flight_bind,
+        token,
+    } = cluster;
     let Some(text) = read_job_or_sql(job)? else {
         return Ok(ExitCode::SUCCESS);
     };
+    let token = token
+        .map(Secret::new)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    if !flight_bind.ip().is_loopback() && token.is_none() {
+        return Err(format!(
+            "a Flight endpoint on {flight_bind} (beyond loopback) needs --token"
+        ));
+    }
     let graph = JobGraph::from_json(&text).map_err(|e| e.to_string())?;
     let workers = workers.max(1);
     let needed = graph
@@ -641,7 +681,11 @@ fn run(
         .max()
         .unwrap_or(1);
     let slots = slots.unwrap_or(needed.div_ceil(workers)).max(1);
-    let c = Coordinator::start(CoordinatorOptions::ephemeral()).map_err(|e| e.to_string())?;
+    let c = Coordinator::start(CoordinatorOptions {
+        token,
+        ..CoordinatorOptions::ephemeral()
+    })
+    .map_err(|e| e.to_string())?;
     let rpc = c.rpc_addr.to_string();
     let mut nodes = Vec::new();
     let mut children = Children(Vec::new());
@@ -657,6 +701,9 @@ fn run(
                 "--slots",
                 &slots.to_string(),
             ]);
+            if children.0.is_empty() {
+                cmd.args(["--bind", &flight_bind.to_string()]);
+            }
             if let Some(t) = &c.token {
                 cmd.env("WEIR_TOKEN", t.expose());
             }
@@ -667,11 +714,15 @@ fn run(
             children.0.push(child);
         }
     } else {
-        for _ in 0..workers {
+        for i in 0..workers {
             let mut options = WorkerOptions::new(rpc.clone(), slots);
             options.token = c.token.clone();
+            if i == 0 {
+                options.bind = flight_bind;
+            }
             let node =
                 WorkerNode::start(options, Duration::from_secs(10)).map_err(|e| e.to_string())?;
+            eprintln!("worker {} serves Flight on {}", i + 1, node.address());
             nodes.push(node);
         }
     }

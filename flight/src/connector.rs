@@ -1,20 +1,36 @@
 //! The `flight` connector: a sink whose rows Arrow Flight clients list and
 //! read by name from the process's [`SinkHub`] (served by
-//! [`crate::SinkServer`] on the worker's Flight endpoint).
+//! [`crate::SinkServer`] on the worker's Flight endpoint), and a source
+//! Flight clients push rows into with `do_put` on the same endpoint
+//! ([`crate::ingest`]).
 
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 use weir_core::Result;
-use weir_core::connector::{ConnectorOption, OptionKind, SinkSpec, TableDescriptor};
+use weir_core::connector::{
+    ConnectorOption, ConnectorSource, OptionKind, SinkSpec, TableDescriptor,
+};
 use weir_core::graph::StreamNode;
+use weir_core::spec::SourceSpec;
 use weir_operators::connectors::ConnectorFactory;
-use weir_operators::{Operator, OperatorContext, Output, StateTable};
+use weir_operators::{Operator, OperatorContext, Output, Source, StateTable};
+
+use crate::ingest::FlightSource;
 
 use crate::sinkhub::{SinkBuffer, SinkHub};
 
-/// `'connector' = 'flight'`: rows Flight clients read by name.
+/// `'connector' = 'flight'`: rows Flight clients read by name, or push.
 pub struct Flight;
+
+/// Batches a `flight` source subtask queues ahead of the job by default.
+const DEFAULT_QUEUE_BATCHES: usize = 16;
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct PlannedFlightSource {
+    name: String,
+    queue_batches: usize,
+}
 
 impl ConnectorFactory for Flight {
     fn identifier(&self) -> &str {
@@ -25,8 +41,12 @@ impl ConnectorFactory for Flight {
         true
     }
 
+    fn is_source(&self) -> bool {
+        true
+    }
+
     fn description(&self) -> &str {
-        "rows Arrow Flight clients list and read by name"
+        "rows Arrow Flight clients read by name (sink) or push with do_put (source)"
     }
 
     fn delivery(&self) -> &str {
@@ -34,12 +54,65 @@ impl ConnectorFactory for Flight {
     }
 
     fn options(&self) -> Vec<ConnectorOption> {
-        vec![ConnectorOption::optional(
-            "name",
-            OptionKind::Text,
-            None,
-            "what Flight clients list (default: the table's name)",
-        )]
+        vec![
+            ConnectorOption::optional(
+                "name",
+                OptionKind::Text,
+                None,
+                "what Flight clients list or put to (default: the table's name)",
+            ),
+            ConnectorOption::optional(
+                "source.queue-batches",
+                OptionKind::Integer,
+                Some("16"),
+                "source: pushed batches queued per subtask before the client is held",
+            ),
+        ]
+    }
+
+    fn plan_source(&self, t: &TableDescriptor) -> Option<Result<SourceSpec>> {
+        Some((|| {
+            let schema = t.declared_schema()?;
+            let queue_batches = t
+                .number::<usize>("source.queue-batches")?
+                .unwrap_or(DEFAULT_QUEUE_BATCHES);
+            if queue_batches == 0 {
+                return Err(t.error("'source.queue-batches' must be at least 1"));
+            }
+            let name = t.option("name").unwrap_or(&t.name).to_string();
+            let planned = PlannedFlightSource {
+                name: name.clone(),
+                queue_batches,
+            };
+            let planned = serde_json::to_value(planned)
+                .map_err(|e| weir_core::WeirError::plan(e.to_string()))?;
+            Ok(SourceSpec::Connector(
+                ConnectorSource::new("flight", schema, false, planned)
+                    .with_display(format!("flight({name})"))
+                    .with_options(t.options.clone()),
+            ))
+        })())
+    }
+
+    fn check_source(&self, source: &ConnectorSource) -> Result<()> {
+        source.planned_as::<PlannedFlightSource>().map(|_| ())
+    }
+
+    fn open_source(
+        &self,
+        source: &ConnectorSource,
+        ctx: &OperatorContext,
+    ) -> Option<Result<Box<dyn Source>>> {
+        Some(source.planned_as::<PlannedFlightSource>().map(|p| {
+            Box::new(FlightSource::open(
+                &p.name,
+                Arc::clone(&source.schema),
+                ctx.subtask,
+                ctx.parallelism,
+                p.queue_batches,
+                ctx.config.checkpoint_interval.is_some(),
+            )) as Box<dyn Source>
+        }))
     }
 
     fn plan_sink(&self, t: &TableDescriptor) -> Option<Result<SinkSpec>> {

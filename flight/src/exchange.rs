@@ -182,12 +182,11 @@ impl ExchangeServer {
     /// Receive one channel's stream (the node's `do_put`).
     pub(crate) async fn do_put(
         &self,
-        request: Request<Streaming<FlightData>>,
+        mut stream: futures::stream::Peekable<Streaming<FlightData>>,
     ) -> std::result::Result<
         Response<BoxStream<'static, std::result::Result<PutResult, Status>>>,
         Status,
     > {
-        let mut stream = request.into_inner().peekable();
         let first = std::pin::Pin::new(&mut stream)
             .peek()
             .await

@@ -8,7 +8,8 @@
 //! carries them, so they keep their place relative to the data.
 //!
 //! It also holds the `flight` connector ([`connector`]): a sink Flight
-//! clients read, kept in the process's [`sinkhub::SinkHub`].
+//! clients read, kept in the process's [`sinkhub::SinkHub`], and a source
+//! they push rows into ([`ingest`]).
 //!
 //! The design sketch encodes control messages as small control *batches*;
 //! metadata-only Flight messages do the same job without inventing a batch
@@ -18,6 +19,7 @@
 pub mod codec;
 pub mod connector;
 pub mod exchange;
+pub mod ingest;
 pub mod node;
 pub mod sinkhub;
 pub mod sinks;

@@ -183,8 +183,27 @@ impl FlightService for FlightNode {
         &self,
         request: Request<Streaming<FlightData>>,
     ) -> std::result::Result<Response<Self::DoPutStream>, Status> {
+        // A path descriptor names a table a client pushes into; the
+        // exchange between workers names its channels by command.
+        let mut stream = request.into_inner().peekable();
+        let first = std::pin::Pin::new(&mut stream)
+            .peek()
+            .await
+            .ok_or_else(|| Status::invalid_argument("empty put stream"))?
+            .as_ref()
+            .map_err(|e| e.clone())?;
+        let descriptor = first.flight_descriptor.as_ref().ok_or_else(|| {
+            Status::invalid_argument("the first message must carry the descriptor")
+        })?;
+        if descriptor.r#type() == arrow_flight::flight_descriptor::DescriptorType::Path {
+            if self.sinks.is_none() {
+                return Err(absent("Flight sources"));
+            }
+            let path = descriptor.path.clone();
+            return crate::ingest::do_put(path, stream).await;
+        }
         match &self.exchange {
-            Some(e) => e.do_put(request).await,
+            Some(e) => e.do_put(stream).await,
             None => Err(absent("exchange streams")),
         }
     }

@@ -105,7 +105,7 @@ impl Source for CountdownSource {
         )?))
     }
 
-    fn snapshot_position(&mut self) -> Result<RecordBatch> {
+    fn snapshot_position(&mut self, _checkpoint: u64) -> Result<RecordBatch> {
         let schema = Arc::new(Schema::new(vec![
             Field::new("subtask", DataType::UInt64, false),
             Field::new("next", DataType::UInt64, false),

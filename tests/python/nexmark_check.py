@@ -248,7 +248,11 @@ def main():
     weir = sys.argv[1]
     events = int(sys.argv[2]) if len(sys.argv) > 2 else 200_000
     queries = sys.argv[3:] or sorted(REFERENCE, key=lambda q: int(q[1:])) + sorted(EXTRA)
-    work = tempfile.mkdtemp(prefix="nexmark-check-")
+    with tempfile.TemporaryDirectory(prefix="nexmark-check-") as work:
+        check(weir, events, queries, work)
+
+
+def check(weir, events, queries, work):
     events_dir = os.path.join(work, "events")
     run(weir, ddl(events) + DUMP.format(out=events_dir), work)
     db = duckdb.connect()

@@ -84,7 +84,11 @@ impl JobExecutor for LocalExecutor {
         // for the endpoint and to keep serving after the job ends).
         let sinks = SinkHost::start_if_needed(&job)?;
         if let Some(host) = &sinks {
-            tracing::info!("Flight sinks of '{}' served on {}", job.job_name, host.addr);
+            tracing::info!(
+                "Flight sinks and sources of '{}' served on {}",
+                job.job_name,
+                host.addr
+            );
         }
         let result = run_job(job);
         drop(sinks);
@@ -328,11 +332,19 @@ struct SinkHost {
 
 impl SinkHost {
     fn start_if_needed(job: &JobGraph) -> Result<Option<Self>> {
-        let has_flight_sink = job
-            .nodes
-            .iter()
-            .any(|n| matches!(&n.kind, StreamNodeKind::Sink(s) if s.connector == "flight"));
-        if !has_flight_sink {
+        // Flight sinks are read, Flight sources pushed into, on one endpoint.
+        fn flight_source(spec: &weir_core::spec::SourceSpec) -> bool {
+            match spec {
+                weir_core::spec::SourceSpec::Connector(c) => c.connector == "flight",
+                weir_core::spec::SourceSpec::Computed(c) => flight_source(&c.inner),
+            }
+        }
+        let uses_flight = job.nodes.iter().any(|n| match &n.kind {
+            StreamNodeKind::Sink(s) => s.connector == "flight",
+            StreamNodeKind::Source { spec, .. } => flight_source(spec),
+            _ => false,
+        });
+        if !uses_flight {
             return Ok(None);
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()

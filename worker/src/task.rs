@@ -252,7 +252,9 @@ impl Task {
         let streaming = self.mode == RuntimeMode::Streaming;
         loop {
             tokio::task::yield_now().await;
-            self.checkpoint_notifications()?;
+            if let Some(id) = self.checkpoint_notifications()? {
+                source.notify_checkpoint_complete(id)?;
+            }
             let trigger = match self.room_or_trigger().await? {
                 Some(b) => Some(b),
                 None => self
@@ -268,9 +270,15 @@ impl Task {
                     self.advance_watermark(Watermark::MAX, &mut tail).await?;
                     drained = true;
                 }
+                // A union position reaches every subtask on restore.
+                let table = if source.position_is_union() {
+                    "union.position"
+                } else {
+                    "position"
+                };
                 let position = source
-                    .snapshot_position()
-                    .map(|p| vec![StateTable::new("position", p)]);
+                    .snapshot_position(barrier.id)
+                    .map(|p| vec![StateTable::new(table, p)]);
                 self.checkpoint(barrier, Some(position)).await?;
             }
             if drained {
@@ -490,16 +498,18 @@ impl Task {
         self.acknowledge(id, result);
     }
 
-    /// Tell the chain about checkpoints completed since the last look.
-    fn checkpoint_notifications(&mut self) -> Result<()> {
+    /// Tell the chain about checkpoints completed since the last look;
+    /// returns the newest one, if any completed.
+    fn checkpoint_notifications(&mut self) -> Result<Option<u64>> {
         let Some(c) = &mut self.checkpoints else {
-            return Ok(());
+            return Ok(None);
         };
         if !c.completed.has_changed().unwrap_or(false) {
-            return Ok(());
+            return Ok(None);
         }
         let id = *c.completed.borrow_and_update();
-        self.chain.notify_checkpoint_complete(id)
+        self.chain.notify_checkpoint_complete(id)?;
+        Ok(Some(id))
     }
 
     /// Fire processing-time timers that are due.

@@ -251,7 +251,7 @@ impl Source for GeneratorSource {
     /// `chunk` and `offset_in_chunk`. After a rescale the progressions are
     /// divided by owner (`owner mod new parallelism`), as Flink divides
     /// operator list state evenly.
-    fn snapshot_position(&mut self) -> Result<RecordBatch> {
+    fn snapshot_position(&mut self, _checkpoint: u64) -> Result<RecordBatch> {
         let column = |f: fn(&Progression) -> u64| -> arrow::array::ArrayRef {
             Arc::new(UInt64Array::from_iter_values(
                 self.progressions.iter().map(f),

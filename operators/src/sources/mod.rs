@@ -44,10 +44,10 @@ pub trait Source: Send {
     /// Next batch, a wait hint, or the end. Errors name the file and position.
     fn poll_next(&mut self) -> Result<SourcePoll>;
 
-    /// Where the source stands, for a checkpoint: restoring it makes the
-    /// source continue with exactly the next record. The default refuses,
-    /// declining the checkpoint.
-    fn snapshot_position(&mut self) -> Result<RecordBatch> {
+    /// Where the source stands, for checkpoint `checkpoint`: restoring it
+    /// makes the source continue with exactly the next record. The default
+    /// refuses, declining the checkpoint.
+    fn snapshot_position(&mut self, _checkpoint: u64) -> Result<RecordBatch> {
         Err(WeirError::Execution(
             "this source does not support checkpoints yet".into(),
         ))
@@ -58,6 +58,20 @@ pub trait Source: Send {
         Err(WeirError::Execution(
             "this source cannot restore a checkpointed position".into(),
         ))
+    }
+
+    /// Checkpoint `checkpoint` (and every one before it) completed: what
+    /// its snapshot covered is durable, so a source may acknowledge it to
+    /// whoever sent it (Flink's `notifyCheckpointComplete`).
+    fn notify_checkpoint_complete(&mut self, _checkpoint: u64) -> Result<()> {
+        Ok(())
+    }
+
+    /// Whether a restore hands every subtask the positions of all old
+    /// subtasks (Flink's union list state) instead of its own: for sources
+    /// whose input may reach any subtask.
+    fn position_is_union(&self) -> bool {
+        false
     }
 }
 
@@ -127,12 +141,20 @@ impl Source for ComputedSource {
         })
     }
 
-    fn snapshot_position(&mut self) -> Result<RecordBatch> {
-        self.inner.snapshot_position()
+    fn snapshot_position(&mut self, checkpoint: u64) -> Result<RecordBatch> {
+        self.inner.snapshot_position(checkpoint)
     }
 
     fn restore_position(&mut self, positions: Vec<RecordBatch>) -> Result<()> {
         self.inner.restore_position(positions)
+    }
+
+    fn notify_checkpoint_complete(&mut self, checkpoint: u64) -> Result<()> {
+        self.inner.notify_checkpoint_complete(checkpoint)
+    }
+
+    fn position_is_union(&self) -> bool {
+        self.inner.position_is_union()
     }
 }
 
@@ -164,7 +186,7 @@ impl Source for MemorySource {
         })
     }
 
-    fn snapshot_position(&mut self) -> Result<RecordBatch> {
+    fn snapshot_position(&mut self, _: u64) -> Result<RecordBatch> {
         self.cursor.snapshot()
     }
 

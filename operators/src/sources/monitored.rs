@@ -172,7 +172,7 @@ impl Source for MonitoredSource {
 
     /// One row per file this subtask finished, plus the one it reads and
     /// those queued, with the rows of it already emitted.
-    fn snapshot_position(&mut self) -> Result<RecordBatch> {
+    fn snapshot_position(&mut self, _checkpoint: u64) -> Result<RecordBatch> {
         let mut rows: Vec<(String, u64, bool)> =
             self.done.iter().map(|f| (f.clone(), 0, true)).collect();
         if let Some((f, _, read, skip)) = &self.current {
@@ -291,7 +291,7 @@ mod tests {
         let mut got = vec![];
         // All of a.csv and a batch of b.csv, then a checkpoint.
         drain(first.as_mut(), 35, &mut got);
-        let position = first.snapshot_position().unwrap();
+        let position = first.snapshot_position(1).unwrap();
         let mut second = registry.open_source(&spec, &ctx()).unwrap();
         second.restore_position(vec![position]).unwrap();
         std::fs::write(dir.path().join("c.csv"), "50\n51\n").unwrap();

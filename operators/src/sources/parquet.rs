@@ -267,7 +267,7 @@ impl Source for ParquetSource {
 
     /// `split` (row group `k` in file order) and `rows_read` of each row
     /// group not yet finished (see [`SplitCursor`]).
-    fn snapshot_position(&mut self) -> Result<arrow::record_batch::RecordBatch> {
+    fn snapshot_position(&mut self, _checkpoint: u64) -> Result<arrow::record_batch::RecordBatch> {
         self.cursor.snapshot()
     }
 

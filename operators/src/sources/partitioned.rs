@@ -116,10 +116,10 @@ impl Source for PartitionedSource {
 
     /// Each partition's position (its source's `split`, `rows_read`) with
     /// the partition's index.
-    fn snapshot_position(&mut self) -> Result<RecordBatch> {
+    fn snapshot_position(&mut self, checkpoint: u64) -> Result<RecordBatch> {
         let mut batches = vec![];
         for (k, p) in self.parts.iter_mut().enumerate() {
-            let b = p.snapshot_position()?;
+            let b = p.snapshot_position(checkpoint)?;
             let n = b.num_rows();
             let mut columns = b.columns().to_vec();
             columns.push(Arc::new(UInt64Array::from(vec![k as u64; n])));

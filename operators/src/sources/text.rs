@@ -226,7 +226,7 @@ impl Source for TextSource {
 
     /// `split` (file `k`) and `rows_read` of each file not yet finished
     /// (see [`SplitCursor`]).
-    fn snapshot_position(&mut self) -> Result<RecordBatch> {
+    fn snapshot_position(&mut self, _checkpoint: u64) -> Result<RecordBatch> {
         self.cursor.snapshot()
     }
 
