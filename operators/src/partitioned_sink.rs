@@ -22,7 +22,7 @@ use weir_core::message::Watermark;
 use weir_core::{Result, WeirError};
 
 use crate::formats::text::{TextStyle, TimestampStyle, write_scalar};
-use crate::sinks::{FileFormat, FileSink};
+use crate::sinks::{FileFormat, FileSink, RollingPolicy};
 use crate::{Operator, Output, StateTable};
 
 /// When a partition is complete.
@@ -83,6 +83,7 @@ pub(crate) struct PartitionedFileSink {
     /// partition written again after it was closed never reuses a name).
     next_seq: u64,
     watermark: i64,
+    rolling: RollingPolicy,
 }
 
 /// A partition value as a folder name part, escaped as Flink (and Hive)
@@ -187,7 +188,14 @@ impl PartitionedFileSink {
             parts: BTreeMap::new(),
             next_seq: 0,
             watermark: i64::MIN,
+            rolling: RollingPolicy::default(),
         })
+    }
+
+    /// Roll each partition's files by `policy` (besides at checkpoints).
+    pub(crate) fn with_rolling(mut self, policy: RollingPolicy) -> Self {
+        self.rolling = policy;
+        self
     }
 
     /// The folder (relative) of each row.
@@ -242,13 +250,14 @@ impl PartitionedFileSink {
 
     fn part(&mut self, folder: &str) -> Result<&mut Part> {
         if !self.parts.contains_key(folder) {
-            let mut sink = FileSink::new(
+            let sink = FileSink::new(
                 self.name.clone(),
                 &self.dir.join(folder),
                 (self.subtask, self.parallelism),
                 self.format.clone(),
                 Arc::clone(&self.data_schema),
             )?;
+            let mut sink = sink.with_rolling(self.rolling);
             sink.seq = self.next_seq;
             let time_ms = self.partition_time(folder);
             self.parts.insert(

@@ -68,6 +68,28 @@ pub(crate) enum FileFormat {
     },
 }
 
+/// When a file sink starts a new part file before the next checkpoint
+/// (Flink's `sink.rolling-policy.*`): once the open file holds `file_size`
+/// bytes, or has been open `rollover_ms`. Files also roll at every
+/// checkpoint (each is published when its checkpoint completes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RollingPolicy {
+    /// Bytes after which the open file is closed.
+    pub file_size: u64,
+    /// Milliseconds after which the open file is closed.
+    pub rollover_ms: i64,
+}
+
+impl Default for RollingPolicy {
+    /// Flink's defaults: 128 MiB, 30 minutes.
+    fn default() -> Self {
+        Self {
+            file_size: 128 * 1024 * 1024,
+            rollover_ms: 30 * 60 * 1000,
+        }
+    }
+}
+
 enum FileWriter {
     Parquet(Box<ArrowWriter<File>>),
     Rows {
@@ -104,6 +126,11 @@ pub(crate) struct FileSink {
     pub(crate) seq: u64,
     /// The open file: (in-progress path, final path, writer).
     current: Option<(PathBuf, PathBuf, FileWriter)>,
+    /// When the open file was opened, and the bytes of rows written to it.
+    opened: (std::time::Instant, u64),
+    rolling: RollingPolicy,
+    /// Files the rolling policy closed since the last checkpoint.
+    rolled: Vec<(PathBuf, PathBuf)>,
     /// Closed files awaiting their checkpoint: (checkpoint, in-progress, final).
     pending: Vec<(u64, PathBuf, PathBuf)>,
     /// Whether any file was ever committed or is pending.
@@ -130,9 +157,36 @@ impl FileSink {
             schema,
             seq: 0,
             current: None,
+            opened: (std::time::Instant::now(), 0),
+            rolling: RollingPolicy::default(),
+            rolled: Vec::new(),
             pending: Vec::new(),
             wrote_any: false,
         })
+    }
+
+    /// Roll files by `policy` (besides at checkpoints).
+    pub(crate) fn with_rolling(mut self, policy: RollingPolicy) -> Self {
+        self.rolling = policy;
+        self
+    }
+
+    /// Close the open file into `rolled` when the rolling policy says so.
+    fn roll_if_due(&mut self) -> Result<()> {
+        let Some((_, _, writer)) = &self.current else {
+            return Ok(());
+        };
+        let size = match writer {
+            FileWriter::Parquet(w) => (w.bytes_written() + w.in_progress_size()) as u64,
+            FileWriter::Rows { .. } => self.opened.1,
+        };
+        let age = self.opened.0.elapsed().as_millis() as i64;
+        if size >= self.rolling.file_size || age >= self.rolling.rollover_ms {
+            if let Some(closed) = self.close()? {
+                self.rolled.push(closed);
+            }
+        }
+        Ok(())
     }
 
     fn ext(&self) -> String {
@@ -177,6 +231,7 @@ impl FileSink {
                 },
             };
             self.current = Some((tmp_path, final_path, writer));
+            self.opened = (std::time::Instant::now(), 0);
             self.wrote_any = true;
         }
         Ok(&mut self.current.as_mut().expect("opened above").2)
@@ -270,7 +325,7 @@ impl FileSink {
 
     /// Whether every file it wrote is published (none open, none pending).
     pub(crate) fn is_idle(&self) -> bool {
-        self.current.is_none() && self.pending.is_empty()
+        self.current.is_none() && self.rolled.is_empty() && self.pending.is_empty()
     }
 
     fn pending_schema() -> SchemaRef {
@@ -291,13 +346,14 @@ impl Operator for FileSink {
     }
 
     fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
-        match self.open()? {
-            FileWriter::Parquet(w) => w.write(&batch).map_err(|e| {
-                WeirError::bad_input(
-                    format!("{}: {}", self.name, self.dir.display()),
-                    e.to_string(),
-                )
-            }),
+        let location = || format!("{}: {}", self.name, self.dir.display());
+        let location = location();
+        let written = match self.open()? {
+            FileWriter::Parquet(w) => {
+                w.write(&batch)
+                    .map_err(|e| WeirError::bad_input(location, e.to_string()))?;
+                0
+            }
             FileWriter::Rows {
                 out,
                 encoder,
@@ -306,9 +362,12 @@ impl Operator for FileSink {
                 buffer.clear();
                 encoder.encode(&batch, buffer)?;
                 out.write_all(buffer)
-                    .map_err(|e| WeirError::io(self.dir.display().to_string(), e))
+                    .map_err(|e| WeirError::io(location, e))?;
+                buffer.len() as u64
             }
-        }
+        };
+        self.opened.1 += written;
+        self.roll_if_due()
     }
 
     fn finish(&mut self, _out: &mut dyn Output) -> Result<()> {
@@ -316,10 +375,13 @@ impl Operator for FileSink {
             // An empty result is still a file (with the schema or header).
             self.open()?;
         }
-        if let Some((tmp, fin)) = self.close()? {
-            self.publish(&tmp, &fin)?;
+        if let Some(closed) = self.close()? {
+            self.rolled.push(closed);
         }
         for (_, tmp, fin) in std::mem::take(&mut self.pending) {
+            self.publish(&tmp, &fin)?;
+        }
+        for (tmp, fin) in std::mem::take(&mut self.rolled) {
             self.publish(&tmp, &fin)?;
         }
         Ok(())
@@ -330,7 +392,10 @@ impl Operator for FileSink {
     /// `next_seq`); a subtask with none writes one row with empty paths so
     /// its file sequence survives.
     fn snapshot_state(&mut self, checkpoint: u64) -> Result<Vec<StateTable>> {
-        if let Some((tmp, fin)) = self.close()? {
+        if let Some(closed) = self.close()? {
+            self.rolled.push(closed);
+        }
+        for (tmp, fin) in std::mem::take(&mut self.rolled) {
             self.pending.push((checkpoint, tmp, fin));
         }
         // Names relative to the sink's folder: state never names a path a

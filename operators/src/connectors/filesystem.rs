@@ -15,6 +15,7 @@ use super::specs::{FilePlan, MonitoredPlan, PartitionFiles, PartitionedPlan};
 use super::{ConnectorFactory, planned_or};
 use crate::formats::formats;
 use crate::partitioned_sink::{CommitTrigger, PartitionCommit, PartitionSpec, PartitionedFileSink};
+use crate::sinks::RollingPolicy;
 use crate::sinks::{FileFormat, FileSink};
 use crate::sources::{FileAccess, MonitoredSource, ParquetSource, PartitionedSource, TextSource};
 use crate::{Operator, OperatorContext, Source};
@@ -56,9 +57,9 @@ impl ConnectorFactory for Filesystem {
             ),
             ConnectorOption::optional(
                 "sink.rolling-policy.file-size",
-                Text,
-                None,
-                "accepted; a file per subtask and checkpoint",
+                OptionKind::MemorySize,
+                Some("128 mb"),
+                "a part file rolls once it holds this much (files also roll at each checkpoint)",
             ),
             ConnectorOption::optional(
                 "sink.changelog-mode",
@@ -113,14 +114,14 @@ impl ConnectorFactory for Filesystem {
             ConnectorOption::optional(
                 "sink.rolling-policy.rollover-interval",
                 Duration,
-                None,
-                "accepted; files roll at each checkpoint",
+                Some("30 min"),
+                "a part file rolls once it has been open this long",
             ),
             ConnectorOption::optional(
                 "sink.rolling-policy.check-interval",
                 Duration,
-                None,
-                "accepted; files roll at each checkpoint",
+                Some("1 min"),
+                "accepted; time-based rolling is checked at every batch written",
             ),
         ]);
         options.extend(formats().all_options());
@@ -157,8 +158,10 @@ impl ConnectorFactory for Filesystem {
                     .map_err(|e| t.error(e))?;
             }
             let mut sink = file_sink(&f, dir, format_options(t, &f));
+            let mut plan: SinkPlan = sink.planned_as()?;
+            plan.rolling = rolling_policy(t)?;
+            sink.planned = serde_json::to_value(&plan).unwrap_or_default();
             if !t.partition_keys.is_empty() {
-                let mut plan: SinkPlan = sink.planned_as()?;
                 plan.partition = Some(partition_spec(t)?);
                 sink.planned = serde_json::to_value(plan).unwrap_or_default();
                 sink.display = format!(
@@ -227,6 +230,7 @@ impl ConnectorFactory for Filesystem {
                     format: f,
                     path: PathBuf::from(t.required("path")?),
                     partition: None,
+                    rolling: rolling_policy(&t)?,
                 }
             } else {
                 sink.planned_as()?
@@ -239,22 +243,28 @@ impl ConnectorFactory for Filesystem {
                 },
             };
             if let Some(partition) = plan.partition {
-                return Ok(Box::new(PartitionedFileSink::new(
+                return Ok(Box::new(
+                    PartitionedFileSink::new(
+                        node.name.clone(),
+                        &plan.path,
+                        (ctx.subtask, ctx.parallelism),
+                        format,
+                        &node.schema,
+                        partition,
+                    )?
+                    .with_rolling(plan.rolling),
+                ));
+            }
+            Ok(Box::new(
+                FileSink::new(
                     node.name.clone(),
                     &plan.path,
                     (ctx.subtask, ctx.parallelism),
                     format,
-                    &node.schema,
-                    partition,
-                )?));
-            }
-            Ok(Box::new(FileSink::new(
-                node.name.clone(),
-                &plan.path,
-                (ctx.subtask, ctx.parallelism),
-                format,
-                Arc::clone(&node.schema),
-            )?))
+                    Arc::clone(&node.schema),
+                )?
+                .with_rolling(plan.rolling),
+            ))
         })())
     }
 
@@ -370,6 +380,30 @@ struct SinkPlan {
     options: Options,
     #[serde(default)]
     partition: Option<PartitionSpec>,
+    #[serde(default)]
+    rolling: RollingPolicy,
+}
+
+/// The table's `sink.rolling-policy.*` (Flink's defaults for what it
+/// leaves out).
+fn rolling_policy(t: &TableDescriptor) -> Result<RollingPolicy> {
+    let mut policy = RollingPolicy::default();
+    if let Some(v) = t.option("sink.rolling-policy.file-size") {
+        policy.file_size = weir_core::connector::parse_memory_size(v)
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                t.error(format!(
+                    "'sink.rolling-policy.file-size' = '{v}' is not a positive memory size"
+                ))
+            })?;
+    }
+    if let Some(ms) = t.duration_ms("sink.rolling-policy.rollover-interval")? {
+        if ms <= 0 {
+            return Err(t.error("'sink.rolling-policy.rollover-interval' must be positive"));
+        }
+        policy.rollover_ms = ms;
+    }
+    Ok(policy)
 }
 
 fn file_sink(format: &str, dir: PathBuf, options: Options) -> SinkSpec {
@@ -379,6 +413,7 @@ fn file_sink(format: &str, dir: PathBuf, options: Options) -> SinkSpec {
         path: dir,
         options,
         partition: None,
+        rolling: RollingPolicy::default(),
     };
     SinkSpec::new("filesystem", serde_json::to_value(plan).unwrap_or_default())
         .with_display(display)
