@@ -181,10 +181,10 @@ impl FileSink {
             FileWriter::Rows { .. } => self.opened.1,
         };
         let age = self.opened.0.elapsed().as_millis() as i64;
-        if size >= self.rolling.file_size || age >= self.rolling.rollover_ms {
-            if let Some(closed) = self.close()? {
-                self.rolled.push(closed);
-            }
+        if (size >= self.rolling.file_size || age >= self.rolling.rollover_ms)
+            && let Some(closed) = self.close()?
+        {
+            self.rolled.push(closed);
         }
         Ok(())
     }
