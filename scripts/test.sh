@@ -26,6 +26,13 @@ if [ ! -x "$flink_venv/bin/python" ] || ! "$flink_venv/bin/python" -c "import py
   "$flink_venv/bin/pip" install --quiet --no-cache-dir --disable-pip-version-check 'apache-flink==2.3.0'
 fi
 export WEIR_TEST_PYFLINK="$(cd "$flink_venv/bin" && pwd)/python"
+# Azurite, Azure Blob Storage's emulator (npm), for the az:// tests.
+azurite="$target/tools/azurite"
+if [ ! -x "$azurite/node_modules/.bin/azurite-blob" ]; then
+  mkdir -p "$azurite"
+  npm install --prefix "$azurite" --no-audit --no-fund --silent azurite@3.35.0
+fi
+export WEIR_TEST_AZURITE="$(cd "$azurite/node_modules/.bin" && pwd)/azurite-blob"
 
 cargo test --workspace "$@"
 

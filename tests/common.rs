@@ -152,3 +152,97 @@ impl Drop for S3Server {
         let _ = self.0.wait();
     }
 }
+
+/// An Azure Blob Storage emulator (Azurite) on loopback with one
+/// container, for the `az://` tests; killed on drop. The `AZURE_*`
+/// variables of this process point at it (object_store's emulator mode,
+/// Azurite's well-known development account). Needs `WEIR_TEST_AZURITE`
+/// (the `azurite-blob` script, installed by `scripts/test.sh`).
+pub struct BlobServer(std::process::Child);
+
+/// Azurite's published development account key.
+const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+impl BlobServer {
+    /// Start the emulator and create `container`.
+    pub fn start(container: &str) -> Self {
+        use base64::Engine;
+        use std::io::{Read, Write};
+        use std::time::{Duration, Instant};
+        let server = std::env::var("WEIR_TEST_AZURITE").expect(
+            "WEIR_TEST_AZURITE must name the azurite-blob script: run the tests with scripts/test.sh",
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let guard = BlobServer(
+            std::process::Command::new(server)
+                .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+                .args(["--inMemoryPersistence", "--silent", "--disableTelemetry"])
+                .arg("--skipApiVersionCheck")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("start azurite-blob"),
+        );
+        // Create the container: the one request signed here (Shared Key).
+        let engine = base64::engine::general_purpose::STANDARD;
+        let key = ring::hmac::Key::new(
+            ring::hmac::HMAC_SHA256,
+            &engine.decode(AZURITE_KEY).unwrap(),
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                let date = chrono::Utc::now()
+                    .format("%a, %d %b %Y %H:%M:%S GMT")
+                    .to_string();
+                let version = "2021-08-06";
+                let to_sign = format!(
+                    "PUT\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:{date}\nx-ms-version:{version}\n\
+                     /devstoreaccount1/devstoreaccount1/{container}\nrestype:container"
+                );
+                let signature = engine.encode(ring::hmac::sign(&key, to_sign.as_bytes()));
+                write!(
+                    s,
+                    "PUT /devstoreaccount1/{container}?restype=container HTTP/1.1\r\n\
+                     Host: 127.0.0.1:{port}\r\nx-ms-date: {date}\r\nx-ms-version: {version}\r\n\
+                     Authorization: SharedKey devstoreaccount1:{signature}\r\n\
+                     Content-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+                .unwrap();
+                let mut reply = String::new();
+                let _ = s.read_to_string(&mut reply);
+                if reply.starts_with("HTTP/1.1 201") {
+                    break;
+                }
+                assert!(
+                    !reply.starts_with("HTTP/1.1 403"),
+                    "Azurite refused the container request: {reply}"
+                );
+            }
+            assert!(Instant::now() < deadline, "azurite-blob did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // SAFETY: set before any job starts; the tests using the emulator
+        // are the only readers of these variables in their test binary.
+        unsafe {
+            std::env::set_var("AZURE_STORAGE_USE_EMULATOR", "true");
+            std::env::set_var(
+                "AZURITE_BLOB_STORAGE_URL",
+                format!("http://127.0.0.1:{port}"),
+            );
+        }
+        guard
+    }
+}
+
+impl Drop for BlobServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -1,5 +1,6 @@
 //! The filesystem connector over object storage: tables in `s3://` (an
-//! S3-compatible server started by the test, moto) read like local ones —
+//! S3-compatible server started by the test, moto) and `az://` (Azurite,
+//! Azure's emulator, likewise) read like local ones —
 //! Parquet with row groups a filter rules out left unread, JSON lines —
 //! and `memory://`.
 
@@ -74,12 +75,26 @@ fn query(script: &str) -> (Vec<i64>, String) {
 #[test]
 fn parquet_and_json_in_s3_are_read_and_a_filter_skips_row_groups() {
     let _s3 = S3Server::start("lake");
-    weir_operators::storage::put_object("s3://lake/events/part-0.parquet", parquet_bytes())
+    read_parquet_and_json("s3://lake");
+}
+
+#[test]
+fn parquet_and_json_in_azure_blob_storage_are_read_and_a_filter_skips_row_groups() {
+    let _az = weir_tests::BlobServer::start("lake");
+    read_parquet_and_json("az://lake");
+}
+
+/// Parquet and JSON tables under `store` (a bucket or container URL).
+fn read_parquet_and_json(store: &str) {
+    weir_operators::storage::put_object(&format!("{store}/events/part-0.parquet"), parquet_bytes())
         .unwrap();
     // Hidden objects (in-progress output, markers) are not data.
-    weir_operators::storage::put_object("s3://lake/events/_SUCCESS", vec![]).unwrap();
-    let table = "CREATE TABLE events (id BIGINT, name STRING) WITH \
-                 ('connector' = 'filesystem', 'path' = 's3://lake/events', 'format' = 'parquet');";
+    weir_operators::storage::put_object(&format!("{store}/events/_SUCCESS"), vec![]).unwrap();
+    let table = format!(
+        "CREATE TABLE events (id BIGINT, name STRING) WITH \
+         ('connector' = 'filesystem', 'path' = '{store}/events', 'format' = 'parquet');"
+    );
+    let table = table.as_str();
     let (all, _) = query(&format!("{table}\nSELECT id FROM events;"));
     assert_eq!(all, (0..4000).collect::<Vec<i64>>());
     // A selective filter: one row group of four is read.
@@ -98,16 +113,17 @@ fn parquet_and_json_in_s3_are_read_and_a_filter_skips_row_groups() {
 
     // JSON lines in two objects under a prefix.
     weir_operators::storage::put_object(
-        "s3://lake/json/a.json",
+        &format!("{store}/json/a.json"),
         b"{\"id\":1,\"name\":\"a\"}\n{\"id\":2,\"name\":\"b\"}\n".to_vec(),
     )
     .unwrap();
-    weir_operators::storage::put_object("s3://lake/json/b.json", b"{\"id\":3}\n".to_vec()).unwrap();
-    let (ids, _) = query(
+    weir_operators::storage::put_object(&format!("{store}/json/b.json"), b"{\"id\":3}\n".to_vec())
+        .unwrap();
+    let (ids, _) = query(&format!(
         "CREATE TABLE j (id BIGINT, name STRING) WITH \
-         ('connector' = 'filesystem', 'path' = 's3://lake/json/', 'format' = 'json');\n\
-         SELECT id FROM j;",
-    );
+         ('connector' = 'filesystem', 'path' = '{store}/json/', 'format' = 'json');\n\
+         SELECT id FROM j;"
+    ));
     assert_eq!(ids, vec![1, 2, 3]);
 }
 

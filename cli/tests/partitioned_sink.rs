@@ -110,6 +110,14 @@ fn a_partitioned_json_sink_into_s3_survives_kill_9_exactly_once() {
     kill_9_under_a_partitioned_sink(tmp.path(), "s3://sink/bids");
 }
 
+/// The same into Azure Blob Storage (Azurite, started by the test).
+#[test]
+fn a_partitioned_json_sink_into_azure_blob_storage_survives_kill_9_exactly_once() {
+    let _az = weir_tests::BlobServer::start("sink");
+    let tmp = tempfile::tempdir().unwrap();
+    kill_9_under_a_partitioned_sink(tmp.path(), "az://sink/bids");
+}
+
 /// Every object under `url`, hidden ones included: (folder, name, bytes).
 fn objects(url: &str) -> Vec<(String, String, Vec<u8>)> {
     if !weir_operators::storage::is_url(url) {

@@ -61,21 +61,12 @@ pub fn store_for(url: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath)> {
         let store: Arc<dyn ObjectStore> = Arc::clone(&*MEMORY) as _;
         return Ok((store, ObjectPath::from(rest.trim_start_matches('/'))));
     }
-    if let Some(rest) = url.strip_prefix("s3://") {
-        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-        let mut builder = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
-        if std::env::var_os("AWS_DEFAULT_REGION").is_none()
-            && std::env::var_os("AWS_REGION").is_none()
-        {
-            builder = builder.with_region("us-east-1");
-        }
-        let store = builder
-            .build()
-            .map_err(|e| WeirError::Config(format!("'{url}': {e}")))?;
-        return Ok((Arc::new(store), ObjectPath::from(key)));
+    if let Some(opened) = weir_state::stores::cloud_store(url) {
+        return opened;
     }
     Err(WeirError::Config(format!(
-        "'{url}': unsupported scheme (use a local path, file://, s3:// or memory://)"
+        "'{url}': unsupported scheme (use a local path, file://, {}, or memory://)",
+        weir_state::stores::CLOUD_SCHEMES
     )))
 }
 

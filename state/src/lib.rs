@@ -5,8 +5,8 @@
 //!
 //! Layout under the checkpoint directory (a URL: `file:///path` or a plain
 //! path for the local file system, `s3://bucket/prefix` for S3 and
-//! S3-compatible stores configured by the `AWS_*` variables, `memory://`
-//! for tests):
+//! S3-compatible stores configured by the `AWS_*` variables, `gs://` and
+//! `az://` ([`stores`]), `memory://` for tests):
 //!
 //! ```text
 //! {dir}/chk-{id}/{operator uid}/{state}-kg{start}-{end}-s{subtask}.parquet
@@ -27,6 +27,8 @@
 //! `pane_start`, accumulator state columns …), so DuckDB or pyarrow can read
 //! a job's state directly.
 #![warn(missing_docs)]
+
+pub mod stores;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -104,24 +106,13 @@ impl CheckpointStorage {
                 local: None,
             });
         }
-        if let Some(rest) = url.strip_prefix("s3://") {
-            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-            // Credentials, region and endpoint come from the usual
-            // AWS_* variables (AWS_ENDPOINT and AWS_ALLOW_HTTP=true for an
-            // S3-compatible server such as MinIO).
-            let mut builder =
-                object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
-            if std::env::var_os("AWS_DEFAULT_REGION").is_none()
-                && std::env::var_os("AWS_REGION").is_none()
-            {
-                builder = builder.with_region("us-east-1");
-            }
-            let store = builder
-                .build()
-                .map_err(storage_error(format!("open {url}")))?;
+        // s3://, gs://, az://: configured by their usual variables.
+        if let Some(opened) = stores::cloud_store(url) {
+            let (store, base) =
+                opened.map_err(|e| WeirError::Config(format!("checkpoint directory: {e}")))?;
             return Ok(Self {
-                store: Arc::new(store),
-                base: Path::from(prefix),
+                store,
+                base,
                 url: url.to_string(),
                 local: None,
             });
@@ -129,7 +120,8 @@ impl CheckpointStorage {
         let local = url.strip_prefix("file://").unwrap_or(url);
         if url.contains("://") && !url.starts_with("file://") {
             return Err(WeirError::Config(format!(
-                "checkpoint directory '{url}': unsupported scheme (use file://, s3:// or memory://)"
+                "checkpoint directory '{url}': unsupported scheme (use a path, file://, {}, or memory://)",
+                stores::CLOUD_SCHEMES
             )));
         }
         std::fs::create_dir_all(local).map_err(|e| WeirError::io(local, e))?;
