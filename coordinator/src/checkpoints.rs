@@ -140,8 +140,21 @@ pub async fn run(state: Arc<Mutex<ClusterState>>) {
             tokio::spawn(async move {
                 let body = serde_json::to_vec(&deploy).unwrap_or_default();
                 if let Err(e) = call_action(&addr, &credentials, cluster::DEPLOY, body).await {
-                    let mut s = lock(&state);
-                    s.job_failed(&job_id, format!("redeployment to {addr} failed: {e}"));
+                    // A worker that died before it was found lost: the
+                    // attempt fails like any other, and restarts if the
+                    // job has restarts left (by then the worker is lost).
+                    let cancels = lock(&state).redeployment_failed(
+                        &job_id,
+                        format!("redeployment to {addr} failed: {e}"),
+                    );
+                    let body = serde_json::to_vec(&cluster::Cancel {
+                        job_id: job_id.clone(),
+                    })
+                    .unwrap_or_default();
+                    for other in cancels.into_iter().filter(|a| *a != addr) {
+                        let _ =
+                            call_action(&other, &credentials, cluster::CANCEL, body.clone()).await;
+                    }
                 }
             });
         }

@@ -419,6 +419,24 @@ impl ClusterState {
     }
 
     /// Fail a job for good, releasing its slots.
+    /// A restarted attempt could not be deployed: it fails, restarting
+    /// again if restarts are left. Returns the workers of the attempt, to
+    /// cancel what was deployed.
+    pub(crate) fn redeployment_failed(&mut self, id: &str, cause: String) -> Vec<String> {
+        let Some(job) = self.jobs.get_mut(id) else {
+            return vec![];
+        };
+        if job.status.is_terminal() || job.status == JobStatus::Restarting {
+            return vec![];
+        }
+        job.fail_or_restart(cause);
+        let workers = job.worker_addresses();
+        if job.status.is_terminal() {
+            self.release_slots(id);
+        }
+        workers
+    }
+
     pub(crate) fn job_failed(&mut self, id: &str, cause: String) {
         if let Some(job) = self.jobs.get_mut(id) {
             job.fail(cause);

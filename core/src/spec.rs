@@ -460,6 +460,19 @@ pub struct WindowAggregateSpec {
 /// an update), `-D` (delete) — Flink's `RowKind`.
 pub const CHANGELOG_COLUMN: &str = "_op";
 
+/// The row-kind column a changelog stream ends with.
+pub fn changelog_field() -> Field {
+    Field::new(CHANGELOG_COLUMN, DataType::Utf8, false)
+}
+
+/// Whether rows of `schema` are a changelog (it ends with the row kind).
+pub fn is_changelog_schema(schema: &Schema) -> bool {
+    schema
+        .fields()
+        .last()
+        .is_some_and(|f| f.name() == CHANGELOG_COLUMN)
+}
+
 /// A keyed aggregation over an unbounded input (SQL's `GROUP BY` without a
 /// window): per key, the aggregates of every row so far.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]

@@ -194,7 +194,7 @@ impl<'a> Lowering<'a> {
                 match &scan.projection {
                     Some(cols) if cols.len() != stream.schema().fields().len() => {
                         let schema = Arc::clone(stream.schema());
-                        let exprs = cols
+                        let mut exprs: Vec<_> = cols
                             .iter()
                             .map(|&i| {
                                 (
@@ -203,6 +203,10 @@ impl<'a> Lowering<'a> {
                                 )
                             })
                             .collect();
+                        // A changelog source (CDC) keeps its row kind.
+                        if is_changelog(&stream) {
+                            exprs.push(changelog_column(&stream));
+                        }
                         stream.project_physical(exprs, format!("Scan({name})"))
                     }
                     _ => Ok(stream),
@@ -689,11 +693,16 @@ impl<'a> Lowering<'a> {
         let mut spec = self.connectors.source(entry, filters)?;
         if entry.has_computed_columns() {
             let physical_schema = DFSchema::try_from(entry.schema.as_ref().clone())?;
-            let exprs = entry
+            let mut exprs = entry
                 .columns
                 .iter()
                 .map(|(n, e)| Ok((physical(e, &physical_schema)?, n.clone())))
                 .collect::<Result<Vec<_>>>()?;
+            // A changelog source's row kind stays last.
+            if weir_core::spec::is_changelog_schema(&spec.schema()) {
+                let at = entry.schema.fields().len();
+                exprs.push((column(CHANGELOG_COLUMN, at), CHANGELOG_COLUMN.to_string()));
+            }
             spec = SourceSpec::Computed(ComputedSourceSpec {
                 inner: Box::new(spec),
                 exprs,

@@ -46,7 +46,7 @@ impl ConnectorFactory for Filesystem {
             ConnectorOption::required("path", Text, "a file or folder"),
             ConnectorOption::required(
                 "format",
-                OneOf(&["parquet", "csv", "json", "raw"]),
+                OneOf(&["parquet", "csv", "json", "raw", "debezium-json"]),
                 "how rows are encoded (its options follow, prefixed by its name)",
             ),
             ConnectorOption::optional(
@@ -268,10 +268,12 @@ impl ConnectorFactory for Filesystem {
         })())
     }
 
-    /// Only with `'sink.changelog-mode' = 'retract'` (default `append`).
+    /// With a changelog format (`debezium-json`), or with
+    /// `'sink.changelog-mode' = 'retract'` (default `append`).
     fn accepts_changelog(&self, t: &TableDescriptor) -> Result<bool> {
-        Ok(t.option("sink.changelog-mode")
-            .is_some_and(|m| m.eq_ignore_ascii_case("retract")))
+        Ok(changelog_format(t)
+            || t.option("sink.changelog-mode")
+                .is_some_and(|m| m.eq_ignore_ascii_case("retract")))
     }
 
     fn read_bounded(&self, table: &TableDescriptor) -> Option<Result<MemorySourceSpec>> {
@@ -284,6 +286,11 @@ fn filesystem_source(t: &TableDescriptor) -> Result<SourceSpec> {
         return monitored_source(t, interval);
     }
     if !t.partition_keys.is_empty() {
+        if changelog_format(t) {
+            return Err(t.error(
+                "reading a PARTITIONED BY table of a changelog format is not supported yet",
+            ));
+        }
         return partitioned_source(t);
     }
     let path = t.required("path")?;
@@ -311,6 +318,11 @@ fn format_options(t: &TableDescriptor, f: &str) -> Options {
 /// read now by the source a query would read them with, as the table's
 /// physical columns (Parquet columns found by name and cast).
 fn read_all(t: &TableDescriptor) -> Result<MemorySourceSpec> {
+    if changelog_format(t) {
+        return Err(t.error(
+            "a lookup join reads the rows of its table; a changelog format's events are not rows",
+        ));
+    }
     let schema = t.declared_schema()?;
     let spec = filesystem_source(t)?;
     let ctx = OperatorContext {
@@ -353,6 +365,12 @@ fn read_all(t: &TableDescriptor) -> Result<MemorySourceSpec> {
         }
     }
     Ok(MemorySourceSpec::new(schema, batches))
+}
+
+/// Whether the table's format carries a changelog.
+fn changelog_format(t: &TableDescriptor) -> bool {
+    t.option("format")
+        .is_some_and(|f| formats().get(f).is_ok_and(|f| f.changelog()))
 }
 
 fn format(t: &TableDescriptor) -> Result<String> {
@@ -630,7 +648,7 @@ fn monitored_source(t: &TableDescriptor, interval_ms: i64) -> Result<SourceSpec>
     Ok(SourceSpec::Connector(
         ConnectorSource::new(
             "filesystem",
-            schema,
+            crate::formats::produced_schema(&f, &schema),
             false,
             serde_json::to_value(FilePlan::Monitored(plan)).unwrap_or_default(),
         )

@@ -324,7 +324,7 @@ impl TextSourceSpec {
     /// The files as a source of the `filesystem` connector.
     pub fn into_source(self) -> SourceSpec {
         let display = format!("{}({})", self.format, describe_files(&self.files));
-        let schema = Arc::clone(&self.schema);
+        let schema = crate::formats::produced_schema(&self.format, &self.schema);
         let planned = serde_json::to_value(FilePlan::Text(self)).unwrap_or_default();
         SourceSpec::Connector(
             ConnectorSource::new("filesystem", schema, true, planned).with_display(display),

@@ -7,11 +7,13 @@
 //! [`RowDecoder`] (fed any chunks: a record may span two) and encode
 //! batches into bytes through a [`RowEncoder`]. Built in: `csv` and `json`
 //! as Flink writes and reads them (`csv.rs`, `json.rs`, values in
-//! `text.rs`) and `raw` (one string or bytes column per record). Parquet
+//! `text.rs`), `debezium-json` (change events as a changelog,
+//! `debezium.rs`) and `raw` (one string or bytes column per record). Parquet
 //! is a file format of the filesystem connector (row groups, footers), not
 //! a row format.
 
 mod csv;
+mod debezium;
 mod json;
 mod raw;
 pub mod text;
@@ -61,6 +63,11 @@ pub trait FormatFactory: Send + Sync {
     fn options(&self) -> Vec<ConnectorOption>;
     /// The usual file extension (`csv`).
     fn extension(&self) -> &str;
+    /// Whether it carries a changelog: its decoder's rows end with the row
+    /// kind (`_op`) and its encoder takes one (`debezium-json`).
+    fn changelog(&self) -> bool {
+        false
+    }
     /// A decoder of rows of `schema` with the table's options.
     fn decoder(
         &self,
@@ -85,6 +92,7 @@ impl Default for Formats {
         };
         f.register(Arc::new(csv::Csv));
         f.register(Arc::new(json::Json));
+        f.register(Arc::new(debezium::DebeziumJson));
         f.register(Arc::new(raw::Raw));
         f
     }
@@ -166,6 +174,18 @@ impl Formats {
 /// The formats of this program.
 pub fn formats() -> Formats {
     Formats::default()
+}
+
+/// The rows a source of `format` yields for a table of `schema`: the
+/// table's columns, and the row kind after them for a changelog format.
+pub fn produced_schema(format: &str, schema: &SchemaRef) -> SchemaRef {
+    if formats().get(format).is_ok_and(|f| f.changelog()) {
+        let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+        fields.push(Arc::new(weir_core::spec::changelog_field()));
+        Arc::new(arrow::datatypes::Schema::new(fields))
+    } else {
+        Arc::clone(schema)
+    }
 }
 
 /// Decode everything `reader` yields into batches with `decoder`.

@@ -30,6 +30,8 @@ pub(crate) struct FileAccess {
 /// Reads the files of a folder as they appear, each once.
 pub struct MonitoredSource {
     plan: MonitoredPlan,
+    /// The rows it yields (the table's, and a changelog format's row kind).
+    rows: SchemaRef,
     access: FileAccess,
     subtask: u64,
     parallelism: u64,
@@ -58,6 +60,7 @@ impl MonitoredSource {
         single.subtask = 0;
         single.parallelism = 1;
         Self {
+            rows: crate::formats::produced_schema(&plan.format, &plan.schema),
             plan,
             access,
             subtask: ctx.subtask as u64,
@@ -144,7 +147,7 @@ impl Source for MonitoredSource {
                         } else {
                             b
                         };
-                        return Ok(SourcePoll::Batch(conform(&self.plan.schema, b, file)?));
+                        return Ok(SourcePoll::Batch(conform(&self.rows, b, file)?));
                     }
                     SourcePoll::Pending(d) => return Ok(SourcePoll::Pending(d)),
                     SourcePoll::Finished => {

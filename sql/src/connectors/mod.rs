@@ -110,11 +110,15 @@ fn table_err(t: &TableEntry, msg: impl std::fmt::Display) -> WeirError {
 /// the declared types (ROW fields matched by name, extra ones dropped).
 fn conform_source(t: &TableEntry, inner: SourceSpec) -> Result<SourceSpec> {
     let have = inner.schema();
-    if have.fields() == t.schema.fields() {
+    // A changelog format's sources end with the row kind, kept last.
+    let changelog = weir_core::spec::is_changelog_schema(&have)
+        && !weir_core::spec::is_changelog_schema(&t.schema);
+    let width = have.fields().len() - usize::from(changelog);
+    if have.fields()[..width] == t.schema.fields()[..] {
         return Ok(inner);
     }
     let df = DFSchema::try_from(have.as_ref().clone())?;
-    let exprs = t
+    let mut exprs = t
         .schema
         .fields()
         .iter()
@@ -145,6 +149,13 @@ fn conform_source(t: &TableEntry, inner: SourceSpec) -> Result<SourceSpec> {
             Ok((physical(&e, &df)?, want.name().clone()))
         })
         .collect::<Result<Vec<_>>>()?;
+    if changelog {
+        let op = Expr::Column(Column::new_unqualified(weir_core::spec::CHANGELOG_COLUMN));
+        exprs.push((
+            physical(&op, &df)?,
+            weir_core::spec::CHANGELOG_COLUMN.to_string(),
+        ));
+    }
     Ok(SourceSpec::Computed(ComputedSourceSpec {
         inner: Box::new(inner),
         exprs,
