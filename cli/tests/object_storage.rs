@@ -127,6 +127,70 @@ fn read_parquet_and_json(store: &str) {
     assert_eq!(ids, vec![1, 2, 3]);
 }
 
+/// One row group of 4,000 rows in data pages of 500: `id` in order, so a
+/// page covers 500 ids.
+fn paged_parquet_bytes() -> Vec<u8> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, false),
+    ]));
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_data_page_row_count_limit(500)
+        .set_write_batch_size(100)
+        .build();
+    let mut out = vec![];
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(&mut out, Arc::clone(&schema), Some(props)).unwrap();
+    for chunk in 0..40 {
+        let ids: Vec<i64> = (chunk * 100..(chunk + 1) * 100).collect();
+        let names: Vec<String> = ids.iter().map(|i| format!("n{i}")).collect();
+        w.write(
+            &RecordBatch::try_new(
+                Arc::clone(&schema),
+                vec![
+                    Arc::new(Int64Array::from(ids)),
+                    Arc::new(StringArray::from(names)),
+                ],
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    }
+    w.close().unwrap();
+    out
+}
+
+#[test]
+fn the_page_index_skips_pages_a_filter_rules_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("paged");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("part-0.parquet"), paged_parquet_bytes()).unwrap();
+    let table = format!(
+        "CREATE TABLE paged (id BIGINT, name STRING) WITH \
+         ('connector' = 'filesystem', 'path' = '{}', 'format' = 'parquet');",
+        dir.display()
+    );
+    let (some, explain) = query(&format!(
+        "{table}\nEXPLAIN SELECT id FROM paged WHERE id >= 2100 AND id < 2200;\n\
+         SELECT id FROM paged WHERE id >= 2100 AND id < 2200;"
+    ));
+    assert_eq!(some, (2100..2200).collect::<Vec<i64>>());
+    // One row group, kept; its pages outside 2000..2500 are not read.
+    assert!(
+        explain.contains("[pages pruned in 1 row groups: 500 rows kept]"),
+        "{explain}"
+    );
+    let (edges, _) = query(&format!(
+        "{table}\nSELECT id FROM paged WHERE id < 3 OR id > 3997;"
+    ));
+    assert_eq!(edges, vec![0, 1, 2, 3998, 3999]);
+    let (few, _) = query(&format!(
+        "{table}\nSELECT id FROM paged WHERE id > 1499 AND id <= 1500;"
+    ));
+    assert_eq!(few, vec![1500]);
+}
+
 #[test]
 fn a_missing_object_store_path_is_a_clear_error() {
     let err = SqlSession::new()

@@ -19,7 +19,7 @@ mod basic;
 mod filesystem;
 mod generators;
 pub(crate) mod pruning;
-pub(crate) use self::pruning::row_groups_to_read;
+pub(crate) use self::pruning::{row_groups_to_read, rows_to_read};
 mod specs;
 
 use std::collections::BTreeMap;

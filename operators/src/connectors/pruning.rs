@@ -1,8 +1,12 @@
-//! Row groups a query cannot need: a filter's conjuncts of the form
-//! `column <op> literal` checked against each row group's min/max
-//! statistics, as arrays over all row groups of a file at once. A row
-//! group is skipped only when its statistics prove no row passes; missing
-//! statistics, other predicates and casts that do not fit keep it.
+//! Row groups and pages a query cannot need: a filter's conjuncts of the
+//! form `column <op> literal` checked against each row group's min/max
+//! statistics, as arrays over all row groups of a file at once, then
+//! against the data pages' min/max in the page index (when the file has
+//! one) of the row groups kept. A row group or page is skipped only when
+//! its statistics prove no row passes; missing statistics, other
+//! predicates and casts that do not fit keep it.
+
+use std::ops::Range;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, Scalar};
 use arrow::compute::kernels::cmp;
@@ -104,12 +108,94 @@ pub(crate) fn row_groups_to_read(
 
 /// For each row group, whether its statistics allow a row with `b`.
 fn bound_mask(meta: &ParquetMetaData, schema: &Schema, b: &Bound) -> Option<BooleanArray> {
-    let field = schema.field_with_name(&b.column).ok()?;
     let converter =
         StatisticsConverter::try_new(&b.column, schema, meta.file_metadata().schema_descr())
             .ok()?;
     let mins = converter.row_group_mins(meta.row_groups().iter()).ok()?;
     let maxes = converter.row_group_maxes(meta.row_groups().iter()).ok()?;
+    allowed(schema, b, &mins, &maxes)
+}
+
+/// The rows of row group `rg` its data pages' statistics (the page index,
+/// when the file has one) allow for every conjunct of `filters`, as
+/// ranges; `None` when that is all of them or nothing is known.
+pub(crate) fn rows_to_read(
+    meta: &ParquetMetaData,
+    schema: &Schema,
+    filters: &[Expr],
+    rg: usize,
+) -> Option<Vec<Range<usize>>> {
+    let (Some(pages), Some(offsets)) = (meta.column_index(), meta.offset_index()) else {
+        return None;
+    };
+    let total = usize::try_from(meta.row_group(rg).num_rows()).ok()?;
+    let mut all = vec![];
+    for f in filters {
+        bounds(f, &mut all);
+    }
+    let mut keep = vec![0..total];
+    for b in all {
+        let Some(converter) =
+            StatisticsConverter::try_new(&b.column, schema, meta.file_metadata().schema_descr())
+                .ok()
+        else {
+            continue;
+        };
+        let rgs = [rg];
+        let (Ok(mins), Ok(maxes), Ok(Some(counts))) = (
+            converter.data_page_mins(pages, offsets, rgs.iter()),
+            converter.data_page_maxes(pages, offsets, rgs.iter()),
+            converter.data_page_row_counts(offsets, meta.row_groups(), rgs.iter()),
+        ) else {
+            continue;
+        };
+        let Some(mask) = allowed(schema, &b, &mins, &maxes) else {
+            continue;
+        };
+        let mut ranges = vec![];
+        let mut start = 0usize;
+        for (page, rows) in counts.iter().enumerate() {
+            let Some(rows) = rows.and_then(|r| usize::try_from(r).ok()) else {
+                return None;
+            };
+            // NULL (no statistics for the page) keeps it.
+            if mask.is_null(page) || mask.value(page) {
+                match ranges.last_mut() {
+                    Some(Range { end, .. }) if *end == start => *end = start + rows,
+                    _ => ranges.push(start..start + rows),
+                }
+            }
+            start += rows;
+        }
+        if start != total {
+            return None;
+        }
+        keep = intersect(&keep, &ranges);
+    }
+    (keep != [0..total]).then_some(keep)
+}
+
+/// The rows in both sorted, disjoint range lists.
+fn intersect(a: &[Range<usize>], b: &[Range<usize>]) -> Vec<Range<usize>> {
+    let (mut i, mut j, mut out) = (0, 0, vec![]);
+    while i < a.len() && j < b.len() {
+        let (start, end) = (a[i].start.max(b[j].start), a[i].end.min(b[j].end));
+        if start < end {
+            out.push(start..end);
+        }
+        if a[i].end < b[j].end {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    out
+}
+
+/// Given the min and max of each unit (row group or page), whether each
+/// may hold a row with `b`; `None` when the literal does not fit.
+fn allowed(schema: &Schema, b: &Bound, mins: &ArrayRef, maxes: &ArrayRef) -> Option<BooleanArray> {
+    let field = schema.field_with_name(&b.column).ok()?;
     let value: ArrayRef = b.value.to_array().ok()?;
     let value = arrow::compute::cast_with_options(
         &value,
@@ -129,12 +215,12 @@ fn bound_mask(meta: &ParquetMetaData, schema: &Schema, b: &Bound) -> Option<Bool
     let v = Scalar::new(value);
     let mask = match b.op {
         Operator::Eq => {
-            arrow::compute::and(&cmp::lt_eq(&mins, &v).ok()?, &cmp::gt_eq(&maxes, &v).ok()?).ok()?
+            arrow::compute::and(&cmp::lt_eq(mins, &v).ok()?, &cmp::gt_eq(maxes, &v).ok()?).ok()?
         }
-        Operator::Lt => cmp::lt(&mins, &v).ok()?,
-        Operator::LtEq => cmp::lt_eq(&mins, &v).ok()?,
-        Operator::Gt => cmp::gt(&maxes, &v).ok()?,
-        Operator::GtEq => cmp::gt_eq(&maxes, &v).ok()?,
+        Operator::Lt => cmp::lt(mins, &v).ok()?,
+        Operator::LtEq => cmp::lt_eq(mins, &v).ok()?,
+        Operator::Gt => cmp::gt(maxes, &v).ok()?,
+        Operator::GtEq => cmp::gt_eq(maxes, &v).ok()?,
         _ => return None,
     };
     Some(mask)

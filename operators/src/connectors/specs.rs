@@ -191,6 +191,10 @@ pub struct ParquetSourceSpec {
     /// ruled some out by their statistics; `None` reads all.
     #[serde(default)]
     pub selection: Option<Vec<Vec<usize>>>,
+    /// Rows of a row group to read, when the page index ruled some of its
+    /// pages out: (file, row group, [(first row, rows)]).
+    #[serde(default)]
+    pub pages: Vec<(usize, usize, Vec<(usize, usize)>)>,
 }
 
 /// A bounded source reading text files of a row format (`csv`, `json`,
@@ -294,6 +298,17 @@ impl ParquetSourceSpec {
             let chosen: usize = sel.iter().map(Vec::len).sum();
             let all: usize = self.row_groups.iter().sum();
             display.push_str(&format!(" [{chosen} of {all} row groups]"));
+        }
+        if !self.pages.is_empty() {
+            let kept: usize = self
+                .pages
+                .iter()
+                .flat_map(|(_, _, r)| r.iter().map(|(_, n)| n))
+                .sum();
+            display.push_str(&format!(
+                " [pages pruned in {} row groups: {kept} rows kept]",
+                self.pages.len()
+            ));
         }
         let schema = self.schema();
         let planned = serde_json::to_value(FilePlan::Parquet(self)).unwrap_or_default();

@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder, RowSelection,
 };
+use parquet::file::metadata::PageIndexPolicy;
 use weir_core::spec::SourceSpec;
 use weir_core::time::column_list;
 use weir_core::{Result, WeirError};
@@ -41,12 +43,19 @@ pub(crate) fn parquet_files_source(
     let mut schema = None;
     let mut row_groups = Vec::with_capacity(files.len());
     let mut selection = Vec::new();
+    let mut pages = Vec::new();
     for f in &files {
         let file = AnyFile::open(f)?;
+        // With a filter, the page index too (when the file has one).
+        let options = ArrowReaderOptions::new().with_page_index_policy(if filters.is_empty() {
+            PageIndexPolicy::Skip
+        } else {
+            PageIndexPolicy::Optional
+        });
         let builder = weir_core::error::guard_decoder(
             || f.display().to_string(),
             || {
-                ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
+                ParquetRecordBatchReaderBuilder::try_new_with_options(file, options).map_err(|e| {
                     WeirError::bad_input(
                         f.display().to_string(),
                         format!("not a readable Parquet file: {e}"),
@@ -67,6 +76,28 @@ pub(crate) fn parquet_files_source(
                 chosen.len(),
                 builder.metadata().num_row_groups()
             );
+            for &rg in &chosen {
+                let Some(ranges) = crate::connectors::rows_to_read(
+                    builder.metadata(),
+                    builder.schema(),
+                    filters,
+                    rg,
+                ) else {
+                    continue;
+                };
+                let kept: usize = ranges.iter().map(|r| r.len()).sum();
+                tracing::info!(
+                    "{} (row group {rg}): reading {kept} of {} rows (pages the page index \
+                     rules out are skipped)",
+                    f.display(),
+                    builder.metadata().row_group(rg).num_rows()
+                );
+                pages.push((
+                    selection.len(),
+                    rg,
+                    ranges.iter().map(|r| (r.start, r.len())).collect(),
+                ));
+            }
             selection.push(chosen);
         }
         let s = Arc::clone(builder.schema());
@@ -113,6 +144,7 @@ pub(crate) fn parquet_files_source(
         file_schema,
         projection,
         selection: (!filters.is_empty() && chosen < all).then_some(selection),
+        pages,
     }
     .into_source())
 }
@@ -214,10 +246,22 @@ fn open_split(
     let path = &spec.files[file_idx];
     let location = format!("{} (row group {rg})", path.display());
     let file = AnyFile::open(path)?;
+    let rows = spec
+        .pages
+        .iter()
+        .find(|(f, g, _)| *f == file_idx && *g == rg)
+        .map(|(_, _, ranges)| ranges);
     let meta = match footers.get(&file_idx) {
         Some(m) => m.clone(),
         None => {
-            let m = ArrowReaderMetadata::load(&file, Default::default())
+            // The offset index lets a row selection skip whole pages.
+            let with_pages = spec.pages.iter().any(|(f, _, _)| *f == file_idx);
+            let options = ArrowReaderOptions::new().with_page_index_policy(if with_pages {
+                PageIndexPolicy::Optional
+            } else {
+                PageIndexPolicy::Skip
+            });
+            let m = ArrowReaderMetadata::load(&file, options)
                 .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
             footers.insert(file_idx, m.clone());
             m
@@ -230,8 +274,14 @@ fn open_split(
             "file schema changed since the job was planned",
         ));
     }
+    let total = builder.metadata().row_group(rg).num_rows() as usize;
+    let mut builder = builder.with_row_groups(vec![rg]);
+    if let Some(ranges) = rows {
+        let ranges = ranges.iter().map(|&(start, n)| start..start + n);
+        builder = builder.with_row_selection(RowSelection::from_consecutive_ranges(ranges, total));
+    }
+    // A restored position counts the rows emitted, which are the selected.
     let mut builder = builder
-        .with_row_groups(vec![rg])
         .with_offset(skip as usize)
         .with_batch_size(batch_size);
     if let Some(proj) = &spec.projection {
