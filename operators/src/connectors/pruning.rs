@@ -133,7 +133,8 @@ pub(crate) fn rows_to_read(
     for f in filters {
         bounds(f, &mut all);
     }
-    let mut keep = vec![0..total];
+    let everything: Vec<Range<usize>> = std::iter::once(0..total).collect();
+    let mut keep = everything.clone();
     for b in all {
         let Some(converter) =
             StatisticsConverter::try_new(&b.column, schema, meta.file_metadata().schema_descr())
@@ -155,9 +156,7 @@ pub(crate) fn rows_to_read(
         let mut ranges = vec![];
         let mut start = 0usize;
         for (page, rows) in counts.iter().enumerate() {
-            let Some(rows) = rows.and_then(|r| usize::try_from(r).ok()) else {
-                return None;
-            };
+            let rows = rows.and_then(|r| usize::try_from(r).ok())?;
             // NULL (no statistics for the page) keeps it.
             if mask.is_null(page) || mask.value(page) {
                 match ranges.last_mut() {
@@ -172,7 +171,7 @@ pub(crate) fn rows_to_read(
         }
         keep = intersect(&keep, &ranges);
     }
-    (keep != [0..total]).then_some(keep)
+    (keep != everything).then_some(keep)
 }
 
 /// The rows in both sorted, disjoint range lists.
