@@ -192,10 +192,14 @@ pub struct ParquetSourceSpec {
     #[serde(default)]
     pub selection: Option<Vec<Vec<usize>>>,
     /// Rows of a row group to read, when the page index ruled some of its
-    /// pages out: (file, row group, [(first row, rows)]).
+    /// pages out.
     #[serde(default)]
-    pub pages: Vec<(usize, usize, Vec<(usize, usize)>)>,
+    pub pages: Vec<PageSelection>,
 }
+
+/// The rows of one row group the page index leaves to read: (file, row
+/// group, [(first row, rows)]).
+pub type PageSelection = (usize, usize, Vec<(usize, usize)>);
 
 /// A bounded source reading text files of a row format (`csv`, `json`,
 /// `raw`); built by `weir_operators::sources::csv_source` or
