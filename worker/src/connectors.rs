@@ -1,4 +1,4 @@
-//! The connectors of this program: the built-in ones, `flight`, and any a
+//! The connectors of this program: the built-in ones, `flight`, `kafka`, and any a
 //! program registers before it plans or runs jobs — one registry for the
 //! whole process, as Flink finds its factories on the classpath, so a
 //! cluster runs every connector registered in its binary.
@@ -13,6 +13,7 @@ use weir_operators::connectors::{ConnectorFactory, Connectors};
 static REGISTRY: LazyLock<RwLock<Connectors>> = LazyLock::new(|| {
     let mut c = Connectors::default();
     c.register(Arc::new(weir_flight::connector::Flight));
+    weir_kafka::register(&mut c);
     RwLock::new(c)
 });
 

@@ -271,6 +271,24 @@ struct DebeziumEncoder {
 
 impl RowEncoder for DebeziumEncoder {
     fn encode(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
+        let events = self.events(batch)?;
+        self.inner.encode(&events, out)
+    }
+
+    fn encode_records(
+        &mut self,
+        batch: &RecordBatch,
+        out: &mut Vec<u8>,
+        ends: &mut Vec<usize>,
+    ) -> Result<()> {
+        let events = self.events(batch)?;
+        self.inner.encode_records(&events, out, ends)
+    }
+}
+
+impl DebeziumEncoder {
+    /// One change event per row.
+    fn events(&self, batch: &RecordBatch) -> Result<RecordBatch> {
         let n = batch.num_rows();
         // Insert-like rows (+I, +U) are "c" events, retractions "d".
         let inserts: Vec<bool> = if self.changelog {
@@ -296,8 +314,10 @@ impl RowEncoder for DebeziumEncoder {
         let op: ArrayRef = Arc::new(StringArray::from_iter_values(
             inserts.iter().map(|&i| if i { "c" } else { "d" }),
         ));
-        let events = RecordBatch::try_new(Arc::clone(&self.envelope), vec![before, after, op])?;
-        self.inner.encode(&events, out)
+        Ok(RecordBatch::try_new(
+            Arc::clone(&self.envelope),
+            vec![before, after, op],
+        )?)
     }
 }
 

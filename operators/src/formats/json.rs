@@ -241,6 +241,26 @@ struct JsonEncoder {
 
 impl RowEncoder for JsonEncoder {
     fn encode(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
+        self.rows(batch, out, None)
+    }
+
+    fn encode_records(
+        &mut self,
+        batch: &RecordBatch,
+        out: &mut Vec<u8>,
+        ends: &mut Vec<usize>,
+    ) -> Result<()> {
+        self.rows(batch, out, Some(ends))
+    }
+}
+
+impl JsonEncoder {
+    fn rows(
+        &mut self,
+        batch: &RecordBatch,
+        out: &mut Vec<u8>,
+        mut ends: Option<&mut Vec<usize>>,
+    ) -> Result<()> {
         let schema = batch.schema();
         let names: Vec<String> = schema
             .fields()
@@ -264,6 +284,9 @@ impl RowEncoder for JsonEncoder {
             }
             self.text.push_str("}\n");
             out.extend_from_slice(self.text.as_bytes());
+            if let Some(ends) = ends.as_deref_mut() {
+                ends.push(out.len());
+            }
         }
         Ok(())
     }

@@ -51,6 +51,22 @@ pub trait RowDecoder: Send {
 pub trait RowEncoder: Send {
     /// Append the encoding of `batch` to `out`.
     fn encode(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()>;
+
+    /// Append the encoding of `batch` to `out`, one record per row, and
+    /// the end of each row's bytes (its line break included) to `ends`:
+    /// for connectors whose records are messages (Kafka).
+    fn encode_records(
+        &mut self,
+        batch: &RecordBatch,
+        out: &mut Vec<u8>,
+        ends: &mut Vec<usize>,
+    ) -> Result<()> {
+        for row in 0..batch.num_rows() {
+            self.encode(&batch.slice(row, 1), out)?;
+            ends.push(out.len());
+        }
+        Ok(())
+    }
 }
 
 /// One format: its name, options and codecs.

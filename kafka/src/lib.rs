@@ -1,0 +1,150 @@
+//! # weir-kafka
+//!
+//! Flink's `kafka` connector for Weir — a source reading the partitions of
+//! one or more topics with checkpointed offsets, and a sink with Flink's
+//! delivery guarantees — on librdkafka (`rdkafka`, built from its bundled
+//! source). Registered with [`register`] (the `weir` binary's workers do).
+//!
+//! Options are Flink's (`topic`, `properties.*`, `scan.startup.mode`,
+//! `scan.bounded.mode`, `format` or `key.format` + `value.format`,
+//! `sink.delivery-guarantee`, `sink.partitioner`, …), so a Flink SQL table
+//! over Kafka moves unchanged. Values (and keys) are decoded by the format
+//! registry a poll at a time and encoded a batch at a time.
+#![warn(missing_docs)]
+
+pub mod plan;
+mod sink;
+mod source;
+
+use std::sync::Arc;
+
+use weir_core::Result;
+use weir_core::connector::{ConnectorOption, ConnectorSource, SinkSpec, TableDescriptor};
+use weir_core::graph::StreamNode;
+use weir_core::spec::SourceSpec;
+use weir_operators::connectors::ConnectorFactory;
+use weir_operators::{Operator, OperatorContext, Source};
+
+pub use plan::KafkaPlan;
+
+/// `'connector' = 'kafka'`.
+pub struct Kafka;
+
+fn planned_source(t: &TableDescriptor) -> Result<SourceSpec> {
+    let plan = plan::plan(t, false)?;
+    let schema = weir_operators::formats::produced_schema(&plan.format, &plan.schema);
+    let bounded = plan.bounded != plan::Bounded::Unbounded;
+    let display = format!(
+        "kafka({}{})",
+        plan.topics.join(";"),
+        if bounded { ", bounded" } else { "" }
+    );
+    Ok(SourceSpec::Connector(
+        ConnectorSource::new(
+            "kafka",
+            schema,
+            bounded,
+            serde_json::to_value(&plan).map_err(|e| weir_core::WeirError::plan(e.to_string()))?,
+        )
+        .with_display(display)
+        .with_options(t.options.clone()),
+    ))
+}
+
+fn planned_sink(t: &TableDescriptor) -> Result<SinkSpec> {
+    let plan = plan::plan(t, false)?;
+    let display = format!("kafka({}, {})", plan.topics[0], plan.delivery);
+    Ok(SinkSpec::new(
+        "kafka",
+        serde_json::to_value(&plan).map_err(|e| weir_core::WeirError::plan(e.to_string()))?,
+    )
+    .with_display(display)
+    .with_options(t.options.clone()))
+}
+
+impl ConnectorFactory for Kafka {
+    fn identifier(&self) -> &str {
+        "kafka"
+    }
+
+    fn description(&self) -> &str {
+        "topics of a Kafka cluster, read with checkpointed offsets and written with Flink's guarantees"
+    }
+
+    fn options(&self) -> Vec<ConnectorOption> {
+        plan::options(false)
+    }
+
+    fn is_source(&self) -> bool {
+        true
+    }
+
+    fn is_sink(&self) -> bool {
+        true
+    }
+
+    fn delivery(&self) -> &str {
+        "sink.delivery-guarantee: none, at-least-once (default) or exactly-once"
+    }
+
+    fn plan_source(&self, t: &TableDescriptor) -> Option<Result<SourceSpec>> {
+        Some(planned_source(t))
+    }
+
+    fn plan_sink(&self, t: &TableDescriptor) -> Option<Result<SinkSpec>> {
+        Some(planned_sink(t))
+    }
+
+    /// With a changelog format (`debezium-json`).
+    fn accepts_changelog(&self, t: &TableDescriptor) -> Result<bool> {
+        let format = t.option("format").or(t.option("value.format"));
+        Ok(format.is_some_and(|f| {
+            weir_operators::formats::formats()
+                .get(f)
+                .is_ok_and(|f| f.changelog())
+        }))
+    }
+
+    fn check_source(&self, source: &ConnectorSource) -> Result<()> {
+        source.planned_as::<KafkaPlan>().map(|_| ())
+    }
+
+    fn open_source(
+        &self,
+        source: &ConnectorSource,
+        ctx: &OperatorContext,
+    ) -> Option<Result<Box<dyn Source>>> {
+        Some(source.planned_as::<KafkaPlan>().map(|plan| {
+            Box::new(source::KafkaSource::new(
+                plan,
+                ctx.task_name.clone(),
+                ctx.subtask,
+                ctx.parallelism,
+                ctx.config.batch_size,
+            )) as Box<dyn Source>
+        }))
+    }
+
+    fn open_sink(
+        &self,
+        sink: &SinkSpec,
+        node: &StreamNode,
+        ctx: &OperatorContext,
+    ) -> Option<Result<Box<dyn Operator>>> {
+        Some((|| {
+            let plan: KafkaPlan = sink.planned_as()?;
+            Ok(Box::new(sink::KafkaSink::new(
+                node.name.clone(),
+                plan,
+                Arc::clone(&node.schema),
+                ctx.subtask,
+                ctx.parallelism,
+            )?) as Box<dyn Operator>)
+        })())
+    }
+}
+
+/// Register the Kafka connectors with a registry.
+pub fn register(connectors: &mut weir_operators::connectors::Connectors) {
+    connectors.register(Arc::new(Kafka));
+}

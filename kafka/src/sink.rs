@@ -1,0 +1,507 @@
+//! The Kafka sink: one message per row, the value (and key) encoded by the
+//! table's formats a batch at a time.
+//!
+//! Delivery (`sink.delivery-guarantee`):
+//! * `none` — messages are handed to the client and forgotten;
+//! * `at-least-once` — every checkpoint waits until the brokers have
+//!   acknowledged every message sent before its barrier (a failed delivery
+//!   fails the checkpoint and the job);
+//! * `exactly-once` — the rows of each checkpoint are part of its snapshot
+//!   (table `pending`) and are written in one Kafka transaction when the
+//!   checkpoint completes, by a transactional producer per subtask
+//!   (`{sink.transactional-id-prefix}-{subtask}`). The same transaction
+//!   stores the checkpoint's number as an offset of a marker group
+//!   (`weir-sink-{prefix}-{subtask}`), so a restore knows exactly which
+//!   checkpoints' transactions committed and writes only the others.
+//!
+//! Flink's KafkaSink writes into the open transaction as rows arrive and,
+//! after a failure, commits the prepared transaction by resuming its
+//! producer id and epoch; librdkafka cannot resume another producer's
+//! transaction (initialising one aborts it), so Weir keeps a checkpoint's
+//! rows until it completes instead. Consumers with `read_committed` see
+//! the same thing either way: each row once, one checkpoint interval late.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arrow::array::{AsArray, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, UInt64Type};
+use arrow::record_batch::RecordBatch;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use weir_core::{Result, WeirError};
+use weir_operators::formats::{RowEncoder, formats};
+use weir_operators::{Operator, Output, StateTable};
+
+use crate::plan::KafkaPlan;
+use crate::source::client_config;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Counts failed deliveries, keeping the first error.
+#[derive(Default)]
+pub(crate) struct Deliveries {
+    failed: AtomicU64,
+    first: Mutex<Option<String>>,
+}
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, _)) = result {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            let mut first = self.first.lock().unwrap_or_else(|p| p.into_inner());
+            first.get_or_insert_with(|| e.to_string());
+        }
+    }
+}
+
+type Client = ThreadedProducer<Deliveries>;
+
+/// One subtask's writer of a Kafka table.
+pub(crate) struct KafkaSink {
+    name: String,
+    plan: KafkaPlan,
+    subtask: usize,
+    parallelism: usize,
+    /// The columns written to the value, and their encoder.
+    value: (Vec<usize>, Box<dyn RowEncoder>),
+    /// The columns written to the key, and their encoder.
+    key: Option<(Vec<usize>, Box<dyn RowEncoder>)>,
+    producer: Option<Arc<Client>>,
+    /// Partitions of the topic, for `fixed` and `round-robin`.
+    partitions: Option<i32>,
+    next_partition: i32,
+    /// Rows since the last barrier (exactly-once).
+    staged: Vec<RecordBatch>,
+    /// Rows of checkpoints taken and not yet completed (exactly-once).
+    pending: Vec<(u64, Vec<RecordBatch>)>,
+    schema: SchemaRef,
+    bytes: Vec<u8>,
+    key_bytes: Vec<u8>,
+    ends: Vec<usize>,
+    key_ends: Vec<usize>,
+}
+
+impl KafkaSink {
+    pub(crate) fn new(
+        name: String,
+        plan: KafkaPlan,
+        schema: SchemaRef,
+        subtask: usize,
+        parallelism: usize,
+    ) -> Result<Self> {
+        let changelog = weir_core::spec::is_changelog_schema(&schema);
+        let all = formats();
+        let (mut value_idx, value_schema) = plan.project(&plan.value_fields)?;
+        let value_schema = if changelog {
+            // The changelog format takes the row kind too.
+            value_idx.push(schema.fields().len() - 1);
+            let mut f: Vec<Field> = value_schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            f.push(weir_core::spec::changelog_field());
+            Arc::new(Schema::new(f))
+        } else {
+            value_schema
+        };
+        let value = (
+            value_idx,
+            all.get(&plan.format)?
+                .encoder(&value_schema, &plan.format_options)?,
+        );
+        let key = match &plan.key {
+            Some(k) => {
+                let (idx, key_schema) = plan.project(&k.fields)?;
+                Some((idx, all.get(&k.format)?.encoder(&key_schema, &k.options)?))
+            }
+            None => None,
+        };
+        Ok(Self {
+            name,
+            plan,
+            subtask,
+            parallelism,
+            value,
+            key,
+            producer: None,
+            partitions: None,
+            next_partition: subtask as i32,
+            staged: vec![],
+            pending: vec![],
+            schema,
+            bytes: vec![],
+            key_bytes: vec![],
+            ends: vec![],
+            key_ends: vec![],
+        })
+    }
+
+    fn fail(&self, what: impl std::fmt::Display) -> WeirError {
+        WeirError::Execution(format!("Kafka sink '{}': {what}", self.name))
+    }
+
+    fn exactly_once(&self) -> bool {
+        self.plan.delivery == "exactly-once"
+    }
+
+    fn transactional_id(&self, subtask: usize) -> String {
+        format!("{}-{subtask}", self.plan.transactional_id_prefix)
+    }
+
+    fn marker_group(&self, subtask: usize) -> String {
+        format!("weir-sink-{}-{subtask}", self.plan.transactional_id_prefix)
+    }
+
+    fn topic(&self) -> &str {
+        &self.plan.topics[0]
+    }
+
+    fn create_producer(&self, transactional_id: Option<&str>) -> Result<Client> {
+        let mut config = client_config(&self.plan);
+        // Keyed rows go where a Java client would put them.
+        if !self.plan.properties.contains_key("partitioner") {
+            config.set("partitioner", "murmur2_random");
+        }
+        if let Some(id) = transactional_id {
+            config.set("transactional.id", id);
+        } else if self.plan.delivery == "at-least-once"
+            && !self.plan.properties.contains_key("enable.idempotence")
+        {
+            config.set("enable.idempotence", "true");
+        }
+        let producer: Client = config
+            .create_with_context(Deliveries::default())
+            .map_err(|e| self.fail(format!("cannot create the producer: {e}")))?;
+        if transactional_id.is_some() {
+            producer
+                .init_transactions(TIMEOUT)
+                .map_err(|e| self.fail(format!("cannot start transactions: {e}")))?;
+        }
+        Ok(producer)
+    }
+
+    fn producer(&mut self) -> Result<Arc<Client>> {
+        if self.producer.is_none() {
+            let id = self
+                .exactly_once()
+                .then(|| self.transactional_id(self.subtask));
+            let p = self.create_producer(id.as_deref())?;
+            if self.plan.partitioner != "default" {
+                let meta = p
+                    .client()
+                    .fetch_metadata(Some(self.topic()), TIMEOUT)
+                    .map_err(|e| self.fail(format!("metadata of topic '{}': {e}", self.topic())))?;
+                let n = meta
+                    .topics()
+                    .first()
+                    .map(|t| t.partitions().len() as i32)
+                    .unwrap_or(0);
+                if n == 0 {
+                    return Err(self.fail(format!("topic '{}' has no partitions", self.topic())));
+                }
+                self.partitions = Some(n);
+            }
+            self.producer = Some(Arc::new(p));
+        }
+        Ok(Arc::clone(self.producer.as_ref().expect("created above")))
+    }
+
+    /// Hand the rows of `batch` to the producer, one message each.
+    fn send(&mut self, batch: &RecordBatch) -> Result<()> {
+        let producer = self.producer()?;
+        let value_cols = batch.project(&self.value.0)?;
+        self.bytes.clear();
+        self.ends.clear();
+        self.value
+            .1
+            .encode_records(&value_cols, &mut self.bytes, &mut self.ends)?;
+        self.key_bytes.clear();
+        self.key_ends.clear();
+        if let Some((idx, enc)) = &mut self.key {
+            let key_cols = batch.project(idx)?;
+            enc.encode_records(&key_cols, &mut self.key_bytes, &mut self.key_ends)?;
+        }
+        let topic = self.plan.topics[0].clone();
+        let mut start = 0;
+        let mut key_start = 0;
+        for (row, &end) in self.ends.iter().enumerate() {
+            // Each record ends with its line break, which is not sent.
+            let payload = &self.bytes[start..end.saturating_sub(1).max(start)];
+            start = end;
+            let key = self.key_ends.get(row).map(|&e| {
+                let k = &self.key_bytes[key_start..e.saturating_sub(1).max(key_start)];
+                key_start = e;
+                k
+            });
+            let partition = match (self.plan.partitioner.as_str(), self.partitions) {
+                ("fixed", Some(n)) => Some(self.subtask as i32 % n),
+                ("round-robin", Some(n)) => {
+                    self.next_partition = (self.next_partition + 1) % n;
+                    Some(self.next_partition)
+                }
+                _ => None,
+            };
+            let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&topic).payload(payload);
+            if let Some(k) = key {
+                record = record.key(k);
+            }
+            if let Some(p) = partition {
+                record = record.partition(p);
+            }
+            let mut record = record;
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((
+                        KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
+                        r,
+                    )) => {
+                        // The client's queue is full: wait for deliveries.
+                        std::thread::sleep(Duration::from_millis(1));
+                        record = r;
+                    }
+                    Err((e, _)) => return Err(self.fail(format!("cannot send to '{topic}': {e}"))),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait until every message sent is acknowledged; fail on a delivery error.
+    fn flush(&mut self) -> Result<()> {
+        let Some(p) = self.producer.clone() else {
+            return Ok(());
+        };
+        p.flush(TIMEOUT)
+            .map_err(|e| self.fail(format!("flush: {e}")))?;
+        self.check_deliveries(&p)
+    }
+
+    fn check_deliveries(&self, p: &Client) -> Result<()> {
+        let failed = p.context().failed.load(Ordering::Relaxed);
+        if failed > 0 {
+            let first = p
+                .context()
+                .first
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+                .unwrap_or_default();
+            return Err(self.fail(format!("{failed} messages were not delivered: {first}")));
+        }
+        Ok(())
+    }
+
+    /// Write the rows of checkpoint `checkpoint` of old subtask `owner` in
+    /// one transaction that also records the checkpoint in the marker group.
+    fn commit(&mut self, owner: usize, checkpoint: u64, rows: &[RecordBatch]) -> Result<()> {
+        let producer = self.producer()?;
+        producer
+            .begin_transaction()
+            .map_err(|e| self.fail(format!("begin transaction: {e}")))?;
+        for b in rows {
+            self.send(b)?;
+        }
+        let group = self.marker_consumer(owner)?;
+        let metadata = group
+            .group_metadata()
+            .ok_or_else(|| self.fail("no group metadata for the marker group"))?;
+        let mut marker = TopicPartitionList::new();
+        marker
+            .add_partition_offset(self.topic(), 0, Offset::Offset(checkpoint as i64))
+            .map_err(|e| self.fail(e))?;
+        producer
+            .send_offsets_to_transaction(&marker, &metadata, TIMEOUT)
+            .map_err(|e| self.fail(format!("marker of checkpoint {checkpoint}: {e}")))?;
+        producer
+            .commit_transaction(TIMEOUT)
+            .map_err(|e| self.fail(format!("commit of checkpoint {checkpoint}: {e}")))?;
+        self.check_deliveries(&producer)
+    }
+
+    fn marker_consumer(&self, owner: usize) -> Result<BaseConsumer> {
+        let mut config = client_config(&self.plan);
+        config.set("group.id", self.marker_group(owner));
+        config.set("enable.auto.commit", "false");
+        config
+            .create()
+            .map_err(|e| self.fail(format!("marker group consumer: {e}")))
+    }
+
+    /// The last checkpoint whose transaction old subtask `owner` committed.
+    fn last_committed(&self, owner: usize) -> Result<Option<u64>> {
+        let consumer = self.marker_consumer(owner)?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(self.topic(), 0);
+        let got = consumer
+            .committed_offsets(tpl, TIMEOUT)
+            .map_err(|e| self.fail(format!("marker group offsets: {e}")))?;
+        Ok(got
+            .find_partition(self.topic(), 0)
+            .and_then(|e| match e.offset() {
+                Offset::Offset(o) if o >= 0 => Some(o as u64),
+                _ => None,
+            }))
+    }
+
+    fn pending_schema(&self) -> SchemaRef {
+        let mut fields: Vec<Field> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new("__checkpoint", DataType::UInt64, false));
+        fields.push(Field::new("__subtask", DataType::UInt64, false));
+        Arc::new(Schema::new(fields))
+    }
+}
+
+impl Operator for KafkaSink {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
+        if self.exactly_once() {
+            self.staged.push(batch);
+            return Ok(());
+        }
+        self.send(&batch)
+    }
+
+    fn finish(&mut self, _out: &mut dyn Output) -> Result<()> {
+        if self.exactly_once() {
+            // The end of input commits what is left, in checkpoint order.
+            let mut all = std::mem::take(&mut self.pending);
+            let staged = std::mem::take(&mut self.staged);
+            let last = all.last().map_or(0, |(c, _)| *c) + 1;
+            if !staged.is_empty() {
+                all.push((last, staged));
+            }
+            for (c, rows) in all {
+                self.commit(self.subtask, c, &rows)?;
+            }
+            return Ok(());
+        }
+        self.flush()
+    }
+
+    /// At-least-once: every message sent before the barrier is
+    /// acknowledged. Exactly-once: table `pending`, the rows of this
+    /// checkpoint (the sink's columns plus `__checkpoint`, `__subtask`).
+    fn snapshot_state(&mut self, checkpoint: u64) -> Result<Vec<StateTable>> {
+        if !self.exactly_once() {
+            if self.plan.delivery == "at-least-once" {
+                self.flush()?;
+            }
+            return Ok(vec![]);
+        }
+        let rows = std::mem::take(&mut self.staged);
+        let data = arrow::compute::concat_batches(&self.schema, &rows)?;
+        self.pending.push((checkpoint, rows));
+        let n = data.num_rows();
+        let mut columns = data.columns().to_vec();
+        columns.push(Arc::new(UInt64Array::from(vec![checkpoint; n])));
+        columns.push(Arc::new(UInt64Array::from(vec![self.subtask as u64; n])));
+        let mut tables = vec![StateTable::new(
+            "pending",
+            RecordBatch::try_new(self.pending_schema(), columns)?,
+        )];
+        if n == 0 {
+            // The checkpoint still says which subtask it was.
+            tables[0] = StateTable::new("pending", RecordBatch::new_empty(self.pending_schema()));
+        }
+        Ok(tables)
+    }
+
+    fn notify_checkpoint_complete(&mut self, checkpoint: u64) -> Result<()> {
+        if !self.exactly_once() {
+            return Ok(());
+        }
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|(c, _)| *c <= checkpoint);
+        self.pending = waiting;
+        for (c, rows) in done {
+            self.commit(self.subtask, c, &rows)?;
+        }
+        Ok(())
+    }
+
+    /// The restored checkpoint completed: the rows of its transactions that
+    /// the marker group shows uncommitted are written now (by the subtask
+    /// that takes over the old one); old transactional ids no subtask uses
+    /// any more are fenced, aborting what they left open.
+    fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
+        if !self.exactly_once() {
+            return Ok(());
+        }
+        let width = self.schema.fields().len();
+        let mut by_owner: std::collections::BTreeMap<(usize, u64), Vec<RecordBatch>> =
+            Default::default();
+        for t in tables.into_iter().filter(|t| t.name == "pending") {
+            let b = t.batch;
+            if b.num_columns() != width + 2 {
+                return Err(self.fail("malformed pending state"));
+            }
+            let checkpoints = b.column(width).as_primitive::<UInt64Type>();
+            let owners = b.column(width + 1).as_primitive::<UInt64Type>();
+            // Runs of rows of one (subtask, checkpoint), sliced whole.
+            let mut start = 0;
+            while start < b.num_rows() {
+                let run = (owners.value(start), checkpoints.value(start));
+                let mut end = start + 1;
+                while end < b.num_rows() && (owners.value(end), checkpoints.value(end)) == run {
+                    end += 1;
+                }
+                let owner = run.0 as usize;
+                if owner % self.parallelism == self.subtask {
+                    let rows = RecordBatch::try_new(
+                        Arc::clone(&self.schema),
+                        b.columns()[..width]
+                            .iter()
+                            .map(|c| c.slice(start, end - start))
+                            .collect(),
+                    )?;
+                    by_owner.entry((owner, run.1)).or_default().push(rows);
+                }
+                start = end;
+            }
+        }
+        let owners: std::collections::BTreeSet<usize> = by_owner.keys().map(|(o, _)| *o).collect();
+        for owner in owners {
+            if owner != self.subtask {
+                // Fence the old id: its open transaction is aborted.
+                drop(self.create_producer(Some(&self.transactional_id(owner)))?);
+            }
+            let done = self.last_committed(owner)?;
+            for ((o, c), rows) in by_owner.range((owner, 0)..=(owner, u64::MAX)) {
+                debug_assert_eq!(*o, owner);
+                if done.is_some_and(|d| d >= *c) {
+                    continue;
+                }
+                let rows = rows.clone();
+                let schema = Arc::clone(&self.schema);
+                let merged = arrow::compute::concat_batches(&schema, &rows)?;
+                tracing::info!(
+                    "Kafka sink '{}': committing the {} rows of checkpoint {c} (subtask {owner}) \
+                     that its transaction had not",
+                    self.name,
+                    merged.num_rows()
+                );
+                self.commit(owner, *c, &[merged])?;
+            }
+        }
+        Ok(())
+    }
+}

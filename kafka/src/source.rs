@@ -1,0 +1,566 @@
+//! The Kafka source: each subtask reads the partitions Flink's rule gives
+//! it, from the checkpointed offsets (or the startup mode), decoding the
+//! payloads of a poll with the value format in one call.
+//!
+//! A partition belongs to subtask `(start(topic) + partition) mod p`, with
+//! `start(topic) = (javaHash(topic) * 31 & 0x7FFFFFFF) mod p` — Flink's
+//! `KafkaSourceEnumerator` — so the same partitions land on the same
+//! subtasks as in Flink. The position (topic, partition, next offset) of
+//! every partition a subtask reads is its checkpointed state; a restore at
+//! another parallelism hands every subtask all positions and each keeps
+//! its own. Offsets are committed to the group when a checkpoint
+//! completes (for monitoring; recovery never reads them).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{AsArray, Int32Array, Int64Array, StringArray};
+use arrow::datatypes::{DataType, Field, Int32Type, Int64Type, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use weir_core::{Result, WeirError};
+use weir_operators::formats::formats;
+use weir_operators::{Source, SourcePoll};
+
+use crate::plan::{Bounded, KafkaPlan, Startup};
+
+/// How long metadata and offset lookups may take.
+const LOOKUP: Duration = Duration::from_secs(30);
+
+/// Java's `String.hashCode`.
+pub(crate) fn java_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// The subtask (of `parallelism`) that reads `partition` of `topic`.
+pub(crate) fn owner(topic: &str, partition: i32, parallelism: usize) -> usize {
+    let p = parallelism.max(1) as i64;
+    let start = (i64::from(java_hash(topic).wrapping_mul(31) & 0x7FFF_FFFF)) % p;
+    ((start + i64::from(partition)) % p) as usize
+}
+
+/// A client configuration from the table's properties.
+pub(crate) fn client_config(plan: &KafkaPlan) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    for (k, v) in &plan.properties {
+        c.set(k, v);
+    }
+    c
+}
+
+/// A partition's next offset: ((topic, partition), offset).
+type Position = ((String, i32), i64);
+
+/// One partition this subtask reads.
+#[derive(Debug, Clone)]
+struct Partition {
+    /// The next offset to emit.
+    next: i64,
+    /// Where a bounded read of it ends (exclusive).
+    end: Option<i64>,
+}
+
+/// One subtask's reader of a Kafka table.
+pub(crate) struct KafkaSource {
+    plan: KafkaPlan,
+    name: String,
+    subtask: usize,
+    parallelism: usize,
+    batch_size: usize,
+    consumer: Option<BaseConsumer>,
+    partitions: BTreeMap<(String, i32), Partition>,
+    /// Positions restored from a checkpoint, applied when partitions are
+    /// assigned.
+    restored: Option<BTreeMap<(String, i32), i64>>,
+    next_discovery: Option<Instant>,
+    /// Positions of checkpoints taken and not yet completed.
+    pending: VecDeque<(u64, Vec<Position>)>,
+    rows_schema: SchemaRef,
+    skipped: u64,
+}
+
+impl KafkaSource {
+    pub(crate) fn new(
+        plan: KafkaPlan,
+        name: String,
+        subtask: usize,
+        parallelism: usize,
+        batch_size: usize,
+    ) -> Self {
+        let rows_schema = weir_operators::formats::produced_schema(&plan.format, &plan.schema);
+        Self {
+            plan,
+            name,
+            subtask,
+            parallelism,
+            batch_size: batch_size.max(1),
+            consumer: None,
+            partitions: BTreeMap::new(),
+            restored: None,
+            next_discovery: None,
+            pending: VecDeque::new(),
+            rows_schema,
+            skipped: 0,
+        }
+    }
+
+    fn fail(&self, what: impl std::fmt::Display) -> WeirError {
+        WeirError::Execution(format!("Kafka source '{}': {what}", self.name))
+    }
+
+    fn consumer(&mut self) -> Result<&BaseConsumer> {
+        if self.consumer.is_none() {
+            let mut config = client_config(&self.plan);
+            // Offsets are Weir's state; the group only mirrors them.
+            config.set("enable.auto.commit", "false");
+            config.set("enable.auto.offset.store", "false");
+            if !self.plan.properties.contains_key("group.id") {
+                config.set("group.id", format!("weir-{}", self.name));
+            }
+            config.set("auto.offset.reset", "earliest");
+            let consumer: BaseConsumer = config
+                .create()
+                .map_err(|e| self.fail(format!("cannot create the consumer: {e}")))?;
+            self.consumer = Some(consumer);
+        }
+        Ok(self.consumer.as_ref().expect("created above"))
+    }
+
+    /// Look up the topics' partitions; assign the new ones of this subtask.
+    fn discover(&mut self) -> Result<()> {
+        let topics = self.plan.topics.clone();
+        let mut found = vec![];
+        for topic in &topics {
+            let meta = self
+                .consumer()?
+                .fetch_metadata(Some(topic), LOOKUP)
+                .map_err(|e| self.fail(format!("metadata of topic '{topic}': {e}")))?;
+            for t in meta.topics() {
+                if let Some(e) = t.error() {
+                    return Err(self.fail(format!("topic '{}': {e:?}", t.name())));
+                }
+                for p in t.partitions() {
+                    found.push((t.name().to_string(), p.id()));
+                }
+            }
+        }
+        let fresh: Vec<(String, i32)> = found
+            .into_iter()
+            .filter(|(t, p)| owner(t, *p, self.parallelism) == self.subtask)
+            .filter(|k| !self.partitions.contains_key(k))
+            .collect();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let first_assignment = self.partitions.is_empty();
+        for key in fresh {
+            let start = self.start_offset(&key, first_assignment)?;
+            let end = self.end_offset(&key)?;
+            tracing::info!(
+                "Kafka source '{}' ({}/{}) reads {}-{} from offset {start}{}",
+                self.name,
+                self.subtask + 1,
+                self.parallelism,
+                key.0,
+                key.1,
+                end.map(|e| format!(" to {e}")).unwrap_or_default()
+            );
+            self.partitions.insert(key, Partition { next: start, end });
+        }
+        let mut tpl = TopicPartitionList::new();
+        for ((t, p), part) in &self.partitions {
+            tpl.add_partition_offset(t, *p, Offset::Offset(part.next))
+                .map_err(|e| self.fail(e))?;
+        }
+        self.consumer()?
+            .assign(&tpl)
+            .map_err(|e| self.fail(format!("cannot assign partitions: {e}")))
+    }
+
+    /// Where a newly assigned partition starts: its restored offset, else
+    /// the startup mode (a partition found later by discovery starts at
+    /// the earliest offset, as in Flink).
+    fn start_offset(&mut self, key: &(String, i32), first: bool) -> Result<i64> {
+        if let Some(offset) = self.restored.as_ref().and_then(|r| r.get(key)) {
+            return Ok(*offset);
+        }
+        let (low, high) = self.watermarks(key)?;
+        let mode = if first || self.restored.is_some() {
+            self.plan.startup.clone()
+        } else {
+            Startup::EarliestOffset
+        };
+        Ok(match mode {
+            Startup::EarliestOffset => low,
+            Startup::LatestOffset => high,
+            Startup::GroupOffsets => self.committed(key)?.unwrap_or(low),
+            Startup::Timestamp(ms) => self.offset_for_time(key, ms)?.unwrap_or(high),
+            Startup::SpecificOffsets(m) => m.get(&key.1).copied().unwrap_or(low),
+        })
+    }
+
+    /// Where a bounded read of a partition ends.
+    fn end_offset(&mut self, key: &(String, i32)) -> Result<Option<i64>> {
+        Ok(match self.plan.bounded.clone() {
+            Bounded::Unbounded => None,
+            Bounded::LatestOffset => Some(self.watermarks(key)?.1),
+            Bounded::GroupOffsets => Some(match self.committed(key)? {
+                Some(o) => o,
+                None => self.watermarks(key)?.1,
+            }),
+            Bounded::Timestamp(ms) => Some(match self.offset_for_time(key, ms)? {
+                Some(o) => o,
+                None => self.watermarks(key)?.1,
+            }),
+            Bounded::SpecificOffsets(m) => Some(match m.get(&key.1) {
+                Some(o) => *o,
+                None => self.watermarks(key)?.1,
+            }),
+        })
+    }
+
+    fn watermarks(&mut self, (topic, partition): &(String, i32)) -> Result<(i64, i64)> {
+        let got = self.consumer()?.fetch_watermarks(topic, *partition, LOOKUP);
+        got.map_err(|e| self.fail(format!("offsets of {topic}-{partition}: {e}")))
+    }
+
+    fn committed(&mut self, (topic, partition): &(String, i32)) -> Result<Option<i64>> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(topic, *partition);
+        let got = self.consumer()?.committed_offsets(tpl, LOOKUP);
+        let got =
+            got.map_err(|e| self.fail(format!("committed offset of {topic}-{partition}: {e}")))?;
+        Ok(got
+            .find_partition(topic, *partition)
+            .and_then(|e| match e.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            }))
+    }
+
+    fn offset_for_time(
+        &mut self,
+        (topic, partition): &(String, i32),
+        ms: i64,
+    ) -> Result<Option<i64>> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, *partition, Offset::Offset(ms))
+            .map_err(|e| self.fail(e))?;
+        let got = self.consumer()?.offsets_for_times(tpl, LOOKUP);
+        let got =
+            got.map_err(|e| self.fail(format!("offset by time of {topic}-{partition}: {e}")))?;
+        Ok(got
+            .find_partition(topic, *partition)
+            .and_then(|e| match e.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            }))
+    }
+
+    fn all_done(&self) -> bool {
+        self.plan.bounded != Bounded::Unbounded
+            && self
+                .partitions
+                .values()
+                .all(|p| p.end.is_some_and(|e| p.next >= e))
+    }
+
+    /// Decode the payloads of one poll: one call of the value format over
+    /// all of them, each payload a line (likewise the keys with the key
+    /// format); a payload that fails is named by topic, partition and
+    /// offset.
+    fn decode(&mut self, polled: &Polled) -> Result<RecordBatch> {
+        let (value_idx, value_schema) = self.plan.project(&self.plan.value_fields)?;
+        let value_format = self.plan.format.clone();
+        let value_options = self.plan.format_options.clone();
+        let value = self.decode_part(
+            &value_format,
+            &value_options,
+            &value_schema,
+            &polled.values,
+            &polled.origins,
+            "value",
+        )?;
+        let changelog = weir_core::spec::is_changelog_schema(&value.schema());
+        let key = match self.plan.key.clone() {
+            Some(k) if k.fields.iter().any(|f| !self.plan.value_fields.contains(f)) => {
+                let (_, key_schema) = self.plan.project(&k.fields)?;
+                Some((
+                    k.fields.clone(),
+                    self.decode_part(
+                        &k.format,
+                        &k.options,
+                        &key_schema,
+                        &polled.keys,
+                        &polled.origins,
+                        "key",
+                    )?,
+                ))
+            }
+            _ => None,
+        };
+        if key.is_none() && value_idx.len() == self.plan.schema.fields().len() {
+            return Ok(value);
+        }
+        if let Some((_, k)) = &key
+            && k.num_rows() != value.num_rows()
+        {
+            return Err(self.fail(format!(
+                "{} keys and {} values decoded from {} messages (a key or value was skipped \
+                 as unparsable; with a key format both must parse)",
+                k.num_rows(),
+                value.num_rows(),
+                polled.origins.len()
+            )));
+        }
+        let mut columns = Vec::with_capacity(self.rows_schema.fields().len());
+        for f in self.plan.schema.fields() {
+            let from_value = value.column_by_name(f.name());
+            let from_key = key
+                .as_ref()
+                .and_then(|(names, k)| names.contains(f.name()).then(|| k.column_by_name(f.name())))
+                .flatten();
+            match from_value.or(from_key) {
+                Some(c) => columns.push(Arc::clone(c)),
+                None => columns.push(arrow::array::new_null_array(
+                    f.data_type(),
+                    value.num_rows(),
+                )),
+            }
+        }
+        if changelog {
+            columns.push(Arc::clone(value.column(value.num_columns() - 1)));
+        }
+        Ok(RecordBatch::try_new(
+            Arc::clone(&self.rows_schema),
+            columns,
+        )?)
+    }
+
+    fn decode_part(
+        &mut self,
+        format: &str,
+        options: &weir_core::connector::Options,
+        schema: &SchemaRef,
+        bytes: &[u8],
+        origins: &[(String, i32, i64)],
+        what: &str,
+    ) -> Result<RecordBatch> {
+        let all = formats();
+        let factory = all.get(format)?;
+        let mut decoder = factory.decoder(schema, options, self.batch_size)?;
+        let out_schema = weir_operators::formats::produced_schema(format, schema);
+        let mut out = vec![];
+        let mut at = 0;
+        let name = self.name.clone();
+        let located = |e: WeirError| -> WeirError {
+            let text = match &e {
+                WeirError::Execution(m) => m.clone(),
+                other => other.to_string(),
+            };
+            // The format names the line: the n-th message of the poll.
+            let origin = text
+                .split("line ")
+                .nth(1)
+                .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|n| n.parse::<usize>().ok())
+                .and_then(|n| origins.get(n.saturating_sub(1)));
+            WeirError::Execution(match origin {
+                Some((t, p, o)) => {
+                    format!(
+                        "Kafka source '{name}': topic '{t}' partition {p} offset {o}: {what}: {text}"
+                    )
+                }
+                None => format!("Kafka source '{name}': {what}: {text}"),
+            })
+        };
+        while at < bytes.len() {
+            at += decoder.decode(&bytes[at..]).map_err(located)?;
+            while let Some(b) = decoder.next_batch().map_err(located)? {
+                out.push(b);
+            }
+        }
+        while let Some(b) = decoder.finish().map_err(located)? {
+            out.push(b);
+        }
+        let skipped = decoder.skipped();
+        if skipped > 0 {
+            self.skipped += skipped;
+            tracing::warn!(
+                "Kafka source '{}': {skipped} messages did not parse and were skipped ({} so far)",
+                self.name,
+                self.skipped
+            );
+        }
+        Ok(match out.len() {
+            1 => out.pop().expect("one"),
+            _ => arrow::compute::concat_batches(&out_schema, &out)?,
+        })
+    }
+}
+
+/// The messages of one poll: payloads and keys, a line each.
+#[derive(Default)]
+struct Polled {
+    values: Vec<u8>,
+    keys: Vec<u8>,
+    origins: Vec<(String, i32, i64)>,
+}
+
+fn position_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("topic", DataType::Utf8, false),
+        Field::new("partition", DataType::Int32, false),
+        Field::new("offset", DataType::Int64, false),
+    ]))
+}
+
+impl Source for KafkaSource {
+    fn poll_next(&mut self) -> Result<SourcePoll> {
+        let due = self.next_discovery.is_none_or(|t| Instant::now() >= t);
+        if due {
+            self.discover()?;
+            self.next_discovery = Some(match self.plan.discovery_ms {
+                Some(ms) => Instant::now() + Duration::from_millis(ms),
+                None => Instant::now() + Duration::from_secs(u64::MAX / 4),
+            });
+        }
+        if self.all_done() {
+            return Ok(SourcePoll::Finished);
+        }
+        let mut polled = Polled::default();
+        let mut ended = vec![];
+        {
+            let consumer = self.consumer.as_ref().expect("discovered above");
+            while polled.origins.len() < self.batch_size {
+                let Some(next) = consumer.poll(Duration::ZERO) else {
+                    break;
+                };
+                let m = next.map_err(|e| {
+                    WeirError::Execution(format!("Kafka source '{}': {e}", self.name))
+                })?;
+                let key = (m.topic().to_string(), m.partition());
+                let Some(part) = self.partitions.get_mut(&key) else {
+                    continue;
+                };
+                if part.end.is_some_and(|e| m.offset() >= e) || m.offset() < part.next {
+                    // Past a bounded end, or before the position (a seek's echo).
+                    if part.end.is_some_and(|e| m.offset() >= e) {
+                        part.next = part.next.max(part.end.unwrap_or(part.next));
+                        ended.push(key);
+                    }
+                    continue;
+                }
+                part.next = m.offset() + 1;
+                // A tombstone (no payload) carries no row.
+                if let Some(p) = m.payload() {
+                    polled.values.extend_from_slice(p);
+                    polled.values.push(b'\n');
+                    polled.keys.extend_from_slice(m.key().unwrap_or_default());
+                    polled.keys.push(b'\n');
+                    polled.origins.push((key.0, key.1, m.offset()));
+                }
+            }
+        }
+        if !ended.is_empty() {
+            let mut tpl = TopicPartitionList::new();
+            for (t, p) in &ended {
+                tpl.add_partition(t, *p);
+            }
+            let _ = self.consumer.as_ref().expect("created").pause(&tpl);
+        }
+        if polled.origins.is_empty() {
+            if self.all_done() {
+                return Ok(SourcePoll::Finished);
+            }
+            return Ok(SourcePoll::Pending(Duration::from_millis(2)));
+        }
+        let batch = self.decode(&polled)?;
+        if batch.num_rows() == 0 {
+            return Ok(SourcePoll::Pending(Duration::ZERO));
+        }
+        Ok(SourcePoll::Batch(batch))
+    }
+
+    fn snapshot_position(&mut self, checkpoint: u64) -> Result<RecordBatch> {
+        // Before the first poll: what was restored is still the position.
+        let rows: Vec<Position> = if self.partitions.is_empty() {
+            self.restored
+                .as_ref()
+                .map(|r| r.iter().map(|(k, o)| (k.clone(), *o)).collect())
+                .unwrap_or_default()
+        } else {
+            self.partitions
+                .iter()
+                .map(|(k, p)| (k.clone(), p.next))
+                .collect()
+        };
+        let batch = RecordBatch::try_new(
+            position_schema(),
+            vec![
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| &r.0.0))),
+                Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.0.1))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+            ],
+        )?;
+        self.pending.push_back((checkpoint, rows));
+        Ok(batch)
+    }
+
+    fn restore_position(&mut self, positions: Vec<RecordBatch>) -> Result<()> {
+        let mut restored = BTreeMap::new();
+        for b in positions {
+            let malformed = || self.fail("malformed checkpointed position");
+            let topics = b.column(0).as_string_opt::<i32>().ok_or_else(malformed)?;
+            let parts = b
+                .column(1)
+                .as_primitive_opt::<Int32Type>()
+                .ok_or_else(malformed)?;
+            let offsets = b
+                .column(2)
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(malformed)?;
+            for r in 0..b.num_rows() {
+                let key = (topics.value(r).to_string(), parts.value(r));
+                // At another parallelism every subtask sees every position.
+                if owner(&key.0, key.1, self.parallelism) == self.subtask {
+                    restored.insert(key, offsets.value(r));
+                }
+            }
+        }
+        self.partitions.clear();
+        self.consumer = None;
+        self.next_discovery = None;
+        self.restored = Some(restored);
+        Ok(())
+    }
+
+    /// Mirror the completed checkpoint's offsets into the group.
+    fn notify_checkpoint_complete(&mut self, checkpoint: u64) -> Result<()> {
+        let mut covered = None;
+        while self.pending.front().is_some_and(|(c, _)| *c <= checkpoint) {
+            covered = self.pending.pop_front().map(|(_, rows)| rows);
+        }
+        let (Some(rows), Some(consumer)) = (covered, self.consumer.as_ref()) else {
+            return Ok(());
+        };
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut tpl = TopicPartitionList::new();
+        for ((t, p), o) in &rows {
+            let _ = tpl.add_partition_offset(t, *p, Offset::Offset(*o));
+        }
+        if let Err(e) = consumer.commit(&tpl, CommitMode::Async) {
+            tracing::warn!(
+                "Kafka source '{}': offsets not committed to the group: {e}",
+                self.name
+            );
+        }
+        Ok(())
+    }
+}
