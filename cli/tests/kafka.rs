@@ -10,6 +10,8 @@ use weir_core::spec::{CollectHandle, SinkSpec};
 use weir_sql::SqlSession;
 use weir_tests::KafkaBroker;
 
+mod common;
+
 /// `n` orders as JSON, spread over `partitions` partitions.
 fn orders(n: i64, partitions: i32) -> Vec<weir_tests::Produced> {
     (0..n)
@@ -171,4 +173,132 @@ INSERT INTO big SELECT id, customer, amount FROM orders WHERE amount >= 20000;",
         .collect();
     ids.sort_unstable();
     assert_eq!(ids, (2000..5000).collect::<Vec<i64>>());
+}
+
+/// Orders with event times: order `i` at `base + i * 2` ms, so a one-second
+/// window holds 500 orders; customer `i % 5`.
+fn timed_orders(range: std::ops::Range<i64>, partitions: i32) -> Vec<weir_tests::Produced> {
+    let base = 1_700_000_000_000i64;
+    range
+        .map(|i| {
+            let ts = chrono::DateTime::from_timestamp_millis(base + i * 2)
+                .unwrap()
+                .format("%Y-%m-%d %H:%M:%S%.3f");
+            (
+                (i % i64::from(partitions)) as i32,
+                None,
+                format!("{{\"id\":{i},\"customer\":\"c{}\",\"ts\":\"{ts}\"}}", i % 5).into_bytes(),
+            )
+        })
+        .collect()
+}
+
+/// A streaming job on two worker processes reads a topic as it is written,
+/// counts per customer in one-second tumbling windows and writes the counts
+/// to Kafka exactly once; a worker is killed with `kill -9` after two
+/// checkpoints. Read with `read_committed`, the output holds every window
+/// of every customer once, with the count a failure-free run gives.
+#[test]
+fn a_killed_worker_under_kafka_to_kafka_leaves_each_window_once() {
+    use std::time::Instant;
+    const ROWS: i64 = 12_000;
+    const PARTITIONS: i32 = 3;
+    let kafka = KafkaBroker::start(1);
+    kafka.create_topic("clicks", PARTITIONS);
+    kafka.create_topic("counts", 2);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cluster = common::Cluster::start(2, 2, None);
+    let ends: Vec<String> = (0..PARTITIONS)
+        .map(|p| format!("partition:{p},offset:{}", ROWS / i64::from(PARTITIONS)))
+        .collect();
+    let script = format!(
+        "SET 'parallelism.default' = '2';
+SET 'execution.checkpointing.interval' = '300 ms';
+SET 'execution.checkpointing.dir' = '{chk}';
+CREATE TABLE clicks (id BIGINT, customer STRING, ts TIMESTAMP(3),
+  WATERMARK FOR ts AS ts - INTERVAL '0.1' SECOND) WITH (
+  'connector' = 'kafka', 'topic' = 'clicks', 'properties.bootstrap.servers' = '{b}',
+  'scan.startup.mode' = 'earliest-offset', 'format' = 'json',
+  'scan.bounded.mode' = 'specific-offsets', 'scan.bounded.specific-offsets' = '{ends}');
+CREATE TABLE counts (customer STRING, window_start TIMESTAMP(3), n BIGINT) WITH (
+  'connector' = 'kafka', 'topic' = 'counts', 'properties.bootstrap.servers' = '{b}',
+  'format' = 'json', 'sink.delivery-guarantee' = 'exactly-once',
+  'sink.transactional-id-prefix' = 'counts');
+INSERT INTO counts SELECT customer, window_start, COUNT(*) FROM
+  TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' SECOND))
+  GROUP BY customer, window_start, window_end;",
+        chk = tmp.path().join("chk").display(),
+        b = kafka.bootstrap(),
+        ends = ends.join(";"),
+    );
+    let file = tmp.path().join("job.sql");
+    std::fs::write(&file, &script).unwrap();
+    let o = cluster.cli(&["submit", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let id = String::from_utf8(o.stdout).unwrap().trim().to_string();
+    // Write the topic over about three seconds; kill a worker once two
+    // checkpoints completed.
+    let mut killed = false;
+    for chunk in 0..30 {
+        let from = chunk * ROWS / 30;
+        kafka.produce("clicks", &timed_orders(from..from + ROWS / 30, PARTITIONS));
+        std::thread::sleep(Duration::from_millis(100));
+        if !killed {
+            let (_, d) = cluster.rest("GET", &format!("/v1/jobs/{id}"), "");
+            if d["checkpoints"].as_array().map_or(0, Vec::len) >= 2 {
+                let worker = &mut cluster.procs.0[2];
+                worker.kill().unwrap();
+                worker.wait().unwrap();
+                killed = true;
+            }
+        }
+    }
+    assert!(killed, "no two checkpoints while the topic was written");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let d = loop {
+        let (_, d) = cluster.rest("GET", &format!("/v1/jobs/{id}"), "");
+        if matches!(
+            d["status"].as_str(),
+            Some("FINISHED" | "FAILED" | "CANCELED")
+        ) {
+            break d;
+        }
+        assert!(Instant::now() < deadline, "the job did not finish: {d:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(d["status"], "FINISHED", "{d:#}");
+    assert!(d["restarts"].as_u64().unwrap() >= 1, "{d:#}");
+    let mut got: Vec<(String, String, i64)> = kafka
+        .consume_all("counts", true)
+        .iter()
+        .map(|(_, _, _, payload)| {
+            let v: serde_json::Value = serde_json::from_slice(payload).unwrap();
+            (
+                v["customer"].as_str().unwrap().to_string(),
+                v["window_start"].as_str().unwrap().to_string(),
+                v["n"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    got.sort();
+    // The failure-free answer, computed here.
+    let mut want = std::collections::BTreeMap::new();
+    for i in 0..ROWS {
+        let ts = 1_700_000_000_000i64 + i * 2;
+        // Whole seconds, written as Flink writes them (no fraction).
+        let start = chrono::DateTime::from_timestamp_millis(ts - ts.rem_euclid(1000))
+            .unwrap()
+            .format("%Y-%m-%d %H:%M:%S")
+            .to_string();
+        *want.entry((format!("c{}", i % 5), start)).or_insert(0i64) += 1;
+    }
+    let want: Vec<(String, String, i64)> = want.into_iter().map(|((c, w), n)| (c, w, n)).collect();
+    let extra: Vec<_> = got.iter().filter(|g| !want.contains(g)).collect();
+    let missing: Vec<_> = want.iter().filter(|w| !got.contains(w)).collect();
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "windows written more or less than once: unexpected {extra:?}, missing {missing:?}"
+    );
+    assert_eq!(got, want);
 }
