@@ -311,6 +311,31 @@ impl KafkaBroker {
         producer.flush(std::time::Duration::from_secs(30)).unwrap();
     }
 
+    /// Produce `(partition, key, payload or tombstone)` messages.
+    pub fn produce_with_tombstones(
+        &self,
+        topic: &str,
+        messages: &[(i32, Option<Vec<u8>>, Option<Vec<u8>>)],
+    ) {
+        use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+        let producer: BaseProducer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", self.bootstrap())
+            .create()
+            .unwrap();
+        for (partition, key, payload) in messages {
+            let mut record: BaseRecord<'_, [u8], [u8]> =
+                BaseRecord::to(topic).partition(*partition);
+            if let Some(k) = key {
+                record = record.key(k.as_slice());
+            }
+            if let Some(p) = payload {
+                record = record.payload(p.as_slice());
+            }
+            producer.send(record).map_err(|(e, _)| e).unwrap();
+        }
+        producer.flush(std::time::Duration::from_secs(30)).unwrap();
+    }
+
     /// Every message of `topic` now: `(partition, offset, key, payload)`,
     /// committed ones only when `read_committed`.
     pub fn consume_all(&self, topic: &str, read_committed: bool) -> Vec<Consumed> {

@@ -144,7 +144,98 @@ impl ConnectorFactory for Kafka {
     }
 }
 
+/// `'connector' = 'upsert-kafka'`: a topic as a table keyed by its
+/// PRIMARY KEY — read as a changelog (a key's later value updates it, a
+/// tombstone deletes it), written from an updating query as upserts.
+pub struct UpsertKafka;
+
+impl ConnectorFactory for UpsertKafka {
+    fn identifier(&self) -> &str {
+        "upsert-kafka"
+    }
+
+    fn description(&self) -> &str {
+        "a compacted topic as a keyed table: upserts and tombstones, read as a changelog"
+    }
+
+    fn options(&self) -> Vec<ConnectorOption> {
+        plan::options(true)
+    }
+
+    fn is_source(&self) -> bool {
+        true
+    }
+
+    fn is_sink(&self) -> bool {
+        true
+    }
+
+    fn delivery(&self) -> &str {
+        "at-least-once (upserts are idempotent per key)"
+    }
+
+    fn plan_source(&self, t: &TableDescriptor) -> Option<Result<SourceSpec>> {
+        Some((|| {
+            let plan = plan::plan(t, true)?;
+            let mut fields: Vec<_> = plan.schema.fields().iter().cloned().collect();
+            fields.push(Arc::new(weir_core::spec::changelog_field()));
+            let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+            let bounded = plan.bounded != plan::Bounded::Unbounded;
+            Ok(SourceSpec::Connector(
+                ConnectorSource::new(
+                    "upsert-kafka",
+                    schema,
+                    bounded,
+                    serde_json::to_value(&plan)
+                        .map_err(|e| weir_core::WeirError::plan(e.to_string()))?,
+                )
+                .with_display(format!("upsert-kafka({})", plan.topics.join(";")))
+                .with_options(t.options.clone()),
+            ))
+        })())
+    }
+
+    fn plan_sink(&self, t: &TableDescriptor) -> Option<Result<SinkSpec>> {
+        Some((|| {
+            let plan = plan::plan(t, true)?;
+            Ok(SinkSpec::new(
+                "upsert-kafka",
+                serde_json::to_value(&plan)
+                    .map_err(|e| weir_core::WeirError::plan(e.to_string()))?,
+            )
+            .with_display(format!("upsert-kafka({})", plan.topics[0]))
+            .with_options(t.options.clone()))
+        })())
+    }
+
+    fn accepts_changelog(&self, _: &TableDescriptor) -> Result<bool> {
+        Ok(true)
+    }
+
+    fn check_source(&self, source: &ConnectorSource) -> Result<()> {
+        Kafka.check_source(source)
+    }
+
+    fn open_source(
+        &self,
+        source: &ConnectorSource,
+        ctx: &OperatorContext,
+    ) -> Option<Result<Box<dyn Source>>> {
+        Kafka.open_source(source, ctx)
+    }
+
+    fn open_sink(
+        &self,
+        sink: &SinkSpec,
+        node: &StreamNode,
+        ctx: &OperatorContext,
+    ) -> Option<Result<Box<dyn Operator>>> {
+        Kafka.open_sink(sink, node, ctx)
+    }
+}
+
 /// Register the Kafka connectors with a registry.
 pub fn register(connectors: &mut weir_operators::connectors::Connectors) {
     connectors.register(Arc::new(Kafka));
+    connectors.register(Arc::new(UpsertKafka));
 }

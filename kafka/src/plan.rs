@@ -143,6 +143,32 @@ pub(crate) fn options(upsert: bool) -> Vec<ConnectorOption> {
             "how often new partitions are looked for (default: only at start)",
         ),
     ];
+    o.extend([
+        ConnectorOption::optional(
+            "scan.bounded.mode",
+            OneOf(&[
+                "unbounded",
+                "latest-offset",
+                "group-offsets",
+                "timestamp",
+                "specific-offsets",
+            ]),
+            Some("unbounded"),
+            "where a bounded read ends",
+        ),
+        ConnectorOption::optional(
+            "scan.bounded.timestamp-millis",
+            Integer,
+            None,
+            "with 'timestamp': ms since the epoch",
+        ),
+        ConnectorOption::optional(
+            "scan.bounded.specific-offsets",
+            Text,
+            None,
+            "with 'specific-offsets': partition:0,offset:42;…",
+        ),
+    ]);
     if upsert {
         o.extend([
             ConnectorOption::required("value.format", Text, "the value's format (json, csv, raw)"),
@@ -192,30 +218,6 @@ pub(crate) fn options(upsert: bool) -> Vec<ConnectorOption> {
                 Text,
                 None,
                 "with 'specific-offsets': partition:0,offset:42;partition:1,offset:300",
-            ),
-            ConnectorOption::optional(
-                "scan.bounded.mode",
-                OneOf(&[
-                    "unbounded",
-                    "latest-offset",
-                    "group-offsets",
-                    "timestamp",
-                    "specific-offsets",
-                ]),
-                Some("unbounded"),
-                "where a bounded read ends",
-            ),
-            ConnectorOption::optional(
-                "scan.bounded.timestamp-millis",
-                Integer,
-                None,
-                "with 'timestamp': ms since the epoch",
-            ),
-            ConnectorOption::optional(
-                "scan.bounded.specific-offsets",
-                Text,
-                None,
-                "with 'specific-offsets': partition:0,offset:42;…",
             ),
             ConnectorOption::optional(
                 "sink.delivery-guarantee",
@@ -366,7 +368,13 @@ pub(crate) fn plan(t: &TableDescriptor, upsert: bool) -> Result<KafkaPlan> {
         .map(|f| f.name().clone())
         .filter(|n| !(except_key && key.as_ref().is_some_and(|k| k.fields.contains(n))))
         .collect();
-    let startup = match t.option("scan.startup.mode").unwrap_or("group-offsets") {
+    // upsert-kafka reads the whole topic: the table is its latest values.
+    let default_startup = if upsert {
+        "earliest-offset"
+    } else {
+        "group-offsets"
+    };
+    let startup = match t.option("scan.startup.mode").unwrap_or(default_startup) {
         "earliest-offset" => Startup::EarliestOffset,
         "latest-offset" => Startup::LatestOffset,
         "group-offsets" => Startup::GroupOffsets,

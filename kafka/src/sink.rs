@@ -114,7 +114,8 @@ impl KafkaSink {
         let changelog = weir_core::spec::is_changelog_schema(&schema);
         let all = formats();
         let (mut value_idx, value_schema) = plan.project(&plan.value_fields)?;
-        let value_schema = if changelog {
+        let changelog_format = all.get(&plan.format)?.changelog();
+        let value_schema = if changelog && changelog_format {
             // The changelog format takes the row kind too.
             value_idx.push(schema.fields().len() - 1);
             let mut f: Vec<Field> = value_schema
@@ -229,6 +230,28 @@ impl KafkaSink {
     /// as part of a checkpoint's transaction when `txn` is given.
     fn send(&mut self, batch: &RecordBatch, txn: Option<&str>) -> Result<()> {
         let producer = self.producer()?;
+        // upsert-kafka: -U rows are dropped, -D rows become tombstones.
+        let upsert = !self.plan.upsert_key.is_empty()
+            && weir_core::spec::is_changelog_schema(&batch.schema());
+        let filtered;
+        let batch = if upsert {
+            let kinds = batch.column(batch.num_columns() - 1).as_string::<i32>();
+            let keep: arrow::array::BooleanArray = (0..batch.num_rows())
+                .map(|r| Some(kinds.value(r) != "-U"))
+                .collect();
+            filtered = arrow::compute::filter_record_batch(batch, &keep)?;
+            &filtered
+        } else {
+            batch
+        };
+        let deletes: Vec<bool> = if upsert {
+            let kinds = batch.column(batch.num_columns() - 1).as_string::<i32>();
+            (0..batch.num_rows())
+                .map(|r| kinds.value(r) == "-D")
+                .collect()
+        } else {
+            vec![]
+        };
         let value_cols = batch.project(&self.value.0)?;
         self.bytes.clear();
         self.ends.clear();
@@ -261,7 +284,10 @@ impl KafkaSink {
                 }
                 _ => None,
             };
-            let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&topic).payload(payload);
+            let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&topic);
+            if !deletes.get(row).copied().unwrap_or(false) {
+                record = record.payload(payload);
+            }
             if let Some(k) = key {
                 record = record.key(k);
             }

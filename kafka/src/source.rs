@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{AsArray, Int32Array, Int64Array, StringArray};
+use arrow::array::{Array, AsArray, Int32Array, Int64Array, StringArray};
 use arrow::datatypes::{DataType, Field, Int32Type, Int64Type, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -52,6 +52,12 @@ pub(crate) fn client_config(plan: &KafkaPlan) -> ClientConfig {
     c
 }
 
+/// upsert-kafka: a key's latest value, with the (topic, partition) it came from.
+type Latest = (String, i32, Vec<u8>);
+
+/// upsert-kafka: (key, value or tombstone, (topic, partition, offset)).
+type Change = (Vec<u8>, Option<Vec<u8>>, (String, i32, i64));
+
 /// A partition's next offset: ((topic, partition), offset).
 type Position = ((String, i32), i64);
 
@@ -81,6 +87,10 @@ pub(crate) struct KafkaSource {
     pending: VecDeque<(u64, Vec<Position>)>,
     rows_schema: SchemaRef,
     skipped: u64,
+    /// upsert-kafka: the latest value of every key read, with its
+    /// partition (Flink's ChangelogNormalize, kept in the source: a key
+    /// lives in one partition, so in one subtask).
+    latest: Option<std::collections::HashMap<Vec<u8>, Latest>>,
 }
 
 impl KafkaSource {
@@ -91,8 +101,21 @@ impl KafkaSource {
         parallelism: usize,
         batch_size: usize,
     ) -> Self {
-        let rows_schema = weir_operators::formats::produced_schema(&plan.format, &plan.schema);
+        let upsert = !plan.upsert_key.is_empty();
+        let rows_schema = if upsert {
+            let mut f: Vec<Field> = plan
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            f.push(weir_core::spec::changelog_field());
+            Arc::new(Schema::new(f))
+        } else {
+            weir_operators::formats::produced_schema(&plan.format, &plan.schema)
+        };
         Self {
+            latest: upsert.then(Default::default),
             plan,
             name,
             subtask,
@@ -269,11 +292,52 @@ impl KafkaSource {
                 .all(|p| p.end.is_some_and(|e| p.next >= e))
     }
 
+    /// upsert-kafka: the changes of a poll as a changelog against the
+    /// latest value of each key — a new key +I, a later value -U of the
+    /// old and +U of the new, a tombstone -D of the old (of an unknown key:
+    /// nothing) — as lines to decode, and their row kinds.
+    fn normalize(&mut self, polled: &mut Polled) -> Vec<&'static str> {
+        let latest = self.latest.as_mut().expect("upsert");
+        let mut kinds = vec![];
+        let mut emit = |polled_values: &mut Vec<u8>,
+                        polled_keys: &mut Vec<u8>,
+                        origins: &mut Vec<(String, i32, i64)>,
+                        key: &[u8],
+                        value: &[u8],
+                        origin: &(String, i32, i64),
+                        kind: &'static str| {
+            polled_values.extend_from_slice(value);
+            polled_values.push(b'\n');
+            polled_keys.extend_from_slice(key);
+            polled_keys.push(b'\n');
+            origins.push(origin.clone());
+            kinds.push(kind);
+        };
+        for (key, value, origin) in std::mem::take(&mut polled.changes) {
+            let old = match &value {
+                Some(v) => latest.insert(key.clone(), (origin.0.clone(), origin.1, v.clone())),
+                None => latest.remove(&key),
+            };
+            let (values, keys, origins) =
+                (&mut polled.values, &mut polled.keys, &mut polled.origins);
+            match (old, value) {
+                (None, Some(v)) => emit(values, keys, origins, &key, &v, &origin, "+I"),
+                (Some((_, _, o)), Some(v)) => {
+                    emit(values, keys, origins, &key, &o, &origin, "-U");
+                    emit(values, keys, origins, &key, &v, &origin, "+U");
+                }
+                (Some((_, _, o)), None) => emit(values, keys, origins, &key, &o, &origin, "-D"),
+                (None, None) => {}
+            }
+        }
+        kinds
+    }
+
     /// Decode the payloads of one poll: one call of the value format over
     /// all of them, each payload a line (likewise the keys with the key
     /// format); a payload that fails is named by topic, partition and
     /// offset.
-    fn decode(&mut self, polled: &Polled) -> Result<RecordBatch> {
+    fn decode(&mut self, polled: &Polled, kinds: Option<Vec<&'static str>>) -> Result<RecordBatch> {
         let (value_idx, value_schema) = self.plan.project(&self.plan.value_fields)?;
         let value_format = self.plan.format.clone();
         let value_options = self.plan.format_options.clone();
@@ -303,7 +367,7 @@ impl KafkaSource {
             }
             _ => None,
         };
-        if key.is_none() && value_idx.len() == self.plan.schema.fields().len() {
+        if key.is_none() && kinds.is_none() && value_idx.len() == self.plan.schema.fields().len() {
             return Ok(value);
         }
         if let Some((_, k)) = &key
@@ -334,6 +398,16 @@ impl KafkaSource {
         }
         if changelog {
             columns.push(Arc::clone(value.column(value.num_columns() - 1)));
+        }
+        if let Some(kinds) = kinds {
+            if kinds.len() != value.num_rows() {
+                return Err(self.fail(format!(
+                    "{} changes but {} values decoded (an unparsable value was skipped)",
+                    kinds.len(),
+                    value.num_rows()
+                )));
+            }
+            columns.push(Arc::new(StringArray::from(kinds)));
         }
         Ok(RecordBatch::try_new(
             Arc::clone(&self.rows_schema),
@@ -409,13 +483,19 @@ struct Polled {
     values: Vec<u8>,
     keys: Vec<u8>,
     origins: Vec<(String, i32, i64)>,
+    /// upsert-kafka: (key, value or tombstone, origin) in order.
+    changes: Vec<Change>,
 }
 
+/// A partition's next offset (`key` NULL), or — upsert-kafka — the latest
+/// value of a key read from that partition.
 fn position_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("topic", DataType::Utf8, false),
         Field::new("partition", DataType::Int32, false),
         Field::new("offset", DataType::Int64, false),
+        Field::new("key", DataType::Binary, true),
+        Field::new("value", DataType::Binary, true),
     ]))
 }
 
@@ -456,6 +536,27 @@ impl Source for KafkaSource {
                     continue;
                 }
                 part.next = m.offset() + 1;
+                if self.latest.is_some() {
+                    let Some(k) = m.key() else {
+                        return Err(WeirError::Execution(format!(
+                            "Kafka source '{}': topic '{}' partition {} offset {}: an upsert-kafka \
+                             message without a key",
+                            self.name,
+                            key.0,
+                            key.1,
+                            m.offset()
+                        )));
+                    };
+                    polled.changes.push((
+                        k.to_vec(),
+                        m.payload().map(<[u8]>::to_vec),
+                        (key.0, key.1, m.offset()),
+                    ));
+                    if polled.changes.len() >= self.batch_size {
+                        break;
+                    }
+                    continue;
+                }
                 // A tombstone (no payload) carries no row.
                 if let Some(p) = m.payload() {
                     polled.values.extend_from_slice(p);
@@ -473,13 +574,17 @@ impl Source for KafkaSource {
             }
             let _ = self.consumer.as_ref().expect("created").pause(&tpl);
         }
+        let mut kinds = None;
+        if self.latest.is_some() {
+            kinds = Some(self.normalize(&mut polled));
+        }
         if polled.origins.is_empty() {
             if self.all_done() {
                 return Ok(SourcePoll::Finished);
             }
             return Ok(SourcePoll::Pending(Duration::from_millis(2)));
         }
-        let batch = self.decode(&polled)?;
+        let batch = self.decode(&polled, kinds)?;
         if batch.num_rows() == 0 {
             return Ok(SourcePoll::Pending(Duration::ZERO));
         }
@@ -499,12 +604,26 @@ impl Source for KafkaSource {
                 .map(|(k, p)| (k.clone(), p.next))
                 .collect()
         };
+        let mut topics: Vec<&str> = rows.iter().map(|r| r.0.0.as_str()).collect();
+        let mut parts: Vec<i32> = rows.iter().map(|r| r.0.1).collect();
+        let mut offsets: Vec<i64> = rows.iter().map(|r| r.1).collect();
+        let mut keys: Vec<Option<&[u8]>> = vec![None; rows.len()];
+        let mut values: Vec<Option<&[u8]>> = vec![None; rows.len()];
+        for (k, (t, p, v)) in self.latest.iter().flatten() {
+            topics.push(t);
+            parts.push(*p);
+            offsets.push(-1);
+            keys.push(Some(k));
+            values.push(Some(v));
+        }
         let batch = RecordBatch::try_new(
             position_schema(),
             vec![
-                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| &r.0.0))),
-                Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.0.1))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+                Arc::new(StringArray::from(topics)),
+                Arc::new(Int32Array::from(parts)),
+                Arc::new(Int64Array::from(offsets)),
+                Arc::new(arrow::array::BinaryArray::from(keys)),
+                Arc::new(arrow::array::BinaryArray::from(values)),
             ],
         )?;
         self.pending.push_back((checkpoint, rows));
@@ -513,6 +632,9 @@ impl Source for KafkaSource {
 
     fn restore_position(&mut self, positions: Vec<RecordBatch>) -> Result<()> {
         let mut restored = BTreeMap::new();
+        if let Some(latest) = self.latest.as_mut() {
+            latest.clear();
+        }
         for b in positions {
             let malformed = || self.fail("malformed checkpointed position");
             let topics = b.column(0).as_string_opt::<i32>().ok_or_else(malformed)?;
@@ -524,11 +646,27 @@ impl Source for KafkaSource {
                 .column(2)
                 .as_primitive_opt::<Int64Type>()
                 .ok_or_else(malformed)?;
+            let upserts = (b.num_columns() == 5).then(|| {
+                (
+                    b.column(3).as_binary_opt::<i32>(),
+                    b.column(4).as_binary_opt::<i32>(),
+                )
+            });
             for r in 0..b.num_rows() {
                 let key = (topics.value(r).to_string(), parts.value(r));
                 // At another parallelism every subtask sees every position.
-                if owner(&key.0, key.1, self.parallelism) == self.subtask {
-                    restored.insert(key, offsets.value(r));
+                if owner(&key.0, key.1, self.parallelism) != self.subtask {
+                    continue;
+                }
+                match upserts {
+                    Some((Some(k), Some(v))) if k.is_valid(r) => {
+                        if let Some(latest) = self.latest.as_mut() {
+                            latest.insert(k.value(r).to_vec(), (key.0, key.1, v.value(r).to_vec()));
+                        }
+                    }
+                    _ => {
+                        restored.insert(key, offsets.value(r));
+                    }
                 }
             }
         }
