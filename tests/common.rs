@@ -253,6 +253,9 @@ impl Drop for BlobServer {
 /// A message to produce: (partition, key, payload).
 pub type Produced = (i32, Option<Vec<u8>>, Vec<u8>);
 
+/// A message to produce that may be a tombstone: (partition, key, payload).
+pub type Upserted = (i32, Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// A message read: (partition, offset, key, payload).
 pub type Consumed = (i32, i64, Option<Vec<u8>>, Vec<u8>);
 
@@ -312,11 +315,7 @@ impl KafkaBroker {
     }
 
     /// Produce `(partition, key, payload or tombstone)` messages.
-    pub fn produce_with_tombstones(
-        &self,
-        topic: &str,
-        messages: &[(i32, Option<Vec<u8>>, Option<Vec<u8>>)],
-    ) {
+    pub fn produce_with_tombstones(&self, topic: &str, messages: &[Upserted]) {
         use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
         let producer: BaseProducer = rdkafka::ClientConfig::new()
             .set("bootstrap.servers", self.bootstrap())
