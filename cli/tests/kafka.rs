@@ -510,3 +510,115 @@ INSERT INTO dst SELECT * FROM orders;",
     ids.sort_unstable();
     assert_eq!(ids, (0..ROWS).collect::<Vec<i64>>());
 }
+
+/// Clicks at event times `times` (ms after a base) into `partition`.
+fn clicks_at(partition: i32, times: impl Iterator<Item = i64>) -> Vec<weir_tests::Produced> {
+    times
+        .map(|t| {
+            let ts = chrono::DateTime::from_timestamp_millis(1_700_000_000_000 + t)
+                .unwrap()
+                .format("%Y-%m-%d %H:%M:%S%.3f");
+            (
+                partition,
+                None,
+                format!("{{\"id\":{t},\"customer\":\"c\",\"ts\":\"{ts}\"}}").into_bytes(),
+            )
+        })
+        .collect()
+}
+
+/// A streaming window count over topic `topic` at `parallelism`, running;
+/// its rows arrive in the returned handle.
+fn window_counts(
+    kafka: &KafkaBroker,
+    topic: &str,
+    parallelism: usize,
+) -> (Box<dyn weir_core::graph::JobClient>, CollectHandle) {
+    let b = kafka.bootstrap();
+    let mut s = SqlSession::new();
+    s.execute_script(&format!(
+        "CREATE TABLE clicks (id BIGINT, customer STRING, ts TIMESTAMP(3),
+  WATERMARK FOR ts AS ts) WITH (
+  'connector' = 'kafka', 'topic' = '{topic}', 'properties.bootstrap.servers' = '{b}',
+  'scan.startup.mode' = 'earliest-offset', 'format' = 'json');
+SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' SECOND))
+  GROUP BY window_start, window_end;"
+    ))
+    .unwrap();
+    let env = weir_worker::local_environment().unwrap();
+    env.set_parallelism(parallelism);
+    env.configure(|c| c.watermark_interval = Duration::from_millis(20));
+    let rows = CollectHandle::new();
+    let sink = rows.clone();
+    s.build_with(&env, &move || SinkSpec::from(sink.clone()))
+        .unwrap();
+    (env.execute_async("windows").unwrap(), rows)
+}
+
+fn wait_rows(rows: &CollectHandle, n: usize, why: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while rows.num_rows() < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{why}: {} rows",
+            rows.num_rows()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Windows fire by the slowest partition's watermark, also when one
+/// subtask reads both the fast and the slow partition.
+#[test]
+fn watermarks_follow_the_slowest_partition() {
+    let kafka = KafkaBroker::start(1);
+    kafka.create_topic("clicks", 3);
+    // At parallelism 2, partitions 0 and 2 go to the same subtask.
+    assert_eq!(
+        weir_kafka_owner("clicks", 0, 2),
+        weir_kafka_owner("clicks", 2, 2)
+    );
+    let (job, rows) = window_counts(&kafka, "clicks", 2);
+    // Partitions 0 and 1 run ahead to 9.5 s; partition 2 only to 1.5 s.
+    kafka.produce("clicks", &clicks_at(0, (0..20).map(|i| i * 500)));
+    kafka.produce("clicks", &clicks_at(1, (0..20).map(|i| i * 500)));
+    kafka.produce("clicks", &clicks_at(2, (0..4).map(|i| i * 500)));
+    wait_rows(&rows, 1, "no window fired");
+    // Only the first window (to 1 s) is past the slow partition's
+    // watermark (1.5 s); give later windows time to fire wrongly.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(rows.num_rows(), 1, "a window fired past the slow partition");
+    // The slow partition catches up: the windows to 9 s fire.
+    kafka.produce("clicks", &clicks_at(2, (4..20).map(|i| i * 500)));
+    wait_rows(&rows, 9, "the windows did not fire");
+    job.cancel();
+    let _ = job.wait();
+    let counts: Vec<i64> = rows
+        .batches()
+        .iter()
+        .flat_map(|b| b.column(1).as_primitive::<Int64Type>().values().to_vec())
+        .collect();
+    assert!(counts.iter().all(|&n| n == 6), "{counts:?}");
+}
+
+/// A subtask that reads no partition is idle: it does not hold back the
+/// windows of the others.
+#[test]
+fn a_subtask_without_partitions_does_not_hold_windows_back() {
+    let kafka = KafkaBroker::start(1);
+    kafka.create_topic("one", 1);
+    let (job, rows) = window_counts(&kafka, "one", 3);
+    kafka.produce("one", &clicks_at(0, (0..20).map(|i| i * 500)));
+    wait_rows(&rows, 9, "an empty subtask held the windows back");
+    job.cancel();
+    let _ = job.wait();
+}
+
+/// The subtask Flink's rule gives a partition (as the source assigns).
+fn weir_kafka_owner(topic: &str, partition: i32, parallelism: usize) -> usize {
+    let h = topic
+        .encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+    let start = i64::from(h.wrapping_mul(31) & 0x7FFF_FFFF) % parallelism as i64;
+    ((start + i64::from(partition)) % parallelism as i64) as usize
+}

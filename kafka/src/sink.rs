@@ -426,7 +426,17 @@ impl KafkaSink {
                 )));
             }
             if let Some(m) = consumer.poll(Duration::from_millis(50)) {
-                let m = m.map_err(|e| self.fail(format!("transaction check: {e}")))?;
+                let m = match m {
+                    Ok(m) => m,
+                    Err(e) if crate::source::transient(&e) => {
+                        tracing::warn!(
+                            "Kafka sink '{}': transaction check: {e} (retrying)",
+                            self.name
+                        );
+                        continue;
+                    }
+                    Err(e) => return Err(self.fail(format!("transaction check: {e}"))),
+                };
                 let marked = m.headers().is_some_and(|h| {
                     (0..h.count()).any(|i| {
                         let header = h.get(i);

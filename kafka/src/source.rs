@@ -27,6 +27,26 @@ use weir_operators::{Source, SourcePoll};
 
 use crate::plan::{Bounded, KafkaPlan, Startup};
 
+/// Whether a consumer error is the client reporting a broker it will
+/// reconnect to (or the end of a partition): worth a log line, not a
+/// failure — librdkafka keeps retrying.
+pub(crate) fn transient(e: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            C::BrokerTransportFailure
+                | C::AllBrokersDown
+                | C::PartitionEOF
+                | C::OperationTimedOut
+                | C::RequestTimedOut
+                | C::NetworkException
+                | C::LeaderNotAvailable
+                | C::NotLeaderForPartition
+        )
+    )
+}
+
 /// How long metadata and offset lookups may take.
 const LOOKUP: Duration = Duration::from_secs(30);
 
@@ -91,6 +111,12 @@ pub(crate) struct KafkaSource {
     /// partition (Flink's ChangelogNormalize, kept in the source: a key
     /// lives in one partition, so in one subtask).
     latest: Option<std::collections::HashMap<Vec<u8>, Latest>>,
+    /// Decoded rows not yet emitted, one batch per partition:
+    /// (partition, its first offset, rows).
+    ready: VecDeque<((String, i32), i64, RecordBatch)>,
+    /// The partition of the batch emitted last (the task keeps a
+    /// watermark per partition).
+    last_split: Option<u64>,
 }
 
 impl KafkaSource {
@@ -116,6 +142,8 @@ impl KafkaSource {
         };
         Self {
             latest: upsert.then(Default::default),
+            ready: VecDeque::new(),
+            last_split: None,
             plan,
             name,
             subtask,
@@ -499,8 +527,74 @@ fn position_schema() -> SchemaRef {
     ]))
 }
 
+/// A partition as a split number for per-split watermarks.
+fn split_id((topic, partition): &(String, i32)) -> u64 {
+    (u64::from(java_hash(topic) as u32) << 32) | u64::from(*partition as u32)
+}
+
+impl KafkaSource {
+    /// Queue the rows of a poll one batch per partition, in the order of
+    /// their first rows; rows whose origin is unknown (a skipped message
+    /// shifted them) go as one batch of no partition.
+    fn queue_by_partition(
+        &mut self,
+        batch: RecordBatch,
+        origins: &[(String, i32, i64)],
+    ) -> Result<()> {
+        let mut order: Vec<((String, i32), i64)> = vec![];
+        let mut rows: BTreeMap<(String, i32), Vec<u32>> = BTreeMap::new();
+        for (r, (t, p, o)) in origins.iter().enumerate() {
+            let key = (t.clone(), *p);
+            let entry = rows.entry(key.clone()).or_default();
+            if entry.is_empty() {
+                order.push((key, *o));
+            }
+            entry.push(r as u32);
+        }
+        if order.len() == 1 {
+            let (key, first) = order.pop().expect("one");
+            self.ready.push_back((key, first, batch));
+            return Ok(());
+        }
+        for (key, first) in order {
+            let idx = arrow::array::UInt32Array::from(rows.remove(&key).unwrap_or_default());
+            let part = arrow::compute::take_record_batch(&batch, &idx)?;
+            self.ready.push_back((key, first, part));
+        }
+        Ok(())
+    }
+}
+
 impl Source for KafkaSource {
+    fn split_of_last_batch(&self) -> Option<u64> {
+        self.last_split
+    }
+
+    /// The assigned partitions not yet read to a bounded end (upsert
+    /// tables emit whole polls and name no splits).
+    fn active_splits(&self) -> Option<Vec<u64>> {
+        if self.latest.is_some() {
+            return None;
+        }
+        Some(
+            self.partitions
+                .iter()
+                .filter(|(_, p)| p.end.is_none_or(|e| p.next < e))
+                .map(|(k, _)| split_id(k))
+                .collect(),
+        )
+    }
+
+    /// Assigned no partitions (more subtasks than partitions).
+    fn is_idle(&self) -> bool {
+        self.consumer.is_some() && self.partitions.is_empty()
+    }
+
     fn poll_next(&mut self) -> Result<SourcePoll> {
+        if let Some((key, _, batch)) = self.ready.pop_front() {
+            self.last_split = Some(split_id(&key));
+            return Ok(SourcePoll::Batch(batch));
+        }
         let due = self.next_discovery.is_none_or(|t| Instant::now() >= t);
         if due {
             self.discover()?;
@@ -520,9 +614,19 @@ impl Source for KafkaSource {
                 let Some(next) = consumer.poll(Duration::ZERO) else {
                     break;
                 };
-                let m = next.map_err(|e| {
-                    WeirError::Execution(format!("Kafka source '{}': {e}", self.name))
-                })?;
+                let m = match next {
+                    Ok(m) => m,
+                    Err(e) if transient(&e) => {
+                        tracing::warn!("Kafka source '{}': {e} (retrying)", self.name);
+                        break;
+                    }
+                    Err(e) => {
+                        return Err(WeirError::Execution(format!(
+                            "Kafka source '{}': {e}",
+                            self.name
+                        )));
+                    }
+                };
                 let key = (m.topic().to_string(), m.partition());
                 let Some(part) = self.partitions.get_mut(&key) else {
                     continue;
@@ -584,10 +688,21 @@ impl Source for KafkaSource {
             }
             return Ok(SourcePoll::Pending(Duration::from_millis(2)));
         }
+        let upsert = kinds.is_some();
         let batch = self.decode(&polled, kinds)?;
         if batch.num_rows() == 0 {
             return Ok(SourcePoll::Pending(Duration::ZERO));
         }
+        // One batch per partition, for per-partition watermarks — not for
+        // upsert tables, whose per-key state already counts every row of
+        // the poll as emitted.
+        if upsert || batch.num_rows() != polled.origins.len() {
+            self.last_split = None;
+            return Ok(SourcePoll::Batch(batch));
+        }
+        self.queue_by_partition(batch, &polled.origins)?;
+        let (key, _, batch) = self.ready.pop_front().expect("queued above");
+        self.last_split = Some(split_id(&key));
         Ok(SourcePoll::Batch(batch))
     }
 
@@ -599,9 +714,18 @@ impl Source for KafkaSource {
                 .map(|r| r.iter().map(|(k, o)| (k.clone(), *o)).collect())
                 .unwrap_or_default()
         } else {
+            // Rows decoded but not emitted yet are read again on restore.
             self.partitions
                 .iter()
-                .map(|(k, p)| (k.clone(), p.next))
+                .map(|(k, p)| {
+                    let queued = self
+                        .ready
+                        .iter()
+                        .filter(|(q, _, _)| q == k)
+                        .map(|(_, first, _)| *first)
+                        .min();
+                    (k.clone(), queued.unwrap_or(p.next))
+                })
                 .collect()
         };
         let mut topics: Vec<&str> = rows.iter().map(|r| r.0.0.as_str()).collect();
@@ -671,6 +795,7 @@ impl Source for KafkaSource {
             }
         }
         self.partitions.clear();
+        self.ready.clear();
         self.consumer = None;
         self.next_discovery = None;
         self.restored = Some(restored);

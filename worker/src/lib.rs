@@ -17,6 +17,7 @@ pub mod executor;
 pub mod gate;
 pub mod node;
 pub mod recovery;
+mod split_watermarks;
 pub mod task;
 
 pub use connectors::{ProcessConnectors, connectors, register_connector};

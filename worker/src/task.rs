@@ -243,7 +243,7 @@ impl Task {
     ) -> Result<u64> {
         let mut tail = ChainOutput::default();
         let mut rows = 0u64;
-        let mut generator = watermarks.create_generator();
+        let mut generator = crate::split_watermarks::SplitWatermarks::new(&watermarks);
         let mut emitted = Watermark::MIN;
         let mut last_emit = Instant::now();
         let mut last_data = Instant::now();
@@ -294,18 +294,23 @@ impl Task {
                         idle = false;
                         self.broadcast(StreamMessage::Idle(false)).await?;
                     }
-                    if let (Some(idx), Some(g), true) = (rowtime, generator.as_mut(), streaming) {
+                    if let (Some(idx), true) = (rowtime, streaming) {
                         let name = batch.schema().field(idx).name().clone();
-                        g.on_timestamps(timestamps(batch.column(idx), &name)?);
+                        generator.on_timestamps(
+                            source.split_of_last_batch(),
+                            timestamps(batch.column(idx), &name)?,
+                        );
                     }
                     self.chain.process(batch, &mut tail)?;
                     self.flush(&mut tail).await?;
                 }
                 SourcePoll::Pending(wait) => {
-                    if let Some(timeout) = watermarks.idleness
-                        && !idle
-                        && last_data.elapsed() >= timeout
-                    {
+                    // Idle after the idle timeout without data, or at once
+                    // when it has nothing to read (a subtask without splits).
+                    let quiet = watermarks
+                        .idleness
+                        .is_some_and(|timeout| last_data.elapsed() >= timeout);
+                    if !idle && (quiet || source.is_idle()) {
                         idle = true;
                         self.broadcast(StreamMessage::Idle(true)).await?;
                     }
@@ -314,10 +319,17 @@ impl Task {
                 SourcePoll::Finished => break,
             }
             self.processing_time(&mut tail).await?;
-            // Periodic watermarks, as Flink's auto-watermark interval.
+            // Periodic watermarks, as Flink's auto-watermark interval; a
+            // source that reads splits says which, so each counts.
             if streaming
                 && last_emit.elapsed() >= self.watermark_interval
-                && let Some(w) = generator.as_ref().and_then(|g| g.current_watermark())
+                && let Some(splits) = source.active_splits()
+            {
+                generator.register(&splits);
+            }
+            if streaming
+                && last_emit.elapsed() >= self.watermark_interval
+                && let Some(w) = generator.current_watermark()
                 && w > emitted
             {
                 emitted = w;

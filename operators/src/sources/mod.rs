@@ -73,6 +73,27 @@ pub trait Source: Send {
     fn position_is_union(&self) -> bool {
         false
     }
+
+    /// The split (a Kafka partition) the batch last returned comes from,
+    /// when each batch comes from one: the task then keeps a watermark per
+    /// split and emits their minimum (Flink's per-partition watermarks).
+    fn split_of_last_batch(&self) -> Option<u64> {
+        None
+    }
+
+    /// The splits it reads now, when it names them (see
+    /// [`Self::split_of_last_batch`]): one that has not shown data holds
+    /// the watermark back until it does or goes idle.
+    fn active_splits(&self) -> Option<Vec<u64>> {
+        None
+    }
+
+    /// Whether it has nothing to read and will not soon (a subtask assigned
+    /// no partitions): the task marks it idle at once, so downstream
+    /// watermarks do not wait for it.
+    fn is_idle(&self) -> bool {
+        false
+    }
 }
 
 /// Instantiate the source of a stream node for one subtask.
@@ -155,6 +176,18 @@ impl Source for ComputedSource {
 
     fn position_is_union(&self) -> bool {
         self.inner.position_is_union()
+    }
+
+    fn split_of_last_batch(&self) -> Option<u64> {
+        self.inner.split_of_last_batch()
+    }
+
+    fn active_splits(&self) -> Option<Vec<u64>> {
+        self.inner.active_splits()
+    }
+
+    fn is_idle(&self) -> bool {
+        self.inner.is_idle()
     }
 }
 
