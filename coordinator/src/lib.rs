@@ -181,12 +181,20 @@ impl Coordinator {
                 rest::serve(options.rest_bind, Arc::clone(&state), options.token.clone()).await?;
             Ok::<_, WeirError>((rest_addr, rpc_addr))
         })?;
+        let addresses = [rest_addr.to_string(), rpc_addr.to_string()];
         let token_files = match (&options.token, made_token) {
-            (Some(token), true) => weir_flight::token_file::write(
-                token,
-                &[rest_addr.to_string(), rpc_addr.to_string()],
-            )?,
-            _ => vec![],
+            (Some(token), true) => weir_flight::token_file::write(token, &addresses)?,
+            _ => {
+                // A file left for these addresses by a coordinator that was
+                // killed names a token this one does not use: clients
+                // would present it. It goes.
+                let stale: Vec<_> = addresses
+                    .iter()
+                    .map(|a| weir_flight::token_file::path_for(a))
+                    .collect();
+                weir_flight::token_file::remove(&stale);
+                vec![]
+            }
         };
         runtime.spawn(jobs::monitor_heartbeats(Arc::clone(&state)));
         runtime.spawn(checkpoints::run(Arc::clone(&state)));
