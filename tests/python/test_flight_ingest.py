@@ -209,7 +209,9 @@ def main(weir):
         second = subprocess.run([sys.executable, me, "--client", addr, acks, "0"], timeout=120)
         assert second.returncode == 0, "the resumed client failed"
         resumed = [int(line.split()[1]) for line in log_lines(acks) if line.startswith("resume")]
-        assert resumed[0] == 1 and acked < resumed[1] <= sent + 1, (
+        # The kill may land between a write and its log line: the server can
+        # hold (and acknowledge) one batch more than the log says was sent.
+        assert resumed[0] == 1 and acked < resumed[1] <= sent + 2, (
             f"the resumed client started at batch {resumed[1]}; acknowledged {acked}, sent {sent}")
         print(f"second client resumed at batch {resumed[1]} and finished")
 
