@@ -235,19 +235,21 @@ impl KafkaSink {
             && weir_core::spec::is_changelog_schema(&batch.schema());
         let filtered;
         let batch = if upsert {
-            let kinds = batch.column(batch.num_columns() - 1).as_string::<i32>();
-            let keep: arrow::array::BooleanArray = (0..batch.num_rows())
-                .map(|r| Some(kinds.value(r) != "-U"))
-                .collect();
+            let kinds = batch.column(batch.num_columns() - 1);
+            let keep = arrow::compute::kernels::cmp::neq(
+                kinds,
+                &arrow::array::StringArray::new_scalar("-U"),
+            )?;
             filtered = arrow::compute::filter_record_batch(batch, &keep)?;
             &filtered
         } else {
             batch
         };
         let deletes: Vec<bool> = if upsert {
-            let kinds = batch.column(batch.num_columns() - 1).as_string::<i32>();
-            (0..batch.num_rows())
-                .map(|r| kinds.value(r) == "-D")
+            let kinds = batch.column(batch.num_columns() - 1);
+            arrow::compute::kernels::cmp::eq(kinds, &arrow::array::StringArray::new_scalar("-D"))?
+                .values()
+                .iter()
                 .collect()
         } else {
             vec![]
