@@ -13,6 +13,7 @@ use weir_operators::connectors::{ConnectorFactory, Connectors};
 static REGISTRY: LazyLock<RwLock<Connectors>> = LazyLock::new(|| {
     let mut c = Connectors::default();
     c.register(Arc::new(weir_flight::connector::Flight));
+    #[cfg(feature = "kafka")]
     weir_kafka::register(&mut c);
     RwLock::new(c)
 });
