@@ -256,6 +256,10 @@ pub type Produced = (i32, Option<Vec<u8>>, Vec<u8>);
 /// A message to produce that may be a tombstone: (partition, key, payload).
 pub type Upserted = (i32, Option<Vec<u8>>, Option<Vec<u8>>);
 
+/// A message with its timestamp and headers: (partition, offset (ignored
+/// when producing), timestamp ms, headers, payload).
+pub type WithHeaders = (i32, i64, Option<i64>, Vec<(String, Vec<u8>)>, Vec<u8>);
+
 /// A message read: (partition, offset, key, payload).
 pub type Consumed = (i32, i64, Option<Vec<u8>>, Vec<u8>);
 
@@ -338,8 +342,79 @@ impl KafkaBroker {
     /// Every message of `topic` now: `(partition, offset, key, payload)`,
     /// committed ones only when `read_committed`.
     pub fn consume_all(&self, topic: &str, read_committed: bool) -> Vec<Consumed> {
-        use rdkafka::consumer::{BaseConsumer, Consumer};
         use rdkafka::message::Message;
+        let mut out = vec![];
+        self.read_topic(topic, read_committed, |m| {
+            out.push((
+                m.partition(),
+                m.offset(),
+                m.key().map(<[u8]>::to_vec),
+                m.payload().unwrap_or_default().to_vec(),
+            ));
+        });
+        out
+    }
+
+    /// Every message of `topic` now with its timestamp (ms) and headers:
+    /// `(partition, offset, timestamp, headers, payload)`.
+    pub fn consume_with_headers(&self, topic: &str) -> Vec<WithHeaders> {
+        use rdkafka::message::{Headers, Message};
+        let mut out = vec![];
+        self.read_topic(topic, false, |m| {
+            let headers = m
+                .headers()
+                .map(|h| {
+                    h.iter()
+                        .map(|h| (h.key.to_string(), h.value.unwrap_or_default().to_vec()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push((
+                m.partition(),
+                m.offset(),
+                m.timestamp().to_millis(),
+                headers,
+                m.payload().unwrap_or_default().to_vec(),
+            ));
+        });
+        out
+    }
+
+    /// Produce `(partition, timestamp ms, headers, payload)` messages.
+    pub fn produce_with_headers(&self, topic: &str, messages: &[WithHeaders]) {
+        use rdkafka::message::{Header, OwnedHeaders};
+        use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+        let producer: BaseProducer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", self.bootstrap())
+            .create()
+            .unwrap();
+        for (partition, _, ts, headers, payload) in messages {
+            let mut h = OwnedHeaders::new();
+            for (k, v) in headers {
+                h = h.insert(Header {
+                    key: k.as_str(),
+                    value: Some(v.as_slice()),
+                });
+            }
+            let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic)
+                .payload(payload.as_slice())
+                .partition(*partition)
+                .headers(h);
+            if let Some(ts) = ts {
+                record = record.timestamp(*ts);
+            }
+            producer.send(record).map_err(|(e, _)| e).unwrap();
+        }
+        producer.flush(std::time::Duration::from_secs(30)).unwrap();
+    }
+
+    fn read_topic(
+        &self,
+        topic: &str,
+        read_committed: bool,
+        mut each: impl FnMut(&rdkafka::message::BorrowedMessage<'_>),
+    ) {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
         let consumer: BaseConsumer = rdkafka::ClientConfig::new()
             .set("bootstrap.servers", self.bootstrap())
             .set("group.id", "weir-test-reader")
@@ -366,9 +441,8 @@ impl KafkaBroker {
                     .unwrap();
             }
         }
-        let mut out = vec![];
         if ends.is_empty() {
-            return out;
+            return;
         }
         consumer.assign(&tpl).unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -376,12 +450,7 @@ impl KafkaBroker {
         while done.len() < ends.len() && std::time::Instant::now() < deadline {
             match consumer.poll(std::time::Duration::from_millis(100)) {
                 Some(Ok(m)) => {
-                    out.push((
-                        m.partition(),
-                        m.offset(),
-                        m.key().map(<[u8]>::to_vec),
-                        m.payload().unwrap_or_default().to_vec(),
-                    ));
+                    each(&m);
                     // Transaction markers take offsets too: a partition is
                     // read when the position reaches its end.
                 }
@@ -398,6 +467,5 @@ impl KafkaBroker {
                 }
             }
         }
-        out
     }
 }

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 
 use crate::error::{Result, WeirError};
@@ -177,6 +177,94 @@ pub struct TableDescriptor {
     /// prove fails them (Parquet row groups by their statistics), never
     /// to drop a row it cannot: the query still filters every row.
     pub filters: Vec<datafusion_expr::Expr>,
+    /// `METADATA` columns, in declared order: a source appends them, named
+    /// as declared, after the physical columns; a sink receives the
+    /// persisted (not `VIRTUAL`) ones after the physical columns.
+    pub metadata: Vec<MetadataColumn>,
+}
+
+/// A table's column read from (or written to) what a connector knows
+/// beside the payload: `name TYPE METADATA [FROM 'key'] [VIRTUAL]`, as a
+/// Kafka message's topic, partition, offset, timestamp or headers.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MetadataColumn {
+    /// The column's name.
+    pub name: String,
+    /// The connector's metadata key (the name when no `FROM`).
+    pub key: String,
+    /// The declared type (the connector's is cast to it).
+    pub data_type: DataType,
+    /// `VIRTUAL`: read only, not written by an `INSERT`.
+    pub is_virtual: bool,
+}
+
+/// A metadata key a connector offers, with its type.
+#[derive(Debug, Clone)]
+pub struct MetadataKey {
+    /// The key (`offset`, `timestamp`, …).
+    pub key: &'static str,
+    /// Its type as the connector produces (or takes) it.
+    pub data_type: DataType,
+    /// Whether a sink writes it (a persisted column of it).
+    pub writable: bool,
+    /// What it is, in a line.
+    pub description: &'static str,
+}
+
+impl TableDescriptor {
+    /// The metadata columns a sink receives (after the physical ones).
+    pub fn persisted_metadata(&self) -> impl Iterator<Item = &MetadataColumn> {
+        self.metadata.iter().filter(|m| !m.is_virtual)
+    }
+
+    /// Check the metadata columns against what a connector offers: a known
+    /// key, a type the connector's casts to (and back, when written), a
+    /// persisted column only of a writable key when `as_sink`.
+    pub fn check_metadata(
+        &self,
+        connector: &str,
+        offered: &[MetadataKey],
+        as_sink: bool,
+    ) -> Result<()> {
+        for m in &self.metadata {
+            let Some(k) = offered.iter().find(|k| k.key == m.key) else {
+                return Err(self.error(format!(
+                    "column '{}': connector '{connector}' has no metadata key '{}'{}",
+                    m.name,
+                    m.key,
+                    if offered.is_empty() {
+                        " (it has no metadata)".to_string()
+                    } else {
+                        format!(
+                            "; its keys are {}",
+                            offered.iter().map(|k| k.key).collect::<Vec<_>>().join(", ")
+                        )
+                    }
+                )));
+            };
+            if !arrow::compute::can_cast_types(&k.data_type, &m.data_type) {
+                return Err(self.error(format!(
+                    "column '{}': metadata '{}' is {} and cannot be read as {}",
+                    m.name, m.key, k.data_type, m.data_type
+                )));
+            }
+            if as_sink && !m.is_virtual {
+                if !k.writable {
+                    return Err(self.error(format!(
+                        "column '{}': metadata '{}' of connector '{connector}' cannot be written; declare it VIRTUAL",
+                        m.name, m.key
+                    )));
+                }
+                if !arrow::compute::can_cast_types(&m.data_type, &k.data_type) {
+                    return Err(self.error(format!(
+                        "column '{}': {} cannot be written as metadata '{}' ({})",
+                        m.name, m.data_type, m.key, k.data_type
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl TableDescriptor {

@@ -30,36 +30,48 @@ pub use plan::KafkaPlan;
 /// `'connector' = 'kafka'`.
 pub struct Kafka;
 
-fn planned_source(t: &TableDescriptor) -> Result<SourceSpec> {
-    let plan = plan::plan(t, false)?;
-    let schema = weir_operators::formats::produced_schema(&plan.format, &plan.schema);
+fn planned_source(t: &TableDescriptor, upsert: bool) -> Result<SourceSpec> {
+    let plan = plan::plan(t, upsert)?;
+    let connector = if upsert { "upsert-kafka" } else { "kafka" };
     let bounded = plan.bounded != plan::Bounded::Unbounded;
     let display = format!(
-        "kafka({}{})",
-        plan.topics.join(";"),
+        "{connector}({}{})",
+        match &plan.topic_pattern {
+            Some(p) => format!("pattern '{p}'"),
+            None => plan.topics.join(";"),
+        },
         if bounded { ", bounded" } else { "" }
     );
     Ok(SourceSpec::Connector(
         ConnectorSource::new(
-            "kafka",
-            schema,
+            connector,
+            source::rows_schema(&plan),
             bounded,
-            serde_json::to_value(&plan).map_err(|e| weir_core::WeirError::plan(e.to_string()))?,
+            planned(&plan)?,
         )
         .with_display(display)
         .with_options(t.options.clone()),
     ))
 }
 
-fn planned_sink(t: &TableDescriptor) -> Result<SinkSpec> {
-    let plan = plan::plan(t, false)?;
-    let display = format!("kafka({}, {})", plan.topics[0], plan.delivery);
-    Ok(SinkSpec::new(
-        "kafka",
-        serde_json::to_value(&plan).map_err(|e| weir_core::WeirError::plan(e.to_string()))?,
-    )
-    .with_display(display)
-    .with_options(t.options.clone()))
+fn planned_sink(t: &TableDescriptor, upsert: bool) -> Result<SinkSpec> {
+    let plan = plan::plan(t, upsert)?;
+    let connector = if upsert { "upsert-kafka" } else { "kafka" };
+    let Some(topic) = plan.topics.first() else {
+        return Err(t.error("a Kafka sink writes one 'topic', not a 'topic-pattern'"));
+    };
+    let display = if upsert {
+        format!("{connector}({topic})")
+    } else {
+        format!("{connector}({topic}, {})", plan.delivery)
+    };
+    Ok(SinkSpec::new(connector, planned(&plan)?)
+        .with_display(display)
+        .with_options(t.options.clone()))
+}
+
+fn planned(plan: &KafkaPlan) -> Result<serde_json::Value> {
+    serde_json::to_value(plan).map_err(|e| weir_core::WeirError::plan(e.to_string()))
 }
 
 impl ConnectorFactory for Kafka {
@@ -87,12 +99,16 @@ impl ConnectorFactory for Kafka {
         "sink.delivery-guarantee: none, at-least-once (default) or exactly-once"
     }
 
+    fn metadata(&self) -> Vec<weir_core::connector::MetadataKey> {
+        plan::metadata_keys()
+    }
+
     fn plan_source(&self, t: &TableDescriptor) -> Option<Result<SourceSpec>> {
-        Some(planned_source(t))
+        Some(planned_source(t, false))
     }
 
     fn plan_sink(&self, t: &TableDescriptor) -> Option<Result<SinkSpec>> {
-        Some(planned_sink(t))
+        Some(planned_sink(t, false))
     }
 
     /// With a changelog format (`debezium-json`).
@@ -175,37 +191,11 @@ impl ConnectorFactory for UpsertKafka {
     }
 
     fn plan_source(&self, t: &TableDescriptor) -> Option<Result<SourceSpec>> {
-        Some((|| {
-            let plan = plan::plan(t, true)?;
-            let mut fields: Vec<_> = plan.schema.fields().iter().cloned().collect();
-            fields.push(Arc::new(weir_core::spec::changelog_field()));
-            let schema = Arc::new(arrow::datatypes::Schema::new(fields));
-            let bounded = plan.bounded != plan::Bounded::Unbounded;
-            Ok(SourceSpec::Connector(
-                ConnectorSource::new(
-                    "upsert-kafka",
-                    schema,
-                    bounded,
-                    serde_json::to_value(&plan)
-                        .map_err(|e| weir_core::WeirError::plan(e.to_string()))?,
-                )
-                .with_display(format!("upsert-kafka({})", plan.topics.join(";")))
-                .with_options(t.options.clone()),
-            ))
-        })())
+        Some(planned_source(t, true))
     }
 
     fn plan_sink(&self, t: &TableDescriptor) -> Option<Result<SinkSpec>> {
-        Some((|| {
-            let plan = plan::plan(t, true)?;
-            Ok(SinkSpec::new(
-                "upsert-kafka",
-                serde_json::to_value(&plan)
-                    .map_err(|e| weir_core::WeirError::plan(e.to_string()))?,
-            )
-            .with_display(format!("upsert-kafka({})", plan.topics[0]))
-            .with_options(t.options.clone()))
-        })())
+        Some(planned_sink(t, true))
     }
 
     fn accepts_changelog(&self, _: &TableDescriptor) -> Result<bool> {

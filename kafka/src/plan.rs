@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use arrow::datatypes::{Schema, SchemaRef};
-use weir_core::connector::{ConnectorOption, OptionKind, Options, TableDescriptor};
+use weir_core::connector::{
+    ConnectorOption, MetadataColumn, MetadataKey, OptionKind, Options, TableDescriptor,
+};
 use weir_core::{Result, WeirError};
 use weir_operators::formats::formats;
 
@@ -58,6 +60,11 @@ pub struct KeyPlan {
 pub struct KafkaPlan {
     /// Topics read or written (a sink writes the first).
     pub topics: Vec<String>,
+    /// `topic-pattern`: read every topic whose whole name matches.
+    pub topic_pattern: Option<String>,
+    /// `METADATA` columns: read after the physical ones; the persisted
+    /// ones written (`timestamp`, `headers`).
+    pub metadata: Vec<MetadataColumn>,
     /// Client properties (`properties.*` without the prefix).
     pub properties: BTreeMap<String, String>,
     /// The value's format and its options (`json.…`).
@@ -194,7 +201,12 @@ pub(crate) fn options(upsert: bool) -> Vec<ConnectorOption> {
                 "the value's format (json, csv, raw, debezium-json); its options follow",
             ),
             ConnectorOption::optional("value.format", Text, None, "the value's format"),
-            ConnectorOption::optional("topic-pattern", Text, None, "not supported yet"),
+            ConnectorOption::optional(
+                "topic-pattern",
+                Text,
+                None,
+                "a regular expression: read every topic whose whole name matches (found again by discovery)",
+            ),
             ConnectorOption::optional(
                 "scan.startup.mode",
                 OneOf(&[
@@ -288,12 +300,29 @@ fn list(v: &str) -> Vec<String> {
 /// Read and check a table's options.
 pub(crate) fn plan(t: &TableDescriptor, upsert: bool) -> Result<KafkaPlan> {
     let schema = t.declared_schema()?;
-    if t.option("topic-pattern").is_some() {
-        return Err(t.error("'topic-pattern' is not supported yet; name the topics with 'topic'"));
-    }
     let topics = t.option("topic").map(list).unwrap_or_default();
-    if topics.is_empty() {
-        return Err(t.error("'topic' is required (one topic, or several separated by ';')"));
+    let topic_pattern = t.option("topic-pattern").map(str::to_string);
+    match (&topic_pattern, topics.is_empty()) {
+        (Some(_), false) => {
+            return Err(t.error("'topic' and 'topic-pattern' cannot both be given"));
+        }
+        (Some(p), true) => {
+            topic_matcher(p).map_err(|e| t.error(format!("'topic-pattern': {e}")))?;
+        }
+        (None, true) => {
+            return Err(t.error(
+                "'topic' or 'topic-pattern' is required (one topic, or several separated by ';')",
+            ));
+        }
+        (None, false) => {}
+    }
+    if upsert && topic_pattern.is_some() {
+        return Err(t.error("upsert-kafka takes 'topic', not 'topic-pattern'"));
+    }
+    if upsert && !t.metadata.is_empty() {
+        return Err(t.error(
+            "METADATA columns on upsert-kafka tables are not supported yet (the kafka connector has them)",
+        ));
     }
     let properties: BTreeMap<String, String> = t
         .options
@@ -408,6 +437,8 @@ pub(crate) fn plan(t: &TableDescriptor, upsert: bool) -> Result<KafkaPlan> {
         .to_ascii_lowercase();
     Ok(KafkaPlan {
         topics,
+        topic_pattern,
+        metadata: t.metadata.clone(),
         properties,
         format,
         format_options,
@@ -431,6 +462,67 @@ pub(crate) fn plan(t: &TableDescriptor, upsert: bool) -> Result<KafkaPlan> {
             .to_string(),
         upsert_key,
     })
+}
+
+/// A `topic-pattern` as a matcher of whole topic names (as Java's
+/// `Pattern.matcher(topic).matches()` in Flink).
+pub(crate) fn topic_matcher(pattern: &str) -> std::result::Result<regex::Regex, String> {
+    regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| e.to_string())
+}
+
+/// The metadata a Kafka table may declare (Flink's keys and types).
+pub(crate) fn metadata_keys() -> Vec<MetadataKey> {
+    use arrow::datatypes::{DataType, TimeUnit};
+    let key = |key, data_type, writable, description| MetadataKey {
+        key,
+        data_type,
+        writable,
+        description,
+    };
+    vec![
+        key("topic", DataType::Utf8, false, "the message's topic"),
+        key("partition", DataType::Int32, false, "its partition"),
+        key(
+            "offset",
+            DataType::Int64,
+            false,
+            "its offset in the partition",
+        ),
+        key(
+            "timestamp",
+            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+            true,
+            "its timestamp (TIMESTAMP_LTZ(3)); written as the message's timestamp",
+        ),
+        key(
+            "timestamp-type",
+            DataType::Utf8,
+            false,
+            "NoTimestampType, CreateTime or LogAppendTime",
+        ),
+        key(
+            "headers",
+            headers_type(),
+            true,
+            "its headers (MAP<STRING, BYTES>); written as the message's headers",
+        ),
+    ]
+}
+
+/// `MAP<STRING, BYTES>` as the SQL layer declares it.
+pub(crate) fn headers_type() -> arrow::datatypes::DataType {
+    use arrow::datatypes::{DataType, Field, Fields};
+    DataType::Map(
+        std::sync::Arc::new(Field::new(
+            "entries",
+            DataType::Struct(Fields::from(vec![
+                Field::new("key", DataType::Utf8, false),
+                Field::new("value", DataType::Binary, true),
+            ])),
+            false,
+        )),
+        false,
+    )
 }
 
 impl KafkaPlan {

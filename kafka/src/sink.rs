@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arrow::array::{AsArray, UInt64Array};
+use arrow::array::{Array, AsArray, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, UInt64Type};
 use arrow::record_batch::RecordBatch;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -99,6 +99,9 @@ pub(crate) struct KafkaSink {
     schema: SchemaRef,
     bytes: Vec<u8>,
     key_bytes: Vec<u8>,
+    /// The line break ending each encoded value and key record (1), or
+    /// none for a format framed by message (0).
+    line_breaks: (usize, usize),
     ends: Vec<usize>,
     key_ends: Vec<usize>,
 }
@@ -140,7 +143,18 @@ impl KafkaSink {
             }
             None => None,
         };
+        let framed = |f: &str| all.get(f).is_ok_and(|f| f.message_framed());
+        let line_breaks = (
+            usize::from(!framed(&plan.format)),
+            usize::from(!plan.key.as_ref().is_some_and(|k| framed(&k.format))),
+        );
+        if plan.topics.is_empty() {
+            return Err(WeirError::plan(format!(
+                "Kafka sink '{name}': no topic to write (a sink takes 'topic')"
+            )));
+        }
         Ok(Self {
+            line_breaks,
             name,
             plan,
             subtask,
@@ -266,15 +280,16 @@ impl KafkaSink {
             let key_cols = batch.project(idx)?;
             enc.encode_records(&key_cols, &mut self.key_bytes, &mut self.key_ends)?;
         }
-        let topic = self.plan.topics[0].clone();
+        let (timestamps, headers) = self.written_metadata(batch)?;
+        let topic = self.topic().to_string();
         let mut start = 0;
         let mut key_start = 0;
         for (row, &end) in self.ends.iter().enumerate() {
-            // Each record ends with its line break, which is not sent.
-            let payload = &self.bytes[start..end.saturating_sub(1).max(start)];
+            // A line format's record ends with its line break, not sent.
+            let payload = &self.bytes[start..(end - self.line_breaks.0).max(start)];
             start = end;
             let key = self.key_ends.get(row).map(|&e| {
-                let k = &self.key_bytes[key_start..e.saturating_sub(1).max(key_start)];
+                let k = &self.key_bytes[key_start..(e - self.line_breaks.1).max(key_start)];
                 key_start = e;
                 k
             });
@@ -296,11 +311,35 @@ impl KafkaSink {
             if let Some(p) = partition {
                 record = record.partition(p);
             }
+            if let Some(ts) = &timestamps
+                && ts.is_valid(row)
+            {
+                record = record.timestamp(ts.value(row));
+            }
+            let mut written = None;
+            if let Some(h) = &headers
+                && h.is_valid(row)
+            {
+                let entries = h.value(row);
+                let (keys, values) = (entries.column(0).as_string::<i32>(), entries.column(1));
+                let values = values.as_binary::<i32>();
+                let mut all = OwnedHeaders::new_with_capacity(keys.len() + 1);
+                for i in 0..keys.len() {
+                    all = all.insert(Header {
+                        key: keys.value(i),
+                        value: values.is_valid(i).then(|| values.value(i)),
+                    });
+                }
+                written = Some(all);
+            }
             if let Some(t) = txn {
-                record = record.headers(OwnedHeaders::new().insert(Header {
+                written = Some(written.unwrap_or_default().insert(Header {
                     key: TXN_HEADER,
-                    value: Some(t),
+                    value: Some(t.as_bytes()),
                 }));
+            }
+            if let Some(h) = written {
+                record = record.headers(h);
             }
             let mut record = record;
             loop {
@@ -464,6 +503,44 @@ impl KafkaSink {
             }
         }
         Ok(false)
+    }
+
+    /// The persisted metadata columns of `batch` a message takes: its
+    /// timestamp (ms) and its headers, cast to the connector's types.
+    fn written_metadata(
+        &self,
+        batch: &RecordBatch,
+    ) -> Result<(
+        Option<arrow::array::TimestampMillisecondArray>,
+        Option<arrow::array::MapArray>,
+    )> {
+        let mut timestamps = None;
+        let mut headers = None;
+        for m in self.plan.metadata.iter().filter(|m| !m.is_virtual) {
+            let Ok(at) = batch.schema().index_of(&m.name) else {
+                continue;
+            };
+            match m.key.as_str() {
+                "timestamp" => {
+                    let c = arrow::compute::cast(
+                        batch.column(at),
+                        &DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None),
+                    )?;
+                    timestamps = Some(c.as_primitive().clone());
+                }
+                "headers" => {
+                    let c = arrow::compute::cast(batch.column(at), &crate::plan::headers_type())?;
+                    headers = Some(c.as_map().clone());
+                }
+                other => {
+                    return Err(self.fail(format!(
+                        "column '{}': metadata '{other}' cannot be written",
+                        m.name
+                    )));
+                }
+            }
+        }
+        Ok((timestamps, headers))
     }
 
     fn pending_schema(&self) -> SchemaRef {

@@ -130,18 +130,7 @@ impl KafkaSource {
         batch_size: usize,
     ) -> Self {
         let upsert = !plan.upsert_key.is_empty();
-        let rows_schema = if upsert {
-            let mut f: Vec<Field> = plan
-                .schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone())
-                .collect();
-            f.push(weir_core::spec::changelog_field());
-            Arc::new(Schema::new(f))
-        } else {
-            weir_operators::formats::produced_schema(&plan.format, &plan.schema)
-        };
+        let rows_schema = rows_schema(&plan);
         Self {
             latest: upsert.then(Default::default),
             ready: VecDeque::new(),
@@ -185,14 +174,28 @@ impl KafkaSource {
 
     /// Look up the topics' partitions; assign the new ones of this subtask.
     fn discover(&mut self) -> Result<()> {
-        let topics = self.plan.topics.clone();
         let mut found = vec![];
-        for topic in &topics {
+        let lookups: Vec<Option<String>> = match &self.plan.topic_pattern {
+            // Every topic of the cluster, kept when its name matches.
+            Some(_) => vec![None],
+            None => self.plan.topics.iter().cloned().map(Some).collect(),
+        };
+        let pattern = match &self.plan.topic_pattern {
+            Some(p) => Some(crate::plan::topic_matcher(p).map_err(|e| self.fail(e))?),
+            None => None,
+        };
+        for topic in &lookups {
             let meta = self
                 .consumer()?
-                .fetch_metadata(Some(topic), LOOKUP)
-                .map_err(|e| self.fail(format!("metadata of topic '{topic}': {e}")))?;
+                .fetch_metadata(topic.as_deref(), LOOKUP)
+                .map_err(|e| match topic {
+                    Some(topic) => self.fail(format!("metadata of topic '{topic}': {e}")),
+                    None => self.fail(format!("metadata of the cluster's topics: {e}")),
+                })?;
             for t in meta.topics() {
+                if pattern.as_ref().is_some_and(|p| !p.is_match(t.name())) {
+                    continue;
+                }
                 if let Some(e) = t.error() {
                     return Err(self.fail(format!("topic '{}': {e:?}", t.name())));
                 }
@@ -373,6 +376,32 @@ impl KafkaSource {
     }
 }
 
+/// The rows a Kafka table's source produces: the physical columns, the
+/// metadata columns (named as declared, of the connector's types), then
+/// the row kind for a changelog format or an upsert table.
+pub(crate) fn rows_schema(plan: &KafkaPlan) -> SchemaRef {
+    let produced = weir_operators::formats::produced_schema(&plan.format, &plan.schema);
+    let changelog = !plan.upsert_key.is_empty() || weir_core::spec::is_changelog_schema(&produced);
+    let mut f: Vec<Field> = plan
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let keys = crate::plan::metadata_keys();
+    for m in &plan.metadata {
+        let t = keys
+            .iter()
+            .find(|k| k.key == m.key)
+            .map_or_else(|| m.data_type.clone(), |k| k.data_type.clone());
+        f.push(Field::new(&m.name, t, true));
+    }
+    if changelog {
+        f.push(weir_core::spec::changelog_field());
+    }
+    Arc::new(Schema::new(f))
+}
+
 impl Source for KafkaSource {
     fn split_of_last_batch(&self) -> Option<u64> {
         self.last_split
@@ -414,7 +443,8 @@ impl Source for KafkaSource {
         if self.all_done() {
             return Ok(SourcePoll::Finished);
         }
-        let mut polled = Polled::default();
+        let mut polled = Polled::new(&self.plan);
+        let with_metadata = !self.plan.metadata.is_empty();
         let mut ended = vec![];
         {
             let consumer = self.consumer.as_ref().expect("discovered above");
@@ -471,11 +501,12 @@ impl Source for KafkaSource {
                 }
                 // A tombstone (no payload) carries no row.
                 if let Some(p) = m.payload() {
-                    polled.values.extend_from_slice(p);
-                    polled.values.push(b'\n');
-                    polled.keys.extend_from_slice(m.key().unwrap_or_default());
-                    polled.keys.push(b'\n');
+                    polled.values.push(p);
+                    polled.keys.push(m.key().unwrap_or_default());
                     polled.origins.push((key.0, key.1, m.offset()));
+                    if with_metadata {
+                        polled.meta.push(&m);
+                    }
                 }
             }
         }
@@ -497,18 +528,22 @@ impl Source for KafkaSource {
             return Ok(SourcePoll::Pending(Duration::from_millis(2)));
         }
         let upsert = kinds.is_some();
-        let batch = self.decode(&polled, kinds)?;
+        let (batch, kept) = self.decode(&polled, kinds)?;
         if batch.num_rows() == 0 {
             return Ok(SourcePoll::Pending(Duration::ZERO));
         }
         // One batch per partition, for per-partition watermarks — not for
         // upsert tables, whose per-key state already counts every row of
         // the poll as emitted.
-        if upsert || batch.num_rows() != polled.origins.len() {
+        let origins = match kept {
+            Some(kept) => kept.iter().map(|&i| polled.origins[i].clone()).collect(),
+            None => std::mem::take(&mut polled.origins),
+        };
+        if upsert || batch.num_rows() != origins.len() {
             self.last_split = None;
             return Ok(SourcePoll::Batch(batch));
         }
-        self.queue_by_partition(batch, &polled.origins)?;
+        self.queue_by_partition(batch, &origins)?;
         let (key, _, batch) = self.ready.pop_front().expect("queued above");
         self.last_split = Some(split_id(&key));
         Ok(SourcePoll::Batch(batch))

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use arrow::datatypes::SchemaRef;
 use sqlparser::ast::ObjectName;
+use weir_core::connector::MetadataColumn;
 
 use crate::{CreateTable, SqlError, physical_schema};
 
@@ -26,16 +27,33 @@ pub struct TableEntry {
     pub definition: CreateTable,
     /// Physical columns as Arrow fields.
     pub schema: SchemaRef,
+    /// `METADATA` columns, in declared order.
+    pub metadata: Vec<MetadataColumn>,
+    /// What the source produces: the physical columns, then the metadata
+    /// ones (the columns' expressions are over it).
+    pub scan_schema: SchemaRef,
     /// All columns, in declared order.
     pub full_schema: SchemaRef,
-    /// Each column of `full_schema` as an expression over `schema`.
+    /// Each column of `full_schema` as an expression over `scan_schema`.
     pub columns: Vec<(String, datafusion_expr::Expr)>,
     /// The watermark, when declared.
     pub watermark: Option<WatermarkDef>,
 }
 
 impl TableEntry {
-    /// Whether any column is computed.
+    /// The columns an `INSERT` writes: the physical ones, then the
+    /// persisted (not `VIRTUAL`) metadata ones.
+    pub fn sink_schema(&self) -> SchemaRef {
+        let persisted: Vec<MetadataColumn> = self
+            .metadata
+            .iter()
+            .filter(|m| !m.is_virtual)
+            .cloned()
+            .collect();
+        crate::types::scan_schema(&self.schema, &persisted)
+    }
+
+    /// Whether any column is computed or metadata.
     pub fn has_computed_columns(&self) -> bool {
         self.full_schema.fields().len() != self.schema.fields().len()
             || self
@@ -112,7 +130,9 @@ impl Catalog {
     /// [`Self::insert_table`]).
     pub fn create_table(&mut self, table: CreateTable) -> Result<(), SqlError> {
         let schema = physical_schema(&table)?;
-        let columns = schema
+        let metadata = crate::types::metadata_columns(&table)?;
+        let scan_schema = crate::types::scan_schema(&schema, &metadata);
+        let columns = scan_schema
             .fields()
             .iter()
             .map(|f| {
@@ -124,8 +144,10 @@ impl Catalog {
             .collect();
         self.insert_table(TableEntry {
             definition: table,
-            full_schema: std::sync::Arc::clone(&schema),
+            full_schema: std::sync::Arc::clone(&scan_schema),
             schema,
+            metadata,
+            scan_schema,
             columns,
             watermark: None,
         })

@@ -149,6 +149,18 @@ pub enum Column {
         /// `NOT NULL`.
         not_null: bool,
     },
+    /// `name TYPE METADATA [FROM 'key'] [VIRTUAL]`: what the connector
+    /// knows beside the payload (a Kafka message's offset, timestamp, …).
+    Metadata {
+        /// Its name.
+        name: Ident,
+        /// Its SQL type.
+        data_type: DataType,
+        /// `FROM 'key'` (the name when absent).
+        key: Option<String>,
+        /// `VIRTUAL`: read only, an `INSERT` does not write it.
+        is_virtual: bool,
+    },
     /// `name AS expr`: computed from the others.
     Computed {
         /// Its name.
@@ -374,9 +386,19 @@ fn parse_ident(parser: &mut Parser) -> Result<Ident, ParserError> {
     }
 }
 
-/// A column type: sqlparser's, plus Flink's `ROW<name TYPE, …>`.
+/// A column type: sqlparser's, plus Flink's `ROW<name TYPE, …>` and
+/// `MAP<K, V>`.
 fn parse_type(parser: &mut Parser) -> Result<DataType, ParserError> {
     let [first, second] = parser.peek_tokens();
+    if is_word(&first, "MAP") && second == Token::Lt {
+        parser.next_token();
+        parser.next_token();
+        let key = parse_type(parser)?;
+        parser.expect_token(&Token::Comma)?;
+        let value = parse_type(parser)?;
+        parser.expect_token(&Token::Gt)?;
+        return Ok(DataType::Map(Box::new(key), Box::new(value)));
+    }
     if !(is_word(&first, "ROW") && second == Token::Lt) {
         return parser.parse_data_type();
     }
@@ -441,12 +463,28 @@ fn parse_create_table(parser: &mut Parser) -> Result<CreateTable, ParserError> {
                 });
             } else {
                 let data_type = parse_type(parser)?;
-                let not_null = parser.parse_keywords(&[Keyword::NOT, Keyword::NULL]);
-                table.columns.push(Column::Physical {
-                    name,
-                    data_type,
-                    not_null,
-                });
+                if is_word(&parser.peek_token().token, "METADATA") {
+                    parser.next_token();
+                    let key = if parser.parse_keyword(Keyword::FROM) {
+                        Some(parser.parse_literal_string()?)
+                    } else {
+                        None
+                    };
+                    let is_virtual = parser.parse_keyword(Keyword::VIRTUAL);
+                    table.columns.push(Column::Metadata {
+                        name,
+                        data_type,
+                        key,
+                        is_virtual,
+                    });
+                } else {
+                    let not_null = parser.parse_keywords(&[Keyword::NOT, Keyword::NULL]);
+                    table.columns.push(Column::Physical {
+                        name,
+                        data_type,
+                        not_null,
+                    });
+                }
             }
         }
         if parser.consume_token(&Token::RParen) {

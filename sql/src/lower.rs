@@ -692,7 +692,7 @@ impl<'a> Lowering<'a> {
         }
         let mut spec = self.connectors.source(entry, filters)?;
         if entry.has_computed_columns() {
-            let physical_schema = DFSchema::try_from(entry.schema.as_ref().clone())?;
+            let physical_schema = DFSchema::try_from(entry.scan_schema.as_ref().clone())?;
             let mut exprs = entry
                 .columns
                 .iter()
@@ -700,7 +700,7 @@ impl<'a> Lowering<'a> {
                 .collect::<Result<Vec<_>>>()?;
             // A changelog source's row kind stays last.
             if weir_core::spec::is_changelog_schema(&spec.schema()) {
-                let at = entry.schema.fields().len();
+                let at = entry.scan_schema.fields().len();
                 exprs.push((column(CHANGELOG_COLUMN, at), CHANGELOG_COLUMN.to_string()));
             }
             spec = SourceSpec::Computed(ComputedSourceSpec {

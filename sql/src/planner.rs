@@ -436,6 +436,36 @@ pub(crate) struct Provider<'a> {
     relation_planners: Vec<Arc<dyn RelationPlanner>>,
 }
 
+/// `m['key']` of a MAP (a Kafka table's `headers`) and `r['field']` of a
+/// ROW, as Flink reads them: `get_field`, which takes both.
+#[derive(Debug)]
+struct FieldAccess;
+
+impl ExprPlanner for FieldAccess {
+    fn plan_field_access(
+        &self,
+        expr: datafusion_expr::planner::RawFieldAccessExpr,
+        _schema: &datafusion_common::DFSchema,
+    ) -> datafusion_common::Result<
+        datafusion_expr::planner::PlannerResult<datafusion_expr::planner::RawFieldAccessExpr>,
+    > {
+        use datafusion_expr::GetFieldAccess;
+        use datafusion_expr::planner::PlannerResult;
+        match expr.field_access {
+            GetFieldAccess::NamedStructField { name } => Ok(PlannerResult::Planned(
+                datafusion_functions::core::get_field()
+                    .call(vec![expr.expr, Expr::Literal(name, None)]),
+            )),
+            other => Ok(PlannerResult::Original(
+                datafusion_expr::planner::RawFieldAccessExpr {
+                    field_access: other,
+                    expr: expr.expr,
+                },
+            )),
+        }
+    }
+}
+
 impl<'a> Provider<'a> {
     pub(crate) fn new(catalog: &'a Catalog, functions: &'a Functions) -> Self {
         let expr_planners: Vec<Arc<dyn ExprPlanner>> = vec![
@@ -443,6 +473,7 @@ impl<'a> Provider<'a> {
             Arc::new(datafusion_functions::datetime::planner::DatetimeFunctionPlanner),
             Arc::new(datafusion_functions::unicode::planner::UnicodeFunctionPlanner),
             Arc::new(datafusion_functions_aggregate::planner::AggregateFunctionPlanner),
+            Arc::new(FieldAccess),
         ];
         Self {
             catalog,

@@ -316,13 +316,16 @@ impl SqlSession {
 
     /// Plan computed columns and the watermark of a `CREATE TABLE`.
     fn plan_table(&self, definition: CreateTable) -> Result<TableEntry, SqlError> {
-        let schema = crate::physical_schema(&definition)?;
+        let physical = crate::physical_schema(&definition)?;
+        let metadata = crate::types::metadata_columns(&definition)?;
+        // Computed columns are over the physical and metadata columns.
+        let schema = crate::types::scan_schema(&physical, &metadata);
         let provider = self.provider();
         let mut columns = vec![];
         let mut fields = vec![];
         for c in &definition.columns {
             match c {
-                DdlColumn::Physical { name, .. } => {
+                DdlColumn::Physical { name, .. } | DdlColumn::Metadata { name, .. } => {
                     let f = schema
                         .field_with_name(&name.value)
                         .map_err(|e| err(e.to_string()))?;
@@ -360,7 +363,9 @@ impl SqlSession {
         };
         let entry = TableEntry {
             definition,
-            schema,
+            schema: physical,
+            metadata,
+            scan_schema: schema,
             full_schema,
             columns,
             watermark,
@@ -383,13 +388,10 @@ impl SqlSession {
             .provider()
             .plan_query((**query).clone())
             .map_err(df_err)?;
+        // The physical columns, then the persisted metadata ones.
+        let columns = table.sink_schema();
         let targets: Vec<String> = if insert.columns.is_empty() {
-            table
-                .schema
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect()
+            columns.fields().iter().map(|f| f.name().clone()).collect()
         } else {
             insert.columns.iter().map(|c| c.to_string()).collect()
         };
@@ -403,8 +405,7 @@ impl SqlSession {
         }
         let mut exprs = Vec::with_capacity(width);
         for (i, target) in targets.iter().enumerate() {
-            let want = table
-                .schema
+            let want = columns
                 .field_with_name(target)
                 .map_err(|_| err(format!("table '{name}' has no column '{target}'")))?;
             let (q, f) = plan.schema().qualified_field(i);
@@ -426,7 +427,7 @@ impl SqlSession {
         }
         // The sink takes the table's physical columns in declared order.
         let mut ordered = vec![];
-        for f in table.schema.fields() {
+        for f in columns.fields() {
             match targets.iter().position(|t| t == f.name()) {
                 Some(i) => ordered.push(exprs[i].clone()),
                 None => ordered.push(

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType as Arrow, Field, Fields, Schema, SchemaRef, TimeUnit};
 use sqlparser::ast::{ArrayElemTypeDef, DataType, ExactNumberInfo, TimezoneInfo};
 
+use weir_core::connector::MetadataColumn;
+
 use crate::{Column, CreateTable, SqlError};
 
 /// The Arrow type of a column of SQL type `t` (Flink's names; `TIMESTAMP`
@@ -52,6 +54,17 @@ pub fn arrow_type(t: &DataType) -> Result<Arrow, String> {
         T::Array(ArrayElemTypeDef::AngleBracket(e) | ArrayElemTypeDef::SquareBracket(e, _)) => {
             Arrow::List(Arc::new(Field::new("element", arrow_type(e)?, true)))
         }
+        T::Map(k, v) => Arrow::Map(
+            Arc::new(Field::new(
+                "entries",
+                Arrow::Struct(Fields::from(vec![
+                    Field::new("key", arrow_type(k)?, false),
+                    Field::new("value", arrow_type(v)?, true),
+                ])),
+                false,
+            )),
+            false,
+        ),
         T::Struct(fields, _) => Arrow::Struct(
             fields
                 .iter()
@@ -89,6 +102,49 @@ pub fn physical_schema(table: &CreateTable) -> Result<SchemaRef, SqlError> {
         }
     }
     Ok(Arc::new(Schema::new(fields)))
+}
+
+/// A table's `METADATA` columns, in declared order.
+pub fn metadata_columns(table: &CreateTable) -> Result<Vec<MetadataColumn>, SqlError> {
+    let mut out = Vec::new();
+    for c in &table.columns {
+        if let Column::Metadata {
+            name,
+            data_type,
+            key,
+            is_virtual,
+        } = c
+        {
+            let t = arrow_type(data_type).map_err(|m| SqlError {
+                line: Some(name.span.start.line),
+                column: Some(name.span.start.column),
+                message: format!("column '{}' of table '{}': {m}", name.value, table.name),
+            })?;
+            out.push(MetadataColumn {
+                name: name.value.clone(),
+                key: key.clone().unwrap_or_else(|| name.value.clone()),
+                data_type: t,
+                is_virtual: *is_virtual,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// What a table's source produces: its physical columns, then its
+/// metadata columns.
+pub(crate) fn scan_schema(physical: &Schema, metadata: &[MetadataColumn]) -> SchemaRef {
+    let mut fields: Vec<Field> = physical
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.extend(
+        metadata
+            .iter()
+            .map(|m| Field::new(&m.name, m.data_type.clone(), true)),
+    );
+    Arc::new(Schema::new(fields))
 }
 
 /// The Flink SQL name of an Arrow type, for messages.
@@ -130,6 +186,14 @@ pub fn sql_type_name(t: &Arrow) -> String {
                 .join(", ")
         ),
         Arrow::List(f) | Arrow::LargeList(f) => format!("ARRAY<{}>", sql_type_name(f.data_type())),
+        Arrow::Map(entries, _) => match entries.data_type() {
+            Arrow::Struct(kv) if kv.len() == 2 => format!(
+                "MAP<{}, {}>",
+                sql_type_name(kv[0].data_type()),
+                sql_type_name(kv[1].data_type())
+            ),
+            other => other.to_string(),
+        },
         Arrow::Interval(_) | Arrow::Duration(_) => "INTERVAL".into(),
         other => other.to_string(),
     }

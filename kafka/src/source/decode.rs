@@ -5,9 +5,15 @@
 
 use std::sync::Arc;
 
-use arrow::array::StringArray;
-use arrow::datatypes::SchemaRef;
+use arrow::array::{
+    ArrayRef, BinaryBuilder, Int32Array, Int64Array, MapBuilder, MapFieldNames, StringArray,
+    StringBuilder, TimestampMillisecondArray,
+};
+use arrow::datatypes::{DataType, Field, SchemaRef};
 use arrow::record_batch::RecordBatch;
+use rdkafka::Timestamp;
+use rdkafka::message::{Headers, Message};
+use weir_core::connector::MetadataColumn;
 use weir_core::{Result, WeirError};
 use weir_operators::formats::formats;
 
@@ -21,17 +27,15 @@ impl KafkaSource {
     pub(super) fn normalize(&mut self, polled: &mut Polled) -> Vec<&'static str> {
         let latest = self.latest.as_mut().expect("upsert");
         let mut kinds = vec![];
-        let mut emit = |polled_values: &mut Vec<u8>,
-                        polled_keys: &mut Vec<u8>,
+        let mut emit = |polled_values: &mut Records,
+                        polled_keys: &mut Records,
                         origins: &mut Vec<(String, i32, i64)>,
                         key: &[u8],
                         value: &[u8],
                         origin: &(String, i32, i64),
                         kind: &'static str| {
-            polled_values.extend_from_slice(value);
-            polled_values.push(b'\n');
-            polled_keys.extend_from_slice(key);
-            polled_keys.push(b'\n');
+            polled_values.push(value);
+            polled_keys.push(key);
             origins.push(origin.clone());
             kinds.push(kind);
         };
@@ -58,12 +62,13 @@ impl KafkaSource {
     /// Decode the payloads of one poll: one call of the value format over
     /// all of them, each payload a line (likewise the keys with the key
     /// format); a payload that fails is named by topic, partition and
-    /// offset.
+    /// offset. With metadata columns, when some payloads were skipped
+    /// (`ignore-parse-errors`), also the messages the rows come from.
     pub(super) fn decode(
         &mut self,
         polled: &Polled,
         kinds: Option<Vec<&'static str>>,
-    ) -> Result<RecordBatch> {
+    ) -> Result<(RecordBatch, Option<Vec<usize>>)> {
         let (value_idx, value_schema) = self.plan.project(&self.plan.value_fields)?;
         let value_format = self.plan.format.clone();
         let value_options = self.plan.format_options.clone();
@@ -93,8 +98,12 @@ impl KafkaSource {
             }
             _ => None,
         };
-        if key.is_none() && kinds.is_none() && value_idx.len() == self.plan.schema.fields().len() {
-            return Ok(value);
+        if key.is_none()
+            && kinds.is_none()
+            && self.plan.metadata.is_empty()
+            && value_idx.len() == self.plan.schema.fields().len()
+        {
+            return Ok((value, None));
         }
         if let Some((_, k)) = &key
             && k.num_rows() != value.num_rows()
@@ -122,6 +131,17 @@ impl KafkaSource {
                 )),
             }
         }
+        let mut kept = None;
+        if !self.plan.metadata.is_empty() {
+            if value.num_rows() != polled.origins.len() {
+                kept = Some(self.kept_messages(polled)?);
+            }
+            columns.extend(polled.meta.columns(
+                &self.plan.metadata,
+                &polled.origins,
+                kept.as_deref(),
+            )?);
+        }
         if changelog {
             columns.push(Arc::clone(value.column(value.num_columns() - 1)));
         }
@@ -135,10 +155,38 @@ impl KafkaSource {
             }
             columns.push(Arc::new(StringArray::from(kinds)));
         }
-        Ok(RecordBatch::try_new(
-            Arc::clone(&self.rows_schema),
-            columns,
-        )?)
+        Ok((
+            RecordBatch::try_new(Arc::clone(&self.rows_schema), columns)?,
+            kept,
+        ))
+    }
+
+    /// The messages of a poll whose value gave a row (some were skipped as
+    /// unparsable): each decoded alone, as only a failing poll needs.
+    fn kept_messages(&self, polled: &Polled) -> Result<Vec<usize>> {
+        let (_, schema) = self.plan.project(&self.plan.value_fields)?;
+        let all = formats();
+        let factory = all.get(&self.plan.format)?;
+        let mut kept = vec![];
+        for i in 0..polled.origins.len() {
+            let line = polled.values.record(i);
+            let mut decoder = factory.decoder(&schema, &self.plan.format_options, 1)?;
+            let mut rows = 0;
+            let mut at = 0;
+            while at < line.len() {
+                at += decoder.decode(&line[at..])?;
+                while let Some(b) = decoder.next_batch()? {
+                    rows += b.num_rows();
+                }
+            }
+            while let Some(b) = decoder.finish()? {
+                rows += b.num_rows();
+            }
+            if rows > 0 {
+                kept.push(i);
+            }
+        }
+        Ok(kept)
     }
 
     fn decode_part(
@@ -146,7 +194,7 @@ impl KafkaSource {
         format: &str,
         options: &weir_core::connector::Options,
         schema: &SchemaRef,
-        bytes: &[u8],
+        records: &Records,
         origins: &[(String, i32, i64)],
         what: &str,
     ) -> Result<RecordBatch> {
@@ -178,10 +226,17 @@ impl KafkaSource {
                 None => format!("Kafka source '{name}': {what}: {text}"),
             })
         };
-        while at < bytes.len() {
-            at += decoder.decode(&bytes[at..]).map_err(located)?;
-            while let Some(b) = decoder.next_batch().map_err(located)? {
-                out.push(b);
+        if records.framed {
+            decoder
+                .decode_records(&records.bytes, &records.ends)
+                .map_err(located)?;
+        } else {
+            let bytes = &records.bytes;
+            while at < bytes.len() {
+                at += decoder.decode(&bytes[at..]).map_err(located)?;
+                while let Some(b) = decoder.next_batch().map_err(located)? {
+                    out.push(b);
+                }
             }
         }
         while let Some(b) = decoder.finish().map_err(located)? {
@@ -203,12 +258,161 @@ impl KafkaSource {
     }
 }
 
-/// The messages of one poll: payloads and keys, a line each.
+/// What a poll's messages carry beside key and value, kept when the table
+/// declares metadata columns.
 #[derive(Default)]
+pub(super) struct MessageMeta {
+    timestamps: Vec<Option<i64>>,
+    timestamp_types: Vec<&'static str>,
+    headers: Vec<Vec<(String, Option<Vec<u8>>)>>,
+}
+
+impl MessageMeta {
+    pub(super) fn push<M: Message>(&mut self, m: &M) {
+        let (ts, kind) = match m.timestamp() {
+            Timestamp::NotAvailable => (None, "NoTimestampType"),
+            Timestamp::CreateTime(t) => (Some(t), "CreateTime"),
+            Timestamp::LogAppendTime(t) => (Some(t), "LogAppendTime"),
+        };
+        self.timestamps.push(ts);
+        self.timestamp_types.push(kind);
+        self.headers.push(
+            m.headers()
+                .map(|h| {
+                    h.iter()
+                        .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        );
+    }
+
+    /// The metadata columns, in declared order, of the messages `kept`
+    /// (all when `None`).
+    fn columns(
+        &self,
+        metadata: &[MetadataColumn],
+        origins: &[(String, i32, i64)],
+        kept: Option<&[usize]>,
+    ) -> Result<Vec<ArrayRef>> {
+        let rows: Vec<usize> = match kept {
+            Some(k) => k.to_vec(),
+            None => (0..origins.len()).collect(),
+        };
+        metadata
+            .iter()
+            .map(|m| -> Result<ArrayRef> {
+                Ok(match m.key.as_str() {
+                    "topic" => Arc::new(StringArray::from_iter_values(
+                        rows.iter().map(|&i| origins[i].0.as_str()),
+                    )),
+                    "partition" => Arc::new(Int32Array::from_iter_values(
+                        rows.iter().map(|&i| origins[i].1),
+                    )),
+                    "offset" => Arc::new(Int64Array::from_iter_values(
+                        rows.iter().map(|&i| origins[i].2),
+                    )),
+                    "timestamp" => Arc::new(
+                        TimestampMillisecondArray::from_iter(
+                            rows.iter().map(|&i| self.timestamps[i]),
+                        )
+                        .with_timezone("UTC"),
+                    ),
+                    "timestamp-type" => Arc::new(StringArray::from_iter_values(
+                        rows.iter().map(|&i| self.timestamp_types[i]),
+                    )),
+                    "headers" => {
+                        let names = MapFieldNames {
+                            entry: "entries".into(),
+                            key: "key".into(),
+                            value: "value".into(),
+                        };
+                        let mut b = MapBuilder::new(
+                            Some(names),
+                            StringBuilder::new(),
+                            BinaryBuilder::new(),
+                        )
+                        .with_keys_field(Arc::new(Field::new(
+                            "key",
+                            DataType::Utf8,
+                            false,
+                        )));
+                        for &i in &rows {
+                            for (k, v) in &self.headers[i] {
+                                b.keys().append_value(k);
+                                b.values().append_option(v.as_deref());
+                            }
+                            b.append(true)?;
+                        }
+                        Arc::new(b.finish())
+                    }
+                    other => {
+                        return Err(WeirError::plan(format!(
+                            "column '{}': the kafka connector has no metadata '{other}'",
+                            m.name
+                        )));
+                    }
+                })
+            })
+            .collect()
+    }
+}
+
+/// Payloads (or keys) of a poll's messages in one buffer: a line each for
+/// a line format, back to back for one framed by message (`avro`).
+#[derive(Default)]
+pub(super) struct Records {
+    bytes: Vec<u8>,
+    /// Where each record ends (after its line break).
+    ends: Vec<usize>,
+    framed: bool,
+}
+
+impl Records {
+    pub(super) fn new(framed: bool) -> Self {
+        Self {
+            framed,
+            ..Self::default()
+        }
+    }
+
+    pub(super) fn push(&mut self, record: &[u8]) {
+        self.bytes.extend_from_slice(record);
+        if !self.framed {
+            self.bytes.push(b'\n');
+        }
+        self.ends.push(self.bytes.len());
+    }
+
+    /// Record `i`, with its line break.
+    fn record(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+}
+
+/// The messages of one poll: payloads and keys, and where they come from.
 pub(super) struct Polled {
-    pub(super) values: Vec<u8>,
-    pub(super) keys: Vec<u8>,
+    pub(super) values: Records,
+    pub(super) keys: Records,
     pub(super) origins: Vec<(String, i32, i64)>,
+    /// Timestamps and headers, with metadata columns.
+    pub(super) meta: MessageMeta,
     /// upsert-kafka: (key, value or tombstone, origin) in order.
     pub(super) changes: Vec<Change>,
+}
+
+impl Polled {
+    /// Nothing polled yet, for a table's value (and key) formats.
+    pub(super) fn new(plan: &crate::plan::KafkaPlan) -> Self {
+        let all = formats();
+        let framed = |f: &str| all.get(f).is_ok_and(|f| f.message_framed());
+        Self {
+            values: Records::new(framed(&plan.format)),
+            keys: Records::new(plan.key.as_ref().is_some_and(|k| framed(&k.format))),
+            origins: vec![],
+            changes: vec![],
+            meta: MessageMeta::default(),
+        }
+    }
 }

@@ -377,6 +377,11 @@ fn format(t: &TableDescriptor) -> Result<String> {
     let f = t.required("format")?.to_ascii_lowercase();
     if f != "parquet" {
         formats().check_table(t, &f)?;
+        if formats().get(&f).is_ok_and(|f| f.message_framed()) {
+            return Err(t.error(format!(
+                "format '{f}' frames records by message (Kafka); files of it are not supported"
+            )));
+        }
     }
     Ok(f)
 }

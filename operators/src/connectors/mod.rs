@@ -30,8 +30,8 @@ use datafusion_common::DFSchema;
 use datafusion_expr::Expr;
 use datafusion_physical_expr::PhysicalExpr;
 use weir_core::connector::{
-    ConnectorOption, ConnectorPlanner, ConnectorSource, SinkSpec, TableDescriptor, check_options,
-    near_matches,
+    ConnectorOption, ConnectorPlanner, ConnectorSource, MetadataKey, SinkSpec, TableDescriptor,
+    check_options, near_matches,
 };
 use weir_core::graph::StreamNode;
 use weir_core::spec::{MemorySourceSpec, SourceSpec};
@@ -82,8 +82,12 @@ pub trait ConnectorFactory: Send + Sync {
     fn delivery(&self) -> &str {
         "none"
     }
+    /// The metadata keys its tables may declare as `METADATA` columns.
+    fn metadata(&self) -> Vec<MetadataKey> {
+        vec![]
+    }
     /// The source reading `table`: the table's declared physical columns
-    /// in order when it declares them (the SQL layer casts what differs),
+    /// in order when it declares them, then its metadata columns (the SQL layer casts what differs),
     /// the connector's own otherwise.
     fn plan_source(&self, _table: &TableDescriptor) -> Option<Result<SourceSpec>> {
         None
@@ -188,6 +192,16 @@ impl Connectors {
             for o in f.options() {
                 let _ = writeln!(out, "{}", o.listing_line());
             }
+            for m in f.metadata() {
+                let _ = writeln!(
+                    out,
+                    "  METADATA {} ({}{}): {}",
+                    m.key,
+                    m.data_type,
+                    if m.writable { ", writable" } else { "" },
+                    m.description
+                );
+            }
         }
         out
     }
@@ -223,6 +237,7 @@ impl Connectors {
     fn factory(&self, t: &TableDescriptor) -> Result<&Arc<dyn ConnectorFactory>> {
         let f = self.lookup(&t.connector()?).map_err(|e| t.error(e))?;
         check_options(t, &f.options())?;
+        t.check_metadata(f.identifier(), &f.metadata(), false)?;
         if !t.partition_keys.is_empty() && !f.supports_partitions() {
             return Err(t.error(format!(
                 "connector '{}' does not take PARTITIONED BY",
@@ -261,6 +276,7 @@ impl Connectors {
     /// The sink writing a table.
     pub fn sink(&self, t: &TableDescriptor) -> Result<SinkSpec> {
         let f = self.factory(t)?;
+        t.check_metadata(f.identifier(), &f.metadata(), true)?;
         let spec = f.plan_sink(t).unwrap_or_else(|| {
             Err(t.error(format!(
                 "connector '{}' is a source; it cannot be written to",

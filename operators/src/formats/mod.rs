@@ -12,6 +12,7 @@
 //! is a file format of the filesystem connector (row groups, footers), not
 //! a row format.
 
+mod avro;
 mod csv;
 mod debezium;
 mod json;
@@ -44,6 +45,16 @@ pub trait RowDecoder: Send {
     /// `*.ignore-parse-errors`.
     fn skipped(&self) -> u64 {
         0
+    }
+    /// Decode whole records given as one buffer and the end of each
+    /// (Kafka messages of a poll), in one call; take the rows with
+    /// `next_batch` and `finish`. For formats framed by message
+    /// ([`FormatFactory::message_framed`]); line formats take the records
+    /// as lines through [`Self::decode`].
+    fn decode_records(&mut self, _bytes: &[u8], _ends: &[usize]) -> Result<()> {
+        Err(WeirError::Execution(
+            "this format reads lines; give it the records through decode".into(),
+        ))
     }
 }
 
@@ -84,6 +95,13 @@ pub trait FormatFactory: Send + Sync {
     fn changelog(&self) -> bool {
         false
     }
+    /// Whether a record is a whole message rather than a line (a binary
+    /// format, `avro`): its decoder takes messages with
+    /// [`RowDecoder::decode_records`], its encoder's records end with no
+    /// line break, and files of it are not a line stream.
+    fn message_framed(&self) -> bool {
+        false
+    }
     /// A decoder of rows of `schema` with the table's options.
     fn decoder(
         &self,
@@ -110,6 +128,7 @@ impl Default for Formats {
         f.register(Arc::new(json::Json));
         f.register(Arc::new(debezium::DebeziumJson));
         f.register(Arc::new(raw::Raw));
+        f.register(Arc::new(avro::Avro));
         f
     }
 }

@@ -99,6 +99,7 @@ pub(crate) fn descriptor(t: &TableEntry) -> TableDescriptor {
             .map(|i| i.value.clone())
             .collect(),
         filters: vec![],
+        metadata: t.metadata.clone(),
     }
 }
 
@@ -114,12 +115,12 @@ fn conform_source(t: &TableEntry, inner: SourceSpec) -> Result<SourceSpec> {
     let changelog = weir_core::spec::is_changelog_schema(&have)
         && !weir_core::spec::is_changelog_schema(&t.schema);
     let width = have.fields().len() - usize::from(changelog);
-    if have.fields()[..width] == t.schema.fields()[..] {
+    if have.fields()[..width] == t.scan_schema.fields()[..] {
         return Ok(inner);
     }
     let df = DFSchema::try_from(have.as_ref().clone())?;
     let mut exprs = t
-        .schema
+        .scan_schema
         .fields()
         .iter()
         .map(|want| {
