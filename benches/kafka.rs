@@ -30,23 +30,14 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, Producer};
 use weir_sql::SqlSession;
 
+#[path = "cpu.rs"]
+mod cpu;
+use cpu::cpu_seconds;
+
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
 
 const PARTITIONS: i32 = 4;
-
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
 
 /// Message `i`: 100 bytes of JSON.
 fn message(i: u64) -> Vec<u8> {

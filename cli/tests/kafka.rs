@@ -42,17 +42,7 @@ fn table(bootstrap: &str, topic: &str, extra: &str) -> String {
 /// Run `script` (its last statement a query) in this process at
 /// parallelism 2; the first column of every row, sorted.
 fn query(script: &str) -> Result<Vec<i64>, String> {
-    let mut s = SqlSession::new();
-    s.execute_script(script).map_err(|e| e.to_string())?;
-    let env = weir_worker::local_environment().map_err(|e| e.to_string())?;
-    env.set_parallelism(2);
-    let rows = CollectHandle::new();
-    let sink = rows.clone();
-    s.build_with(&env, &move || SinkSpec::from(sink.clone()))
-        .map_err(|e| e.to_string())?;
-    env.execute("query").map_err(|e| e.to_string())?;
-    let mut got: Vec<i64> = rows
-        .batches()
+    let mut got: Vec<i64> = common::run_sql(script, 2)?
         .iter()
         .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
         .collect();
@@ -533,6 +523,7 @@ fn window_counts(
     kafka: &KafkaBroker,
     topic: &str,
     parallelism: usize,
+    extra: &str,
 ) -> (Box<dyn weir_core::graph::JobClient>, CollectHandle) {
     let b = kafka.bootstrap();
     let mut s = SqlSession::new();
@@ -540,7 +531,7 @@ fn window_counts(
         "CREATE TABLE clicks (id BIGINT, customer STRING, ts TIMESTAMP(3),
   WATERMARK FOR ts AS ts) WITH (
   'connector' = 'kafka', 'topic' = '{topic}', 'properties.bootstrap.servers' = '{b}',
-  'scan.startup.mode' = 'earliest-offset', 'format' = 'json');
+  'scan.startup.mode' = 'earliest-offset', 'format' = 'json'{extra});
 SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' SECOND))
   GROUP BY window_start, window_end;"
     ))
@@ -578,7 +569,7 @@ fn watermarks_follow_the_slowest_partition() {
         weir_kafka_owner("clicks", 0, 2),
         weir_kafka_owner("clicks", 2, 2)
     );
-    let (job, rows) = window_counts(&kafka, "clicks", 2);
+    let (job, rows) = window_counts(&kafka, "clicks", 2, "");
     // Partitions 0 and 1 run ahead to 9.5 s; partition 2 only to 1.5 s.
     kafka.produce("clicks", &clicks_at(0, (0..20).map(|i| i * 500)));
     kafka.produce("clicks", &clicks_at(1, (0..20).map(|i| i * 500)));
@@ -607,11 +598,49 @@ fn watermarks_follow_the_slowest_partition() {
 fn a_subtask_without_partitions_does_not_hold_windows_back() {
     let kafka = KafkaBroker::start(1);
     kafka.create_topic("one", 1);
-    let (job, rows) = window_counts(&kafka, "one", 3);
+    let (job, rows) = window_counts(&kafka, "one", 3, "");
     kafka.produce("one", &clicks_at(0, (0..20).map(|i| i * 500)));
     wait_rows(&rows, 9, "an empty subtask held the windows back");
     job.cancel();
     let _ = job.wait();
+}
+
+/// A partition that stops receiving data is idle after the table's
+/// `scan.watermark.idle-timeout`: the other partitions' windows fire.
+#[test]
+fn an_idle_partition_stops_holding_windows_back() {
+    let kafka = KafkaBroker::start(1);
+    kafka.create_topic("quiet", 2);
+    // Partition 1 stops at 1.5 s; partition 0 goes on to 9.5 s. Both are
+    // written before the job starts, so both are read before the timeout.
+    kafka.produce("quiet", &clicks_at(1, (0..4).map(|i| i * 500)));
+    kafka.produce("quiet", &clicks_at(0, (0..20).map(|i| i * 500)));
+    let (job, rows) = window_counts(
+        &kafka,
+        "quiet",
+        1,
+        ", 'scan.watermark.idle-timeout' = '1 s'",
+    );
+    wait_rows(&rows, 9, "an idle partition held the windows back");
+    job.cancel();
+    let _ = job.wait();
+    let mut counts: Vec<(i64, i64)> = rows
+        .batches()
+        .iter()
+        .flat_map(|b| {
+            let start = b
+                .column(0)
+                .as_primitive::<arrow::datatypes::TimestampMillisecondType>()
+                .clone();
+            let n = b.column(1).as_primitive::<Int64Type>().clone();
+            (0..b.num_rows()).map(move |r| (start.value(r), n.value(r)))
+        })
+        .collect();
+    counts.sort_unstable();
+    // Each second has two clicks of partition 0; the first two seconds also
+    // two of partition 1, from before it went quiet.
+    let n: Vec<i64> = counts.iter().map(|c| c.1).take(9).collect();
+    assert_eq!(n, vec![4, 4, 2, 2, 2, 2, 2, 2, 2]);
 }
 
 /// The subtask Flink's rule gives a partition (as the source assigns).

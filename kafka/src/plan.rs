@@ -144,6 +144,13 @@ pub(crate) fn options(upsert: bool) -> Vec<ConnectorOption> {
             "accepted for Flink's DDL; the sink runs at the job's parallelism",
         ),
         ConnectorOption::optional(
+            "scan.watermark.idle-timeout",
+            Duration,
+            None,
+            "a partition without data for this long is idle: it holds no watermark back \
+             (default: table.exec.source.idle-timeout)",
+        ),
+        ConnectorOption::optional(
             "scan.topic-partition-discovery.interval",
             Duration,
             None,

@@ -75,10 +75,14 @@ pub(crate) fn client_config(plan: &KafkaPlan) -> ClientConfig {
 }
 
 /// upsert-kafka: a key's latest value, with the (topic, partition) it came from.
-type Latest = (String, i32, Vec<u8>);
+type Latest = (Arc<str>, i32, Vec<u8>);
 
-/// upsert-kafka: (key, value or tombstone, (topic, partition, offset)).
-type Change = (Vec<u8>, Option<Vec<u8>>, (String, i32, i64));
+/// Where a message comes from: (topic, partition, offset). The topic is
+/// shared, so a message costs no allocation for it.
+pub(crate) type Origin = (Arc<str>, i32, i64);
+
+/// upsert-kafka: (key, value or tombstone, where it comes from).
+type Change = (Vec<u8>, Option<Vec<u8>>, Origin);
 
 /// A partition's next offset: ((topic, partition), offset).
 type Position = ((String, i32), i64);
@@ -86,6 +90,8 @@ type Position = ((String, i32), i64);
 /// One partition this subtask reads.
 #[derive(Debug, Clone)]
 struct Partition {
+    /// Its topic, shared by the origins of its messages.
+    topic: Arc<str>,
     /// The next offset to emit.
     next: i64,
     /// Where a bounded read of it ends (exclusive).
@@ -225,7 +231,15 @@ impl KafkaSource {
                 key.1,
                 end.map(|e| format!(" to {e}")).unwrap_or_default()
             );
-            self.partitions.insert(key, Partition { next: start, end });
+            let topic = Arc::from(key.0.as_str());
+            self.partitions.insert(
+                key,
+                Partition {
+                    topic,
+                    next: start,
+                    end,
+                },
+            );
         }
         let mut tpl = TopicPartitionList::new();
         for ((t, p), part) in &self.partitions {
@@ -347,30 +361,33 @@ impl KafkaSource {
     /// Queue the rows of a poll one batch per partition, in the order of
     /// their first rows; rows whose origin is unknown (a skipped message
     /// shifted them) go as one batch of no partition.
-    fn queue_by_partition(
-        &mut self,
-        batch: RecordBatch,
-        origins: &[(String, i32, i64)],
-    ) -> Result<()> {
-        let mut order: Vec<((String, i32), i64)> = vec![];
-        let mut rows: BTreeMap<(String, i32), Vec<u32>> = BTreeMap::new();
-        for (r, (t, p, o)) in origins.iter().enumerate() {
-            let key = (t.clone(), *p);
-            let entry = rows.entry(key.clone()).or_default();
-            if entry.is_empty() {
-                order.push((key, *o));
-            }
-            entry.push(r as u32);
+    fn queue_by_partition(&mut self, batch: RecordBatch, origins: &[Origin]) -> Result<()> {
+        // Partitions in the order they first appear, with their rows; a
+        // poll holds a few partitions, so a short list beats a map.
+        let mut parts: Vec<(&Origin, Vec<u32>)> = vec![];
+        for (r, o) in origins.iter().enumerate() {
+            let at = match parts
+                .iter()
+                .rposition(|(first, _)| first.1 == o.1 && first.0 == o.0)
+            {
+                Some(at) => at,
+                None => {
+                    parts.push((o, vec![]));
+                    parts.len() - 1
+                }
+            };
+            parts[at].1.push(r as u32);
         }
-        if order.len() == 1 {
-            let (key, first) = order.pop().expect("one");
-            self.ready.push_back((key, first, batch));
+        if let [(first, _)] = parts.as_slice() {
+            let key = (first.0.to_string(), first.1);
+            self.ready.push_back((key, first.2, batch));
             return Ok(());
         }
-        for (key, first) in order {
-            let idx = arrow::array::UInt32Array::from(rows.remove(&key).unwrap_or_default());
+        for (first, rows) in parts {
+            let idx = arrow::array::UInt32Array::from(rows);
             let part = arrow::compute::take_record_batch(&batch, &idx)?;
-            self.ready.push_back((key, first, part));
+            self.ready
+                .push_back(((first.0.to_string(), first.1), first.2, part));
         }
         Ok(())
     }
@@ -444,6 +461,7 @@ impl Source for KafkaSource {
             return Ok(SourcePoll::Finished);
         }
         let mut polled = Polled::new(&self.plan);
+        let mut current: Option<(String, i32)> = None;
         let with_metadata = !self.plan.metadata.is_empty();
         let mut ended = vec![];
         {
@@ -465,19 +483,26 @@ impl Source for KafkaSource {
                         )));
                     }
                 };
-                let key = (m.topic().to_string(), m.partition());
-                let Some(part) = self.partitions.get_mut(&key) else {
+                // Messages come in runs of one partition: look it up by
+                // name only when the run changes (no allocation per message).
+                let same = |k: &(String, i32)| k.1 == m.partition() && k.0 == m.topic();
+                if !current.as_ref().is_some_and(same) {
+                    current = self.partitions.keys().find(|k| same(k)).cloned();
+                }
+                let Some(key) = current.as_ref() else {
                     continue;
                 };
+                let part = self.partitions.get_mut(key).expect("found above");
                 if part.end.is_some_and(|e| m.offset() >= e) || m.offset() < part.next {
                     // Past a bounded end, or before the position (a seek's echo).
                     if part.end.is_some_and(|e| m.offset() >= e) {
                         part.next = part.next.max(part.end.unwrap_or(part.next));
-                        ended.push(key);
+                        ended.push(key.clone());
                     }
                     continue;
                 }
                 part.next = m.offset() + 1;
+                let origin = (Arc::clone(&part.topic), key.1, m.offset());
                 if self.latest.is_some() {
                     let Some(k) = m.key() else {
                         return Err(WeirError::Execution(format!(
@@ -489,11 +514,9 @@ impl Source for KafkaSource {
                             m.offset()
                         )));
                     };
-                    polled.changes.push((
-                        k.to_vec(),
-                        m.payload().map(<[u8]>::to_vec),
-                        (key.0, key.1, m.offset()),
-                    ));
+                    polled
+                        .changes
+                        .push((k.to_vec(), m.payload().map(<[u8]>::to_vec), origin));
                     if polled.changes.len() >= self.batch_size {
                         break;
                     }
@@ -503,7 +526,7 @@ impl Source for KafkaSource {
                 if let Some(p) = m.payload() {
                     polled.values.push(p);
                     polled.keys.push(m.key().unwrap_or_default());
-                    polled.origins.push((key.0, key.1, m.offset()));
+                    polled.origins.push(origin);
                     if with_metadata {
                         polled.meta.push(&m);
                     }
@@ -577,7 +600,7 @@ impl Source for KafkaSource {
         let mut keys: Vec<Option<&[u8]>> = vec![None; rows.len()];
         let mut values: Vec<Option<&[u8]>> = vec![None; rows.len()];
         for (k, (t, p, v)) in self.latest.iter().flatten() {
-            topics.push(t);
+            topics.push(&**t);
             parts.push(*p);
             offsets.push(-1);
             keys.push(Some(k));
@@ -628,7 +651,10 @@ impl Source for KafkaSource {
                 match upserts {
                     Some((Some(k), Some(v))) if k.is_valid(r) => {
                         if let Some(latest) = self.latest.as_mut() {
-                            latest.insert(k.value(r).to_vec(), (key.0, key.1, v.value(r).to_vec()));
+                            latest.insert(
+                                k.value(r).to_vec(),
+                                (Arc::from(key.0.as_str()), key.1, v.value(r).to_vec()),
+                            );
                         }
                     }
                     _ => {

@@ -716,7 +716,15 @@ impl<'a> Lowering<'a> {
             Some(w) => WatermarkStrategy::for_monotonous_timestamps(w.column.clone()),
             None => WatermarkStrategy::no_watermarks(),
         };
-        if let Some(t) = self.idle_timeout {
+        // The table's own idle timeout (Flink's scan.watermark.idle-timeout),
+        // else the session's table.exec.source.idle-timeout.
+        let idle = entry
+            .option("scan.watermark.idle-timeout")
+            .and_then(crate::connectors::parse_duration_ms)
+            .filter(|&ms| ms > 0)
+            .map(|ms| Duration::from_millis(ms as u64))
+            .or(self.idle_timeout);
+        if let Some(t) = idle {
             watermarks = watermarks.with_idleness(t);
         }
         let stream = self

@@ -82,6 +82,19 @@ pub fn arrow_type(t: &DataType) -> Result<Arrow, String> {
     })
 }
 
+/// The Arrow type of a column, an error naming it and where it is.
+fn column_type(
+    table: &CreateTable,
+    name: &sqlparser::ast::Ident,
+    data_type: &DataType,
+) -> Result<Arrow, SqlError> {
+    arrow_type(data_type).map_err(|m| SqlError {
+        line: Some(name.span.start.line),
+        column: Some(name.span.start.column),
+        message: format!("column '{}' of table '{}': {m}", name.value, table.name),
+    })
+}
+
 /// The Arrow schema of a table's physical columns (computed columns are
 /// expressions over them, typed when the table is planned).
 pub fn physical_schema(table: &CreateTable) -> Result<SchemaRef, SqlError> {
@@ -93,11 +106,7 @@ pub fn physical_schema(table: &CreateTable) -> Result<SchemaRef, SqlError> {
             not_null,
         } = c
         {
-            let t = arrow_type(data_type).map_err(|m| SqlError {
-                line: Some(name.span.start.line),
-                column: Some(name.span.start.column),
-                message: format!("column '{}' of table '{}': {m}", name.value, table.name),
-            })?;
+            let t = column_type(table, name, data_type)?;
             fields.push(Field::new(&name.value, t, !not_null));
         }
     }
@@ -115,11 +124,7 @@ pub fn metadata_columns(table: &CreateTable) -> Result<Vec<MetadataColumn>, SqlE
             is_virtual,
         } = c
         {
-            let t = arrow_type(data_type).map_err(|m| SqlError {
-                line: Some(name.span.start.line),
-                column: Some(name.span.start.column),
-                message: format!("column '{}' of table '{}': {m}", name.value, table.name),
-            })?;
+            let t = column_type(table, name, data_type)?;
             out.push(MetadataColumn {
                 name: name.value.clone(),
                 key: key.clone().unwrap_or_else(|| name.value.clone()),

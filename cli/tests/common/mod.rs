@@ -244,3 +244,21 @@ pub fn rest_call(
     let json = serde_json::from_str(rest.trim()).unwrap_or(serde_json::Value::Null);
     (status, json)
 }
+
+/// Run a SQL `script` in this process at `parallelism`; its query's rows
+/// (none when it only inserts), or the error as text.
+pub fn run_sql(
+    script: &str,
+    parallelism: usize,
+) -> Result<Vec<arrow::record_batch::RecordBatch>, String> {
+    let mut s = weir_sql::SqlSession::new();
+    s.execute_script(script).map_err(|e| e.to_string())?;
+    let env = weir_worker::local_environment().map_err(|e| e.to_string())?;
+    env.set_parallelism(parallelism);
+    let rows = weir_core::spec::CollectHandle::new();
+    let sink = rows.clone();
+    s.build_with(&env, &move || weir_core::spec::SinkSpec::from(sink.clone()))
+        .map_err(|e| e.to_string())?;
+    env.execute("sql").map_err(|e| e.to_string())?;
+    Ok(rows.batches())
+}

@@ -17,7 +17,7 @@ use weir_core::connector::MetadataColumn;
 use weir_core::{Result, WeirError};
 use weir_operators::formats::formats;
 
-use super::{Change, KafkaSource};
+use super::{Change, KafkaSource, Origin};
 
 impl KafkaSource {
     /// upsert-kafka: the changes of a poll as a changelog against the
@@ -29,10 +29,10 @@ impl KafkaSource {
         let mut kinds = vec![];
         let mut emit = |polled_values: &mut Records,
                         polled_keys: &mut Records,
-                        origins: &mut Vec<(String, i32, i64)>,
+                        origins: &mut Vec<Origin>,
                         key: &[u8],
                         value: &[u8],
-                        origin: &(String, i32, i64),
+                        origin: &Origin,
                         kind: &'static str| {
             polled_values.push(value);
             polled_keys.push(key);
@@ -41,7 +41,7 @@ impl KafkaSource {
         };
         for (key, value, origin) in std::mem::take(&mut polled.changes) {
             let old = match &value {
-                Some(v) => latest.insert(key.clone(), (origin.0.clone(), origin.1, v.clone())),
+                Some(v) => latest.insert(key.clone(), (Arc::clone(&origin.0), origin.1, v.clone())),
                 None => latest.remove(&key),
             };
             let (values, keys, origins) =
@@ -195,7 +195,7 @@ impl KafkaSource {
         options: &weir_core::connector::Options,
         schema: &SchemaRef,
         records: &Records,
-        origins: &[(String, i32, i64)],
+        origins: &[Origin],
         what: &str,
     ) -> Result<RecordBatch> {
         let all = formats();
@@ -292,7 +292,7 @@ impl MessageMeta {
     fn columns(
         &self,
         metadata: &[MetadataColumn],
-        origins: &[(String, i32, i64)],
+        origins: &[Origin],
         kept: Option<&[usize]>,
     ) -> Result<Vec<ArrayRef>> {
         let rows: Vec<usize> = match kept {
@@ -304,7 +304,7 @@ impl MessageMeta {
             .map(|m| -> Result<ArrayRef> {
                 Ok(match m.key.as_str() {
                     "topic" => Arc::new(StringArray::from_iter_values(
-                        rows.iter().map(|&i| origins[i].0.as_str()),
+                        rows.iter().map(|&i| &*origins[i].0),
                     )),
                     "partition" => Arc::new(Int32Array::from_iter_values(
                         rows.iter().map(|&i| origins[i].1),
@@ -395,7 +395,7 @@ impl Records {
 pub(super) struct Polled {
     pub(super) values: Records,
     pub(super) keys: Records,
-    pub(super) origins: Vec<(String, i32, i64)>,
+    pub(super) origins: Vec<Origin>,
     /// Timestamps and headers, with metadata columns.
     pub(super) meta: MessageMeta,
     /// upsert-kafka: (key, value or tombstone, origin) in order.

@@ -311,6 +311,27 @@ struct CsvEncoder {
 
 impl RowEncoder for CsvEncoder {
     fn encode(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
+        self.write(batch, out, None)
+    }
+
+    fn encode_records(
+        &mut self,
+        batch: &RecordBatch,
+        out: &mut Vec<u8>,
+        ends: &mut Vec<usize>,
+    ) -> Result<()> {
+        self.write(batch, out, Some(ends))
+    }
+}
+
+impl CsvEncoder {
+    /// The rows of `batch` as lines; where each ends, when asked.
+    fn write(
+        &mut self,
+        batch: &RecordBatch,
+        out: &mut Vec<u8>,
+        mut ends: Option<&mut Vec<usize>>,
+    ) -> Result<()> {
         if let Some(schema) = self.header.take() {
             for (i, f) in schema.fields().iter().enumerate() {
                 if i > 0 {
@@ -341,12 +362,13 @@ impl RowEncoder for CsvEncoder {
                 self.push_text(out, textual[i]);
             }
             out.push(b'\n');
+            if let Some(ends) = ends.as_deref_mut() {
+                ends.push(out.len());
+            }
         }
         Ok(())
     }
-}
 
-impl CsvEncoder {
     /// The value in `self.value`, quoted as Jackson quotes text.
     fn push_text(&self, out: &mut Vec<u8>, textual: bool) {
         let v = self.value.as_bytes();

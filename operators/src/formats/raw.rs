@@ -161,18 +161,35 @@ struct RawEncoder;
 
 impl RowEncoder for RawEncoder {
     fn encode(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
-        let column = batch.column(0);
-        for row in 0..batch.num_rows() {
-            if column.is_valid(row) {
-                match column.data_type() {
-                    DataType::Utf8 => {
-                        out.extend_from_slice(column.as_string::<i32>().value(row).as_bytes())
-                    }
-                    _ => out.extend_from_slice(column.as_binary::<i32>().value(row)),
-                }
-            }
-            out.push(b'\n');
-        }
-        Ok(())
+        write(batch, out, None)
     }
+
+    fn encode_records(
+        &mut self,
+        batch: &RecordBatch,
+        out: &mut Vec<u8>,
+        ends: &mut Vec<usize>,
+    ) -> Result<()> {
+        write(batch, out, Some(ends))
+    }
+}
+
+/// The values of `batch` as lines; where each ends, when asked.
+fn write(batch: &RecordBatch, out: &mut Vec<u8>, mut ends: Option<&mut Vec<usize>>) -> Result<()> {
+    let column = batch.column(0);
+    for row in 0..batch.num_rows() {
+        if column.is_valid(row) {
+            match column.data_type() {
+                DataType::Utf8 => {
+                    out.extend_from_slice(column.as_string::<i32>().value(row).as_bytes())
+                }
+                _ => out.extend_from_slice(column.as_binary::<i32>().value(row)),
+            }
+        }
+        out.push(b'\n');
+        if let Some(ends) = ends.as_deref_mut() {
+            ends.push(out.len());
+        }
+    }
+    Ok(())
 }
