@@ -10,6 +10,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use arrow::array::AsArray;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -524,8 +525,13 @@ impl Operator for PrintSink {
 
     fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
         let options = FormatOptions::default().with_null("NULL");
-        let formatters = batch
-            .columns()
+        // A changelog prints its row kind in front, as Flink's print does
+        // (`-U[0, 1]`), not as a value.
+        let kinds = weir_core::spec::is_changelog_schema(&batch.schema())
+            .then(|| batch.column(batch.num_columns() - 1).as_string_opt::<i32>())
+            .flatten();
+        let width = batch.num_columns() - usize::from(kinds.is_some());
+        let formatters = batch.columns()[..width]
             .iter()
             .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
             .collect::<std::result::Result<Vec<_>, _>>()?;
@@ -536,8 +542,9 @@ impl Operator for PrintSink {
                 .iter()
                 .map(|f| f.value(row).to_string())
                 .collect();
+            let kind = kinds.map_or("+I", |k| k.value(row));
             // A closed stdout (piped into `head`) must not fail the job.
-            let _ = writeln!(lock, "{}+I[{}]", self.prefix, values.join(", "));
+            let _ = writeln!(lock, "{}{kind}[{}]", self.prefix, values.join(", "));
         }
         Ok(())
     }
