@@ -13,7 +13,9 @@
 //!
 //! - bare consumer: `BaseConsumer` polling every message, touching its
 //!   payload;
-//! - (a) Weir: kafka → blackhole (the source and JSON decoding alone);
+//! - (a0) Weir: kafka (`raw`: each payload a STRING) → blackhole — the
+//!   source's own cost, no decoding;
+//! - (a) Weir: kafka (`json`) → blackhole (the source and JSON decoding);
 //! - (b) Weir: kafka → filter (a tenth) → kafka (at-least-once);
 //! - (c) Weir: kafka → 1 s tumbling count per key (100 keys) → blackhole.
 //!
@@ -164,6 +166,18 @@ fn main() {
         );
     };
     report("bare rdkafka consumer", bare);
+    report(
+        "(a0) kafka (raw: payload as STRING) -> blackhole",
+        measure(&|| {
+            weir_job(&format!(
+                "CREATE TABLE raw_src (line STRING) WITH ('connector' = 'kafka', 'topic' = 'in',
+  'properties.bootstrap.servers' = '{b}', 'scan.startup.mode' = 'earliest-offset',
+  'scan.bounded.mode' = 'latest-offset', 'format' = 'raw');
+CREATE TABLE bh (line STRING) WITH ('connector' = 'blackhole');
+INSERT INTO bh SELECT line FROM raw_src;"
+            ))
+        }),
+    );
     report(
         "(a) kafka -> blackhole",
         measure(&|| {

@@ -488,3 +488,91 @@ CREATE TABLE avro (id BIGINT NOT NULL, name STRING) WITH ('connector' = 'kafka',
         "{e}"
     );
 }
+
+/// A `raw` value is the whole message, line breaks and all (as Flink's
+/// raw format reads a Kafka message), not a line of it.
+#[test]
+fn a_raw_message_with_line_breaks_is_one_row() {
+    let kafka = KafkaBroker::start(1);
+    kafka.create_topic("lines", 1);
+    let payloads = ["one\ntwo", "", "three\r\n", "four"];
+    let messages: Vec<weir_tests::Produced> = payloads
+        .iter()
+        .map(|p| (0, None, p.as_bytes().to_vec()))
+        .collect();
+    kafka.produce("lines", &messages);
+    let batches = run(&format!(
+        "CREATE TABLE lines (line STRING, o BIGINT METADATA FROM 'offset' VIRTUAL)
+ WITH ('connector' = 'kafka', 'topic' = 'lines', 'properties.bootstrap.servers' = '{}',
+  'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset',
+  'format' = 'raw');
+SELECT o, line FROM lines;",
+        kafka.bootstrap()
+    ))
+    .unwrap();
+    let mut rows: Vec<(i64, String)> = vec![];
+    for b in &batches {
+        for r in 0..b.num_rows() {
+            rows.push((
+                b.column(0).as_primitive::<Int64Type>().value(r),
+                b.column(1).as_string::<i32>().value(r).to_string(),
+            ));
+        }
+    }
+    rows.sort();
+    let want: Vec<(i64, String)> = payloads
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (i as i64, p.to_string()))
+        .collect();
+    assert_eq!(rows, want);
+}
+
+/// A JSON message may span lines (a pretty-printed document); an empty
+/// message is an error naming its offset, as Flink's json format fails
+/// on it.
+#[test]
+fn a_json_message_may_span_lines() {
+    let kafka = KafkaBroker::start(1);
+    kafka.create_topic("pretty", 1);
+    let payloads = ["{\n  \"id\": 1\n}", "{\"id\":2}", "  {\"id\":\n3}  "];
+    let messages: Vec<weir_tests::Produced> = payloads
+        .iter()
+        .map(|p| (0, None, p.as_bytes().to_vec()))
+        .collect();
+    kafka.produce("pretty", &messages);
+    let table = |extra: &str| {
+        format!(
+            "CREATE TABLE pretty (id BIGINT, o BIGINT METADATA FROM 'offset' VIRTUAL)
+ WITH ('connector' = 'kafka', 'topic' = 'pretty', 'properties.bootstrap.servers' = '{}',
+  'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset',
+  'format' = 'json'{extra});
+SELECT id, o FROM pretty;",
+            kafka.bootstrap()
+        )
+    };
+    let rows = |batches: Vec<RecordBatch>| {
+        let mut rows: Vec<(i64, i64)> = batches
+            .iter()
+            .flat_map(|b| {
+                let id = b.column(0).as_primitive::<Int64Type>().clone();
+                let o = b.column(1).as_primitive::<Int64Type>().clone();
+                (0..b.num_rows()).map(move |r| (id.value(r), o.value(r)))
+            })
+            .collect();
+        rows.sort_unstable();
+        rows
+    };
+    assert_eq!(rows(run(&table("")).unwrap()), vec![(1, 0), (2, 1), (3, 2)]);
+    kafka.produce(
+        "pretty",
+        &[(0, None, vec![]), (0, None, b"{\"id\":4}".to_vec())],
+    );
+    let e = run(&table("")).unwrap_err();
+    assert!(
+        e.contains("topic 'pretty' partition 0 offset 3") && e.contains("empty"),
+        "{e}"
+    );
+    let got = rows(run(&table(", 'json.ignore-parse-errors' = 'true'")).unwrap());
+    assert_eq!(got, vec![(1, 0), (2, 1), (3, 2), (4, 4)]);
+}

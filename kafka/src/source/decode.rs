@@ -169,14 +169,18 @@ impl KafkaSource {
         let factory = all.get(&self.plan.format)?;
         let mut kept = vec![];
         for i in 0..polled.origins.len() {
-            let line = polled.values.record(i);
+            let record = polled.values.record(i);
             let mut decoder = factory.decoder(&schema, &self.plan.format_options, 1)?;
             let mut rows = 0;
-            let mut at = 0;
-            while at < line.len() {
-                at += decoder.decode(&line[at..])?;
-                while let Some(b) = decoder.next_batch()? {
-                    rows += b.num_rows();
+            if polled.values.framed {
+                decoder.decode_records(record, &[record.len()])?;
+            } else {
+                let mut at = 0;
+                while at < record.len() {
+                    at += decoder.decode(&record[at..])?;
+                    while let Some(b) = decoder.next_batch()? {
+                        rows += b.num_rows();
+                    }
                 }
             }
             while let Some(b) = decoder.finish()? {
@@ -359,7 +363,8 @@ impl MessageMeta {
 }
 
 /// Payloads (or keys) of a poll's messages in one buffer: a line each for
-/// a line format, back to back for one framed by message (`avro`).
+/// a line format, back to back for one that takes whole records (`avro`,
+/// `raw`: a message may hold line breaks).
 #[derive(Default)]
 pub(super) struct Records {
     bytes: Vec<u8>,
@@ -406,7 +411,7 @@ impl Polled {
     /// Nothing polled yet, for a table's value (and key) formats.
     pub(super) fn new(plan: &crate::plan::KafkaPlan) -> Self {
         let all = formats();
-        let framed = |f: &str| all.get(f).is_ok_and(|f| f.message_framed());
+        let framed = |f: &str| all.get(f).is_ok_and(|f| f.reads_records());
         Self {
             values: Records::new(framed(&plan.format)),
             keys: Records::new(plan.key.as_ref().is_some_and(|k| framed(&k.format))),

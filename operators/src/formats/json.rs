@@ -70,6 +70,10 @@ impl FormatFactory for Json {
         ]
     }
 
+    fn reads_records(&self) -> bool {
+        true
+    }
+
     fn decoder(
         &self,
         schema: &SchemaRef,
@@ -157,9 +161,82 @@ impl RowDecoder for JsonDecoder {
     fn skipped(&self) -> u64 {
         self.skipped
     }
+
+    /// Whole messages, each one JSON document (line breaks inside allowed):
+    /// all of them through arrow-json's decoder in one go, or — when one
+    /// fails — one at a time, to name (or skip) the bad ones by number.
+    fn decode_records(&mut self, bytes: &[u8], ends: &[usize]) -> Result<()> {
+        let before = self.ready.len();
+        let fast = !self.fail_on_missing && self.decode_each(bytes, ends).is_ok();
+        if !fast {
+            self.ready.truncate(before);
+            self.inner = new_decoder(&self.schema, self.batch_size)?;
+            let mut good = vec![];
+            let mut start = 0;
+            for (i, &end) in ends.iter().enumerate() {
+                let record = &bytes[start..end];
+                start = end;
+                let at = self.lines + i as u64 + 1;
+                let decoded = if record.iter().all(u8::is_ascii_whitespace) {
+                    Err(WeirError::Execution("an empty message is not JSON".into()))
+                } else {
+                    self.decode_line(record)
+                };
+                match decoded {
+                    Ok(Some(b)) => good.push(b),
+                    Ok(None) => {}
+                    Err(e) if self.ignore_errors => {
+                        tracing::debug!("json record {at} skipped: {e}");
+                        self.skipped += 1;
+                        self.inner = new_decoder(&self.schema, self.batch_size)?;
+                    }
+                    Err(e) => return Err(WeirError::Execution(format!("line {at}: {e}"))),
+                }
+            }
+            if !good.is_empty() {
+                self.ready
+                    .push_back(arrow::compute::concat_batches(&self.schema, &good)?);
+            }
+        }
+        self.lines += ends.len() as u64;
+        Ok(())
+    }
 }
 
 impl JsonDecoder {
+    /// Every record through the decoder, a line break between them; an
+    /// empty record is an error (it holds no document).
+    fn decode_each(
+        &mut self,
+        bytes: &[u8],
+        ends: &[usize],
+    ) -> std::result::Result<(), arrow::error::ArrowError> {
+        let mut start = 0;
+        for &end in ends {
+            let mut record = &bytes[start..end];
+            start = end;
+            if record.iter().all(u8::is_ascii_whitespace) {
+                return Err(arrow::error::ArrowError::JsonError(
+                    "an empty message".into(),
+                ));
+            }
+            while !record.is_empty() {
+                let used = self.inner.decode(record)?;
+                record = &record[used..];
+                if !record.is_empty()
+                    && let Some(b) = self.inner.flush()?
+                {
+                    self.ready.push_back(b);
+                }
+            }
+            self.inner.decode(b"\n")?;
+        }
+        if let Some(b) = self.inner.flush()? {
+            self.ready.push_back(b);
+        }
+        Ok(())
+    }
+
     /// Decode whole lines; the decoder is empty before and after.
     fn feed(&mut self, chunk: &[u8]) -> Result<()> {
         let before = self.ready.len();

@@ -102,6 +102,12 @@ pub trait FormatFactory: Send + Sync {
     fn message_framed(&self) -> bool {
         false
     }
+    /// Whether its decoder takes whole records (Kafka messages) with
+    /// [`RowDecoder::decode_records`], so a record may hold line breaks:
+    /// true of every format framed by message, and of `raw`.
+    fn reads_records(&self) -> bool {
+        self.message_framed()
+    }
     /// A decoder of rows of `schema` with the table's options.
     fn decoder(
         &self,

@@ -44,6 +44,10 @@ impl FormatFactory for Raw {
         "txt"
     }
 
+    fn reads_records(&self) -> bool {
+        true
+    }
+
     fn options(&self) -> Vec<ConnectorOption> {
         vec![ConnectorOption::optional(
             "raw.charset",
@@ -66,6 +70,7 @@ impl FormatFactory for Raw {
             pending: Vec::new(),
             values: Vec::new(),
             lines: 0,
+            ready: Vec::new(),
         }))
     }
 
@@ -82,6 +87,8 @@ struct RawDecoder {
     pending: Vec<u8>,
     values: Vec<Vec<u8>>,
     lines: u64,
+    /// Batches of whole messages (decode_records).
+    ready: Vec<RecordBatch>,
 }
 
 impl RawDecoder {
@@ -137,7 +144,51 @@ impl RowDecoder for RawDecoder {
         Ok(used)
     }
 
+    /// Whole messages, each one value whatever bytes it holds (line
+    /// breaks included): one copy into the column, no row at a time.
+    fn decode_records(&mut self, bytes: &[u8], ends: &[usize]) -> Result<()> {
+        let mut offsets = Vec::with_capacity(ends.len() + 1);
+        offsets.push(0i32);
+        for &e in ends {
+            offsets.push(i32::try_from(e).map_err(|_| {
+                WeirError::Execution("raw: more than 2 GiB of messages in one poll".into())
+            })?);
+        }
+        let offsets = arrow::buffer::OffsetBuffer::new(offsets.into());
+        let values = arrow::buffer::Buffer::from(bytes);
+        let column: ArrayRef = if self.text {
+            match arrow::array::StringArray::try_new(offsets.clone(), values.clone(), None) {
+                Ok(a) => Arc::new(a),
+                Err(_) => {
+                    // Name the first record that is not UTF-8.
+                    let mut start = 0;
+                    for (i, &end) in ends.iter().enumerate() {
+                        if let Err(e) = std::str::from_utf8(&bytes[start..end]) {
+                            return Err(WeirError::Execution(format!(
+                                "line {}: not UTF-8 text: {e}",
+                                self.lines + i as u64 + 1
+                            )));
+                        }
+                        start = end;
+                    }
+                    return Err(WeirError::Execution("raw: not UTF-8 text".into()));
+                }
+            }
+        } else {
+            Arc::new(arrow::array::BinaryArray::new(offsets, values, None))
+        };
+        self.lines += ends.len() as u64;
+        self.ready.push(RecordBatch::try_new(
+            Arc::clone(&self.schema),
+            vec![column],
+        )?);
+        Ok(())
+    }
+
     fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        if !self.ready.is_empty() {
+            return Ok(Some(self.ready.remove(0)));
+        }
         if self.values.len() < self.batch_size {
             return Ok(None);
         }
@@ -145,6 +196,9 @@ impl RowDecoder for RawDecoder {
     }
 
     fn finish(&mut self) -> Result<Option<RecordBatch>> {
+        if !self.ready.is_empty() {
+            return Ok(Some(self.ready.remove(0)));
+        }
         if !self.pending.is_empty() {
             self.values.push(std::mem::take(&mut self.pending));
             self.lines += 1;
