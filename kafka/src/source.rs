@@ -119,12 +119,9 @@ pub(crate) struct KafkaSource {
     /// partition (Flink's ChangelogNormalize, kept in the source: a key
     /// lives in one partition, so in one subtask).
     latest: Option<std::collections::HashMap<Vec<u8>, Latest>>,
-    /// Decoded rows not yet emitted, one batch per partition:
-    /// (partition, its first offset, rows).
-    ready: VecDeque<((String, i32), i64, RecordBatch)>,
-    /// The partition of the batch emitted last (the task keeps a
-    /// watermark per partition).
-    last_split: Option<u64>,
+    /// The partitions of the batch emitted last, as runs of rows (the
+    /// task keeps a watermark per partition).
+    last_runs: Option<Vec<(u64, usize)>>,
 }
 
 impl KafkaSource {
@@ -139,8 +136,7 @@ impl KafkaSource {
         let rows_schema = rows_schema(&plan);
         Self {
             latest: upsert.then(Default::default),
-            ready: VecDeque::new(),
-            last_split: None,
+            last_runs: None,
             plan,
             name,
             subtask,
@@ -170,6 +166,12 @@ impl KafkaSource {
                 config.set("group.id", format!("weir-{}", self.name));
             }
             config.set("auto.offset.reset", "earliest");
+            // librdkafka stops fetching a partition for this long once its
+            // local queue is full (1 s by default): a source that drains it
+            // at full speed would stall for most of that second.
+            if !self.plan.properties.contains_key("fetch.queue.backoff.ms") {
+                config.set("fetch.queue.backoff.ms", "10");
+            }
             let consumer: BaseConsumer = config
                 .create()
                 .map_err(|e| self.fail(format!("cannot create the consumer: {e}")))?;
@@ -353,43 +355,23 @@ fn position_schema() -> SchemaRef {
 }
 
 /// A partition as a split number for per-split watermarks.
-fn split_id((topic, partition): &(String, i32)) -> u64 {
-    (u64::from(java_hash(topic) as u32) << 32) | u64::from(*partition as u32)
+fn split_id(topic: &str, partition: i32) -> u64 {
+    (u64::from(java_hash(topic) as u32) << 32) | u64::from(partition as u32)
 }
 
 impl KafkaSource {
-    /// Queue the rows of a poll one batch per partition, in the order of
-    /// their first rows; rows whose origin is unknown (a skipped message
-    /// shifted them) go as one batch of no partition.
-    fn queue_by_partition(&mut self, batch: RecordBatch, origins: &[Origin]) -> Result<()> {
-        // Partitions in the order they first appear, with their rows; a
-        // poll holds a few partitions, so a short list beats a map.
-        let mut parts: Vec<(&Origin, Vec<u32>)> = vec![];
-        for (r, o) in origins.iter().enumerate() {
-            let at = match parts
-                .iter()
-                .rposition(|(first, _)| first.1 == o.1 && first.0 == o.0)
-            {
-                Some(at) => at,
-                None => {
-                    parts.push((o, vec![]));
-                    parts.len() - 1
-                }
-            };
-            parts[at].1.push(r as u32);
+    /// The runs of rows of one partition in a poll's rows, in order.
+    fn runs(origins: &[Origin]) -> Vec<(u64, usize)> {
+        let mut runs: Vec<(u64, usize)> = vec![];
+        let mut last: Option<&Origin> = None;
+        for o in origins {
+            match (last, runs.last_mut()) {
+                (Some(l), Some(run)) if l.1 == o.1 && l.0 == o.0 => run.1 += 1,
+                _ => runs.push((split_id(&o.0, o.1), 1)),
+            }
+            last = Some(o);
         }
-        if let [(first, _)] = parts.as_slice() {
-            let key = (first.0.to_string(), first.1);
-            self.ready.push_back((key, first.2, batch));
-            return Ok(());
-        }
-        for (first, rows) in parts {
-            let idx = arrow::array::UInt32Array::from(rows);
-            let part = arrow::compute::take_record_batch(&batch, &idx)?;
-            self.ready
-                .push_back(((first.0.to_string(), first.1), first.2, part));
-        }
-        Ok(())
+        runs
     }
 }
 
@@ -420,8 +402,8 @@ pub(crate) fn rows_schema(plan: &KafkaPlan) -> SchemaRef {
 }
 
 impl Source for KafkaSource {
-    fn split_of_last_batch(&self) -> Option<u64> {
-        self.last_split
+    fn splits_of_last_batch(&self) -> Option<&[(u64, usize)]> {
+        self.last_runs.as_deref()
     }
 
     /// The assigned partitions not yet read to a bounded end (upsert
@@ -434,7 +416,7 @@ impl Source for KafkaSource {
             self.partitions
                 .iter()
                 .filter(|(_, p)| p.end.is_none_or(|e| p.next < e))
-                .map(|(k, _)| split_id(k))
+                .map(|(k, _)| split_id(&k.0, k.1))
                 .collect(),
         )
     }
@@ -445,10 +427,6 @@ impl Source for KafkaSource {
     }
 
     fn poll_next(&mut self) -> Result<SourcePoll> {
-        if let Some((key, _, batch)) = self.ready.pop_front() {
-            self.last_split = Some(split_id(&key));
-            return Ok(SourcePoll::Batch(batch));
-        }
         let due = self.next_discovery.is_none_or(|t| Instant::now() >= t);
         if due {
             self.discover()?;
@@ -467,7 +445,15 @@ impl Source for KafkaSource {
         {
             let consumer = self.consumer.as_ref().expect("discovered above");
             while polled.origins.len() < self.batch_size {
-                let Some(next) = consumer.poll(Duration::ZERO) else {
+                // The first message of a poll may wait a moment for the
+                // fetcher (the task would otherwise sleep a whole tick).
+                let first = polled.origins.is_empty() && polled.changes.is_empty();
+                let wait = if first {
+                    Duration::from_millis(2)
+                } else {
+                    Duration::ZERO
+                };
+                let Some(next) = consumer.poll(wait) else {
                     break;
                 };
                 let m = match next {
@@ -548,27 +534,27 @@ impl Source for KafkaSource {
             if self.all_done() {
                 return Ok(SourcePoll::Finished);
             }
-            return Ok(SourcePoll::Pending(Duration::from_millis(2)));
+            // The poll above waited already.
+            return Ok(SourcePoll::Pending(Duration::ZERO));
         }
         let upsert = kinds.is_some();
         let (batch, kept) = self.decode(&polled, kinds)?;
         if batch.num_rows() == 0 {
             return Ok(SourcePoll::Pending(Duration::ZERO));
         }
-        // One batch per partition, for per-partition watermarks — not for
-        // upsert tables, whose per-key state already counts every row of
-        // the poll as emitted.
-        let origins = match kept {
-            Some(kept) => kept.iter().map(|&i| polled.origins[i].clone()).collect(),
-            None => std::mem::take(&mut polled.origins),
-        };
-        if upsert || batch.num_rows() != origins.len() {
-            self.last_split = None;
-            return Ok(SourcePoll::Batch(batch));
+        // The whole poll as one batch, its rows' partitions named as runs
+        // for per-partition watermarks — not for upsert tables (their
+        // changes are normalised per key, not per partition).
+        self.last_runs = None;
+        if !upsert {
+            let origins = match &kept {
+                Some(kept) => kept.iter().map(|&i| polled.origins[i].clone()).collect(),
+                None => std::mem::take(&mut polled.origins),
+            };
+            if origins.len() == batch.num_rows() {
+                self.last_runs = Some(Self::runs(&origins));
+            }
         }
-        self.queue_by_partition(batch, &origins)?;
-        let (key, _, batch) = self.ready.pop_front().expect("queued above");
-        self.last_split = Some(split_id(&key));
         Ok(SourcePoll::Batch(batch))
     }
 
@@ -580,18 +566,10 @@ impl Source for KafkaSource {
                 .map(|r| r.iter().map(|(k, o)| (k.clone(), *o)).collect())
                 .unwrap_or_default()
         } else {
-            // Rows decoded but not emitted yet are read again on restore.
+            // Every row decoded has been emitted: a poll is one batch.
             self.partitions
                 .iter()
-                .map(|(k, p)| {
-                    let queued = self
-                        .ready
-                        .iter()
-                        .filter(|(q, _, _)| q == k)
-                        .map(|(_, first, _)| *first)
-                        .min();
-                    (k.clone(), queued.unwrap_or(p.next))
-                })
+                .map(|(k, p)| (k.clone(), p.next))
                 .collect()
         };
         let mut topics: Vec<&str> = rows.iter().map(|r| r.0.0.as_str()).collect();
@@ -664,7 +642,6 @@ impl Source for KafkaSource {
             }
         }
         self.partitions.clear();
-        self.ready.clear();
         self.consumer = None;
         self.next_discovery = None;
         self.restored = Some(restored);

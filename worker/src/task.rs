@@ -296,10 +296,18 @@ impl Task {
                     }
                     if let (Some(idx), true) = (rowtime, streaming) {
                         let name = batch.schema().field(idx).name().clone();
-                        generator.on_timestamps(
-                            source.split_of_last_batch(),
-                            timestamps(batch.column(idx), &name)?,
-                        );
+                        let ts = timestamps(batch.column(idx), &name)?;
+                        match source.splits_of_last_batch() {
+                            Some(runs) => {
+                                let mut at = 0;
+                                for &(split, n) in runs {
+                                    let end = (at + n).min(ts.len());
+                                    generator.on_timestamps(Some(split), &ts[at..end]);
+                                    at = end;
+                                }
+                            }
+                            None => generator.on_timestamps(None, ts),
+                        }
                     }
                     self.chain.process(batch, &mut tail)?;
                     self.flush(&mut tail).await?;

@@ -370,20 +370,26 @@ pub(super) struct Records {
     bytes: Vec<u8>,
     /// Where each record ends (after its line break).
     ends: Vec<usize>,
+    /// Decoded as whole records (`decode_records`), not as lines.
     framed: bool,
+    /// Each record followed by a line break.
+    separated: bool,
 }
 
 impl Records {
-    pub(super) fn new(framed: bool) -> Self {
+    fn new(format: Option<&str>) -> Self {
+        let all = formats();
+        let f = format.and_then(|f| all.get(f).ok());
         Self {
-            framed,
+            framed: f.is_some_and(|f| f.reads_records()),
+            separated: f.is_none_or(|f| f.separates_records()),
             ..Self::default()
         }
     }
 
     pub(super) fn push(&mut self, record: &[u8]) {
         self.bytes.extend_from_slice(record);
-        if !self.framed {
+        if self.separated {
             self.bytes.push(b'\n');
         }
         self.ends.push(self.bytes.len());
@@ -410,11 +416,9 @@ pub(super) struct Polled {
 impl Polled {
     /// Nothing polled yet, for a table's value (and key) formats.
     pub(super) fn new(plan: &crate::plan::KafkaPlan) -> Self {
-        let all = formats();
-        let framed = |f: &str| all.get(f).is_ok_and(|f| f.reads_records());
         Self {
-            values: Records::new(framed(&plan.format)),
-            keys: Records::new(plan.key.as_ref().is_some_and(|k| framed(&k.format))),
+            values: Records::new(Some(&plan.format)),
+            keys: Records::new(plan.key.as_ref().map(|k| k.format.as_str())),
             origins: vec![],
             changes: vec![],
             meta: MessageMeta::default(),

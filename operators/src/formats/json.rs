@@ -74,6 +74,10 @@ impl FormatFactory for Json {
         true
     }
 
+    fn separates_records(&self) -> bool {
+        true
+    }
+
     fn decoder(
         &self,
         schema: &SchemaRef,
@@ -204,8 +208,9 @@ impl RowDecoder for JsonDecoder {
 }
 
 impl JsonDecoder {
-    /// Every record through the decoder, a line break between them; an
-    /// empty record is an error (it holds no document).
+    /// Every record through the decoder in one pass (each ends with a line
+    /// break, so documents never run together); an empty record is an
+    /// error (it holds no document).
     fn decode_each(
         &mut self,
         bytes: &[u8],
@@ -213,28 +218,19 @@ impl JsonDecoder {
     ) -> std::result::Result<(), arrow::error::ArrowError> {
         let mut start = 0;
         for &end in ends {
-            let mut record = &bytes[start..end];
-            start = end;
-            if record.iter().all(u8::is_ascii_whitespace) {
+            if bytes[start..end].iter().all(u8::is_ascii_whitespace) {
                 return Err(arrow::error::ArrowError::JsonError(
                     "an empty message".into(),
                 ));
             }
-            while !record.is_empty() {
-                let used = self.inner.decode(record)?;
-                record = &record[used..];
-                if !record.is_empty()
-                    && let Some(b) = self.inner.flush()?
-                {
-                    self.ready.push_back(b);
-                }
-            }
-            self.inner.decode(b"\n")?;
+            start = end;
         }
-        if let Some(b) = self.inner.flush()? {
-            self.ready.push_back(b);
+        if bytes.last().is_some_and(|b| *b != b'\n') {
+            return Err(arrow::error::ArrowError::JsonError(
+                "records must end with a line break".into(),
+            ));
         }
-        Ok(())
+        self.decode_all(bytes)
     }
 
     /// Decode whole lines; the decoder is empty before and after.

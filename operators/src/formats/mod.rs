@@ -108,6 +108,13 @@ pub trait FormatFactory: Send + Sync {
     fn reads_records(&self) -> bool {
         self.message_framed()
     }
+    /// Whether records handed over together are each followed by a line
+    /// break (within the record's range for [`RowDecoder::decode_records`]):
+    /// true of line formats and of `json` (whitespace between documents,
+    /// so a poll decodes in one pass), false of `raw` and `avro`.
+    fn separates_records(&self) -> bool {
+        !self.reads_records()
+    }
     /// A decoder of rows of `schema` with the table's options.
     fn decoder(
         &self,

@@ -74,15 +74,16 @@ pub trait Source: Send {
         false
     }
 
-    /// The split (a Kafka partition) the batch last returned comes from,
-    /// when each batch comes from one: the task then keeps a watermark per
+    /// The splits (Kafka partitions) the rows of the batch last returned
+    /// come from, as runs in row order — `(split, rows)`, covering the
+    /// batch — when it names them: the task then keeps a watermark per
     /// split and emits their minimum (Flink's per-partition watermarks).
-    fn split_of_last_batch(&self) -> Option<u64> {
+    fn splits_of_last_batch(&self) -> Option<&[(u64, usize)]> {
         None
     }
 
     /// The splits it reads now, when it names them (see
-    /// [`Self::split_of_last_batch`]): one that has not shown data holds
+    /// [`Self::splits_of_last_batch`]): one that has not shown data holds
     /// the watermark back until it does or goes idle.
     fn active_splits(&self) -> Option<Vec<u64>> {
         None
@@ -178,8 +179,8 @@ impl Source for ComputedSource {
         self.inner.position_is_union()
     }
 
-    fn split_of_last_batch(&self) -> Option<u64> {
-        self.inner.split_of_last_batch()
+    fn splits_of_last_batch(&self) -> Option<&[(u64, usize)]> {
+        self.inner.splits_of_last_batch()
     }
 
     fn active_splits(&self) -> Option<Vec<u64>> {
