@@ -12,32 +12,7 @@ use weir_tests::KafkaBroker;
 
 mod common;
 
-/// `n` orders as JSON, spread over `partitions` partitions.
-fn orders(n: i64, partitions: i32) -> Vec<weir_tests::Produced> {
-    (0..n)
-        .map(|i| {
-            (
-                (i % i64::from(partitions)) as i32,
-                Some(format!("{{\"id\":{i}}}").into_bytes()),
-                format!(
-                    "{{\"id\":{i},\"customer\":\"c{}\",\"amount\":{}}}",
-                    i % 7,
-                    i * 10
-                )
-                .into_bytes(),
-            )
-        })
-        .collect()
-}
-
-fn table(bootstrap: &str, topic: &str, extra: &str) -> String {
-    format!(
-        "CREATE TABLE orders (id BIGINT, customer STRING, amount BIGINT) WITH (
-  'connector' = 'kafka', 'topic' = '{topic}',
-  'properties.bootstrap.servers' = '{bootstrap}',
-  'scan.startup.mode' = 'earliest-offset', 'format' = 'json'{extra});"
-    )
-}
+use common::kafka::{orders, table};
 
 /// Run `script` (its last statement a query) in this process at
 /// parallelism 2; the first column of every row, sorted.
@@ -443,64 +418,6 @@ fn an_updating_group_by_round_trips_through_upsert_kafka() {
 /// The broker goes down for two seconds while a checkpointed job reads and
 /// writes through it: the job waits and resumes, and the output holds every
 /// row once.
-#[test]
-fn a_broker_outage_mid_run_loses_nothing() {
-    const ROWS: i64 = 6000;
-    let kafka = KafkaBroker::start(1);
-    kafka.create_topic("src", 2);
-    kafka.create_topic("dst", 1);
-    let tmp = tempfile::tempdir().unwrap();
-    let b = kafka.bootstrap();
-    let script = format!(
-        "SET 'execution.checkpointing.interval' = '200 ms';
-SET 'execution.checkpointing.dir' = '{chk}';
-{src}
-CREATE TABLE dst (id BIGINT, customer STRING, amount BIGINT) WITH (
-  'connector' = 'kafka', 'topic' = 'dst', 'properties.bootstrap.servers' = '{b}',
-  'format' = 'json', 'sink.delivery-guarantee' = 'exactly-once',
-  'sink.transactional-id-prefix' = 'outage');
-INSERT INTO dst SELECT * FROM orders;",
-        chk = tmp.path().join("chk").display(),
-        src = table(
-            &b,
-            "src",
-            &format!(
-                ", 'scan.bounded.mode' = 'specific-offsets', \
-                 'scan.bounded.specific-offsets' = 'partition:0,offset:{half};partition:1,offset:{half}'",
-                half = ROWS / 2
-            )
-        ),
-    );
-    let mut s = SqlSession::new();
-    s.execute_script(&script).unwrap();
-    let env = weir_worker::local_environment().unwrap();
-    env.set_parallelism(2);
-    s.build_with(&env, &|| unreachable!("no query")).unwrap();
-    let job = std::thread::spawn(move || env.execute("outage").map(|_| ()));
-    kafka.produce("src", &orders(ROWS / 2, 2));
-    std::thread::sleep(Duration::from_millis(500));
-    kafka.cluster.broker_down(1).unwrap();
-    std::thread::sleep(Duration::from_secs(2));
-    kafka.cluster.broker_up(1).unwrap();
-    let rest: Vec<_> = orders(ROWS, 2)
-        .into_iter()
-        .skip((ROWS / 2) as usize)
-        .collect();
-    kafka.produce("src", &rest);
-    job.join().unwrap().unwrap();
-    let mut ids: Vec<i64> = kafka
-        .consume_all("dst", true)
-        .iter()
-        .map(|(_, _, _, p)| {
-            serde_json::from_slice::<serde_json::Value>(p).unwrap()["id"]
-                .as_i64()
-                .unwrap()
-        })
-        .collect();
-    ids.sort_unstable();
-    assert_eq!(ids, (0..ROWS).collect::<Vec<i64>>());
-}
-
 /// Clicks at event times `times` (ms after a base) into `partition`.
 fn clicks_at(partition: i32, times: impl Iterator<Item = i64>) -> Vec<weir_tests::Produced> {
     times

@@ -3,6 +3,8 @@
 //! tests.
 #![allow(dead_code)]
 
+pub mod kafka;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
