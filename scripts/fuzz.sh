@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bounded fuzzing of Weir's input surfaces with cargo fuzz (libFuzzer): the
 # SQL front end, job-graph JSON with its validation, the Flight control-frame
-# codec, and the CSV and Parquet readers. Each target runs SECONDS (default
+# codec, and the CSV, JSON and Parquet readers. Each target runs SECONDS (default
 # 60) from its seeds (fuzz/seeds/TARGET; the SQL target's are made from the
 # golden cases and Nexmark queries) plus the corpus kept under the target
 # directory; a crash, a hang (>10 s on one input) or a leak of memory
@@ -25,7 +25,7 @@ if ! command -v cargo-fuzz >/dev/null 2>&1; then
 fi
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(sql_front_end job_graph_json control_frame csv_reader parquet_reader)
+  targets=(sql_front_end job_graph_json control_frame csv_reader json_reader parquet_reader)
 fi
 # Debug build with coverage instrumentation and no sanitizer: Weir is safe
 # Rust, so panics, aborts, hangs and runaway memory are what is looked for;

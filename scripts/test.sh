@@ -48,5 +48,5 @@ cargo build -p weir "$@"
 "$venv/bin/python" tests/python/test_flight_ingest.py "$target/debug/weir"
 
 # Bounded fuzzing of the input surfaces (SQL, job-graph JSON, control
-# frames, CSV and Parquet readers): WEIR_FUZZ_SECONDS per target (60).
-scripts/fuzz.sh "${WEIR_FUZZ_SECONDS:-60}"
+# frames, CSV, JSON and Parquet readers): WEIR_FUZZ_SECONDS per target (45).
+scripts/fuzz.sh "${WEIR_FUZZ_SECONDS:-45}"

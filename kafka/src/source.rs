@@ -122,6 +122,10 @@ pub(crate) struct KafkaSource {
     /// The partitions of the batch emitted last, as runs of rows (the
     /// task keeps a watermark per partition).
     last_runs: Option<Vec<(u64, usize)>>,
+    /// How the value (and key) are decoded, found on the first poll.
+    parts: Option<Arc<decode::Parts>>,
+    /// Payload bytes of the last poll (to size the next one's buffer).
+    last_bytes: usize,
 }
 
 impl KafkaSource {
@@ -137,6 +141,8 @@ impl KafkaSource {
         Self {
             latest: upsert.then(Default::default),
             last_runs: None,
+            parts: None,
+            last_bytes: 0,
             plan,
             name,
             subtask,
@@ -438,12 +444,22 @@ impl Source for KafkaSource {
         if self.all_done() {
             return Ok(SourcePoll::Finished);
         }
-        let mut polled = Polled::new(&self.plan);
-        let mut current: Option<(String, i32)> = None;
+        let parts = self.parts()?;
+        let mut polled = Polled::new(&parts, &self.plan.metadata, self.last_bytes);
+        // Every assigned partition of one topic: a message's partition
+        // alone finds it.
+        let one_topic = self
+            .partitions
+            .keys()
+            .next()
+            .is_some_and(|(t, _)| self.partitions.keys().all(|(u, _)| u == t));
         let with_metadata = !self.plan.metadata.is_empty();
         let mut ended = vec![];
         {
             let consumer = self.consumer.as_ref().expect("discovered above");
+            let partitions = &mut self.partitions;
+            // The partition of the current run of messages.
+            let mut current: Option<(&(String, i32), &mut Partition)> = None;
             while polled.origins.len() < self.batch_size {
                 // The first message of a poll may wait a moment for the
                 // fetcher (the task would otherwise sleep a whole tick).
@@ -471,14 +487,15 @@ impl Source for KafkaSource {
                 };
                 // Messages come in runs of one partition: look it up by
                 // name only when the run changes (no allocation per message).
-                let same = |k: &(String, i32)| k.1 == m.partition() && k.0 == m.topic();
-                if !current.as_ref().is_some_and(same) {
-                    current = self.partitions.keys().find(|k| same(k)).cloned();
+                let same =
+                    |k: &(String, i32)| k.1 == m.partition() && (one_topic || k.0 == m.topic());
+                if !current.as_ref().is_some_and(|(k, _)| same(k)) {
+                    current = partitions.iter_mut().find(|(k, _)| same(k));
                 }
-                let Some(key) = current.as_ref() else {
+                let Some((key, part)) = current.as_mut() else {
                     continue;
                 };
-                let part = self.partitions.get_mut(key).expect("found above");
+                let key = *key;
                 if part.end.is_some_and(|e| m.offset() >= e) || m.offset() < part.next {
                     // Past a bounded end, or before the position (a seek's echo).
                     if part.end.is_some_and(|e| m.offset() >= e) {
@@ -538,6 +555,7 @@ impl Source for KafkaSource {
             return Ok(SourcePoll::Pending(Duration::ZERO));
         }
         let upsert = kinds.is_some();
+        self.last_bytes = polled.values.len() + polled.values.len() / 8;
         let (batch, kept) = self.decode(&polled, kinds)?;
         if batch.num_rows() == 0 {
             return Ok(SourcePoll::Pending(Duration::ZERO));

@@ -3,6 +3,7 @@
 //! columns assembled from both, and — for upsert-kafka — the changes
 //! normalised against each key's latest value into a changelog.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -14,8 +15,9 @@ use arrow::record_batch::RecordBatch;
 use rdkafka::Timestamp;
 use rdkafka::message::{Headers, Message};
 use weir_core::connector::MetadataColumn;
+use weir_core::connector::Options;
 use weir_core::{Result, WeirError};
-use weir_operators::formats::formats;
+use weir_operators::formats::{FormatFactory, formats, produced_schema};
 
 use super::{Change, KafkaSource, Origin};
 
@@ -69,39 +71,20 @@ impl KafkaSource {
         polled: &Polled,
         kinds: Option<Vec<&'static str>>,
     ) -> Result<(RecordBatch, Option<Vec<usize>>)> {
-        let (value_idx, value_schema) = self.plan.project(&self.plan.value_fields)?;
-        let value_format = self.plan.format.clone();
-        let value_options = self.plan.format_options.clone();
-        let value = self.decode_part(
-            &value_format,
-            &value_options,
-            &value_schema,
-            &polled.values,
-            &polled.origins,
-            "value",
-        )?;
+        let parts = self.parts()?;
+        let value = self.decode_part(&parts.value, &polled.values, &polled.origins, "value")?;
         let changelog = weir_core::spec::is_changelog_schema(&value.schema());
-        let key = match self.plan.key.clone() {
-            Some(k) if k.fields.iter().any(|f| !self.plan.value_fields.contains(f)) => {
-                let (_, key_schema) = self.plan.project(&k.fields)?;
-                Some((
-                    k.fields.clone(),
-                    self.decode_part(
-                        &k.format,
-                        &k.options,
-                        &key_schema,
-                        &polled.keys,
-                        &polled.origins,
-                        "key",
-                    )?,
-                ))
-            }
-            _ => None,
+        let key = match &parts.key {
+            Some((fields, part)) => Some((
+                fields,
+                self.decode_part(part, &polled.keys, &polled.origins, "key")?,
+            )),
+            None => None,
         };
         if key.is_none()
             && kinds.is_none()
             && self.plan.metadata.is_empty()
-            && value_idx.len() == self.plan.schema.fields().len()
+            && parts.value_columns == self.plan.schema.fields().len()
         {
             return Ok((value, None));
         }
@@ -163,14 +146,12 @@ impl KafkaSource {
 
     /// The messages of a poll whose value gave a row (some were skipped as
     /// unparsable): each decoded alone, as only a failing poll needs.
-    fn kept_messages(&self, polled: &Polled) -> Result<Vec<usize>> {
-        let (_, schema) = self.plan.project(&self.plan.value_fields)?;
-        let all = formats();
-        let factory = all.get(&self.plan.format)?;
+    fn kept_messages(&mut self, polled: &Polled) -> Result<Vec<usize>> {
+        let value = &self.parts()?.value;
         let mut kept = vec![];
         for i in 0..polled.origins.len() {
             let record = polled.values.record(i);
-            let mut decoder = factory.decoder(&schema, &self.plan.format_options, 1)?;
+            let mut decoder = value.factory.decoder(&value.schema, &value.options, 1)?;
             let mut rows = 0;
             if polled.values.framed {
                 decoder.decode_records(record, &[record.len()])?;
@@ -193,19 +174,46 @@ impl KafkaSource {
         Ok(kept)
     }
 
+    /// The value and key sides of the table, found on first use.
+    pub(super) fn parts(&mut self) -> Result<Arc<Parts>> {
+        if let Some(p) = &self.parts {
+            return Ok(Arc::clone(p));
+        }
+        let plan = &self.plan;
+        let (value_idx, value_schema) = plan.project(&plan.value_fields)?;
+        let value = Part::new(&plan.format, &plan.format_options, value_schema)?;
+        // Key columns are decoded from the key only when the value does
+        // not carry them all.
+        let key = match &plan.key {
+            Some(k) if k.fields.iter().any(|f| !plan.value_fields.contains(f)) => {
+                let (_, key_schema) = plan.project(&k.fields)?;
+                Some((
+                    k.fields.clone(),
+                    Part::new(&k.format, &k.options, key_schema)?,
+                ))
+            }
+            _ => None,
+        };
+        let parts = Arc::new(Parts {
+            value,
+            value_columns: value_idx.len(),
+            key,
+        });
+        self.parts = Some(Arc::clone(&parts));
+        Ok(parts)
+    }
+
     fn decode_part(
         &mut self,
-        format: &str,
-        options: &weir_core::connector::Options,
-        schema: &SchemaRef,
+        part: &Part,
         records: &Records,
         origins: &[Origin],
         what: &str,
     ) -> Result<RecordBatch> {
-        let all = formats();
-        let factory = all.get(format)?;
-        let mut decoder = factory.decoder(schema, options, self.batch_size)?;
-        let out_schema = weir_operators::formats::produced_schema(format, schema);
+        let mut decoder = part
+            .factory
+            .decoder(&part.schema, &part.options, self.batch_size)?;
+        let out_schema = &part.out_schema;
         let mut out = vec![];
         let mut at = 0;
         let name = self.name.clone();
@@ -257,7 +265,7 @@ impl KafkaSource {
         }
         Ok(match out.len() {
             1 => out.pop().expect("one"),
-            _ => arrow::compute::concat_batches(&out_schema, &out)?,
+            _ => arrow::compute::concat_batches(out_schema, &out)?,
         })
     }
 }
@@ -268,10 +276,23 @@ impl KafkaSource {
 pub(super) struct MessageMeta {
     timestamps: Vec<Option<i64>>,
     timestamp_types: Vec<&'static str>,
-    headers: Vec<Vec<(String, Option<Vec<u8>>)>>,
+    /// Only when the table declares `headers`: each message's headers end
+    /// at `header_ends[i]` in `headers`, whose keys and values are ranges
+    /// of `header_bytes` (no allocation per message).
+    with_headers: bool,
+    header_ends: Vec<usize>,
+    headers: Vec<(Range<usize>, Option<Range<usize>>)>,
+    header_bytes: Vec<u8>,
 }
 
 impl MessageMeta {
+    fn new(metadata: &[MetadataColumn]) -> Self {
+        Self {
+            with_headers: metadata.iter().any(|m| m.key.as_str() == "headers"),
+            ..Self::default()
+        }
+    }
+
     pub(super) fn push<M: Message>(&mut self, m: &M) {
         let (ts, kind) = match m.timestamp() {
             Timestamp::NotAvailable => (None, "NoTimestampType"),
@@ -280,15 +301,32 @@ impl MessageMeta {
         };
         self.timestamps.push(ts);
         self.timestamp_types.push(kind);
-        self.headers.push(
-            m.headers()
-                .map(|h| {
-                    h.iter()
-                        .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        );
+        if self.with_headers {
+            for h in m.headers().iter().flat_map(|h| h.iter()) {
+                let mut range = |bytes: &[u8]| {
+                    let start = self.header_bytes.len();
+                    self.header_bytes.extend_from_slice(bytes);
+                    start..self.header_bytes.len()
+                };
+                let key = range(h.key.as_bytes());
+                let value = h.value.map(range);
+                self.headers.push((key, value));
+            }
+            self.header_ends.push(self.headers.len());
+        }
+    }
+
+    /// Message `i`'s headers: key and value bytes.
+    fn headers_of(&self, i: usize) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
+        let start = if i == 0 { 0 } else { self.header_ends[i - 1] };
+        self.headers[start..self.header_ends[i]]
+            .iter()
+            .map(|(k, v)| {
+                (
+                    &self.header_bytes[k.clone()],
+                    v.clone().map(|v| &self.header_bytes[v]),
+                )
+            })
     }
 
     /// The metadata columns, in declared order, of the messages `kept`
@@ -342,9 +380,10 @@ impl MessageMeta {
                             false,
                         )));
                         for &i in &rows {
-                            for (k, v) in &self.headers[i] {
-                                b.keys().append_value(k);
-                                b.values().append_option(v.as_deref());
+                            for (k, v) in self.headers_of(i) {
+                                // Header keys are Rust strings in rdkafka.
+                                b.keys().append_value(String::from_utf8_lossy(k));
+                                b.values().append_option(v);
                             }
                             b.append(true)?;
                         }
@@ -374,20 +413,30 @@ pub(super) struct Records {
     framed: bool,
     /// Each record followed by a line break.
     separated: bool,
+    /// Kept at all (keys are not when no column is decoded from them).
+    used: bool,
 }
 
 impl Records {
-    fn new(format: Option<&str>) -> Self {
-        let all = formats();
-        let f = format.and_then(|f| all.get(f).ok());
+    fn new(part: Option<&Part>, capacity: usize) -> Self {
         Self {
-            framed: f.is_some_and(|f| f.reads_records()),
-            separated: f.is_none_or(|f| f.separates_records()),
-            ..Self::default()
+            framed: part.is_some_and(|p| p.framed),
+            separated: part.is_none_or(|p| p.separated),
+            used: part.is_some(),
+            bytes: Vec::with_capacity(if part.is_some() { capacity } else { 0 }),
+            ends: vec![],
         }
     }
 
+    /// Bytes held.
+    pub(super) fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
     pub(super) fn push(&mut self, record: &[u8]) {
+        if !self.used {
+            return;
+        }
         self.bytes.extend_from_slice(record);
         if self.separated {
             self.bytes.push(b'\n');
@@ -413,15 +462,47 @@ pub(super) struct Polled {
     pub(super) changes: Vec<Change>,
 }
 
+/// A side of the table (value or key) as its format decodes it.
+pub(super) struct Part {
+    factory: Arc<dyn FormatFactory>,
+    options: Options,
+    schema: SchemaRef,
+    out_schema: SchemaRef,
+    framed: bool,
+    separated: bool,
+}
+
+impl Part {
+    fn new(format: &str, options: &Options, schema: SchemaRef) -> Result<Self> {
+        let factory = Arc::clone(formats().get(format)?);
+        Ok(Self {
+            framed: factory.reads_records(),
+            separated: factory.separates_records(),
+            out_schema: produced_schema(format, &schema),
+            factory,
+            options: options.clone(),
+            schema,
+        })
+    }
+}
+
+/// The value side, its number of columns, and the key side when some
+/// columns come from the key alone.
+pub(super) struct Parts {
+    value: Part,
+    value_columns: usize,
+    key: Option<(Vec<String>, Part)>,
+}
+
 impl Polled {
-    /// Nothing polled yet, for a table's value (and key) formats.
-    pub(super) fn new(plan: &crate::plan::KafkaPlan) -> Self {
+    /// Nothing polled yet; about `capacity` payload bytes expected.
+    pub(super) fn new(parts: &Parts, metadata: &[MetadataColumn], capacity: usize) -> Self {
         Self {
-            values: Records::new(Some(&plan.format)),
-            keys: Records::new(plan.key.as_ref().map(|k| k.format.as_str())),
+            values: Records::new(Some(&parts.value), capacity),
+            keys: Records::new(parts.key.as_ref().map(|(_, k)| k), capacity / 4),
             origins: vec![],
             changes: vec![],
-            meta: MessageMeta::default(),
+            meta: MessageMeta::new(metadata),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The `json` format as Flink has it: one object per line, fields in
 //! schema order, NULLs written as `null`, values as Jackson writes them
 //! (`text.rs`), nested `ROW`, `ARRAY` and `MAP` as objects and arrays.
-//! Read with arrow-json's columnar decoder; when a chunk of lines does not
+//! Read by the flat-object fast path (`flat_json.rs`) where it applies,
+//! else arrow-json's columnar decoder; when a chunk of lines does not
 //! decode, its lines are decoded one by one to name the bad one (or skip
 //! and count it, with `json.ignore-parse-errors`).
 
@@ -15,6 +16,7 @@ use arrow::record_batch::RecordBatch;
 use weir_core::connector::{ConnectorOption, OptionKind, Options};
 use weir_core::{Result, WeirError};
 
+use super::flat_json::FlatJson;
 use super::text::{TextStyle, TimestampStyle, is_textual, write_scalar};
 use super::{FormatFactory, RowDecoder, RowEncoder, flag};
 
@@ -84,15 +86,17 @@ impl FormatFactory for Json {
         options: &Options,
         batch_size: usize,
     ) -> Result<Box<dyn RowDecoder>> {
+        let fail_on_missing = flag(options, "json.fail-on-missing-field", false);
         Ok(Box::new(JsonDecoder {
             inner: new_decoder(schema, batch_size)?,
+            flat: FlatJson::new(schema, fail_on_missing),
             schema: Arc::clone(schema),
             batch_size,
             pending: Vec::new(),
             ready: VecDeque::new(),
             lines: 0,
             ignore_errors: flag(options, "json.ignore-parse-errors", false),
-            fail_on_missing: flag(options, "json.fail-on-missing-field", false),
+            fail_on_missing,
             skipped: 0,
         }))
     }
@@ -123,6 +127,8 @@ fn new_decoder(schema: &SchemaRef, batch_size: usize) -> Result<Decoder> {
 
 struct JsonDecoder {
     inner: Decoder,
+    /// The fast path, when every column's type has one.
+    flat: Option<FlatJson>,
     schema: SchemaRef,
     batch_size: usize,
     /// The start of a line not yet complete.
@@ -167,40 +173,13 @@ impl RowDecoder for JsonDecoder {
     }
 
     /// Whole messages, each one JSON document (line breaks inside allowed):
-    /// all of them through arrow-json's decoder in one go, or — when one
-    /// fails — one at a time, to name (or skip) the bad ones by number.
+    /// all of them decoded in one go, or — when that fails — one at a
+    /// time, to name (or skip) the bad ones by number.
     fn decode_records(&mut self, bytes: &[u8], ends: &[usize]) -> Result<()> {
-        let before = self.ready.len();
-        let fast = !self.fail_on_missing && self.decode_each(bytes, ends).is_ok();
-        if !fast {
-            self.ready.truncate(before);
-            self.inner = new_decoder(&self.schema, self.batch_size)?;
-            let mut good = vec![];
-            let mut start = 0;
-            for (i, &end) in ends.iter().enumerate() {
-                let record = &bytes[start..end];
-                start = end;
-                let at = self.lines + i as u64 + 1;
-                let decoded = if record.iter().all(u8::is_ascii_whitespace) {
-                    Err(WeirError::Execution("an empty message is not JSON".into()))
-                } else {
-                    self.decode_line(record)
-                };
-                match decoded {
-                    Ok(Some(b)) => good.push(b),
-                    Ok(None) => {}
-                    Err(e) if self.ignore_errors => {
-                        tracing::debug!("json record {at} skipped: {e}");
-                        self.skipped += 1;
-                        self.inner = new_decoder(&self.schema, self.batch_size)?;
-                    }
-                    Err(e) => return Err(WeirError::Execution(format!("line {at}: {e}"))),
-                }
-            }
-            if !good.is_empty() {
-                self.ready
-                    .push_back(arrow::compute::concat_batches(&self.schema, &good)?);
-            }
+        if !self.decode_chunk(bytes, Some(ends))? {
+            let starts = std::iter::once(0).chain(ends.iter().copied());
+            let records = starts.zip(ends).map(|(start, &end)| &bytes[start..end]);
+            self.one_by_one(records, true)?;
         }
         self.lines += ends.len() as u64;
         Ok(())
@@ -208,9 +187,81 @@ impl RowDecoder for JsonDecoder {
 }
 
 impl JsonDecoder {
-    /// Every record through the decoder in one pass (each ends with a line
-    /// break, so documents never run together); an empty record is an
-    /// error (it holds no document).
+    /// Decode whole lines; the decoder is empty before and after.
+    fn feed(&mut self, chunk: &[u8]) -> Result<()> {
+        let lines = chunk.iter().filter(|&&b| b == b'\n').count() as u64;
+        if !self.decode_chunk(chunk, None)? {
+            self.one_by_one(chunk.split(|&b| b == b'\n'), false)?;
+        }
+        self.lines += lines;
+        Ok(())
+    }
+
+    /// Every document of `bytes` (with `ends`, one per record) in one pass:
+    /// the flat fast path where it applies, else arrow-json's decoder.
+    /// `false` (nothing decoded) when some document does not decode.
+    fn decode_chunk(&mut self, bytes: &[u8], ends: Option<&[usize]>) -> Result<bool> {
+        if let Some(flat) = &mut self.flat
+            && flat.decode(bytes, ends, self.batch_size, &mut self.ready)
+        {
+            return Ok(true);
+        }
+        if self.fail_on_missing {
+            return Ok(false);
+        }
+        let before = self.ready.len();
+        let decoded = match ends {
+            Some(ends) => self.decode_each(bytes, ends),
+            None => self.decode_all(bytes),
+        };
+        if decoded.is_err() {
+            self.ready.truncate(before);
+            self.inner = new_decoder(&self.schema, self.batch_size)?;
+        }
+        Ok(decoded.is_ok())
+    }
+
+    /// Record by record (numbered from the next line), to name the bad one
+    /// or skip and count it (`json.ignore-parse-errors`). Blank lines are
+    /// passed over; a blank whole `message` is an error.
+    fn one_by_one<'b>(
+        &mut self,
+        records: impl Iterator<Item = &'b [u8]>,
+        messages: bool,
+    ) -> Result<()> {
+        let mut good = vec![];
+        for (i, record) in records.enumerate() {
+            let at = self.lines + i as u64 + 1;
+            let blank = record.iter().all(u8::is_ascii_whitespace);
+            if blank && !messages {
+                continue;
+            }
+            let decoded = if blank {
+                Err(WeirError::Execution("an empty message is not JSON".into()))
+            } else {
+                self.decode_line(record)
+            };
+            match decoded {
+                Ok(Some(b)) => good.push(b),
+                Ok(None) => {}
+                Err(e) if self.ignore_errors => {
+                    tracing::debug!("json record {at} skipped: {e}");
+                    self.skipped += 1;
+                    self.inner = new_decoder(&self.schema, self.batch_size)?;
+                }
+                Err(e) => return Err(WeirError::Execution(format!("line {at}: {e}"))),
+            }
+        }
+        if !good.is_empty() {
+            self.ready
+                .push_back(arrow::compute::concat_batches(&self.schema, &good)?);
+        }
+        Ok(())
+    }
+
+    /// Every record through arrow-json's decoder in one pass (each ends
+    /// with a line break, so documents never run together); an empty
+    /// record is an error (it holds no document).
     fn decode_each(
         &mut self,
         bytes: &[u8],
@@ -231,41 +282,6 @@ impl JsonDecoder {
             ));
         }
         self.decode_all(bytes)
-    }
-
-    /// Decode whole lines; the decoder is empty before and after.
-    fn feed(&mut self, chunk: &[u8]) -> Result<()> {
-        let before = self.ready.len();
-        let lines = chunk.iter().filter(|&&b| b == b'\n').count() as u64;
-        let fast = !self.fail_on_missing && self.decode_all(chunk).is_ok();
-        if !fast {
-            // Line by line, to name (or skip) the bad ones.
-            self.ready.truncate(before);
-            self.inner = new_decoder(&self.schema, self.batch_size)?;
-            let mut good = vec![];
-            for (i, line) in chunk.split(|&b| b == b'\n').enumerate() {
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                let at = self.lines + i as u64 + 1;
-                match self.decode_line(line) {
-                    Ok(Some(b)) => good.push(b),
-                    Ok(None) => {}
-                    Err(e) if self.ignore_errors => {
-                        tracing::debug!("json line {at} skipped: {e}");
-                        self.skipped += 1;
-                        self.inner = new_decoder(&self.schema, self.batch_size)?;
-                    }
-                    Err(e) => return Err(WeirError::Execution(format!("line {at}: {e}"))),
-                }
-            }
-            if !good.is_empty() {
-                self.ready
-                    .push_back(arrow::compute::concat_batches(&self.schema, &good)?);
-            }
-        }
-        self.lines += lines;
-        Ok(())
     }
 
     fn decode_all(&mut self, chunk: &[u8]) -> std::result::Result<(), arrow::error::ArrowError> {

@@ -15,6 +15,7 @@
 mod avro;
 mod csv;
 mod debezium;
+mod flat_json;
 mod json;
 mod raw;
 pub mod text;
