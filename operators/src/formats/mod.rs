@@ -17,6 +17,7 @@ mod csv;
 mod debezium;
 mod flat_json;
 mod json;
+mod json_lexer;
 mod raw;
 pub mod text;
 
