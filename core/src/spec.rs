@@ -517,6 +517,11 @@ pub struct TopNSpec {
     /// Streaming: a changelog of the kept rows as they change (a final
     /// [`CHANGELOG_COLUMN`]). Batch: the final rows, once, at the end.
     pub changelog: bool,
+    /// A window Top-N: the key column holding each window's end; a
+    /// window's rows are emitted once, append-only, when the watermark
+    /// passes `window_end - 1`, and later rows of it are dropped as late.
+    #[serde(default)]
+    pub window_end: Option<String>,
 }
 
 /// A lookup join: each row of the stream joined with the rows of a bounded

@@ -10,12 +10,19 @@
 //! one that entered is `+I` (or `+U`). With a row-number column, a row whose
 //! position changed is retracted and re-emitted with its new number.
 //!
-//! Snapshots: table `rows` (every kept row, keyed by the key columns).
+//! A window Top-N (the key includes the window end) emits no changelog:
+//! each window's kept rows leave once, numbered, when the watermark passes
+//! `window_end - 1`, and rows of a window already emitted are dropped as
+//! late (counted in `num_late_records_dropped`), as Flink's
+//! WindowRankOperator does.
+//!
+//! Snapshots: table `rows` (every kept row, keyed by the key columns); a
+//! window Top-N also `meta` (its watermark, as the window operators).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use arrow::array::{ArrayRef, AsArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use arrow::compute::{SortColumn, SortOptions, concat_batches, lexsort_to_indices};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{OwnedRow, RowConverter, SortField};
@@ -41,6 +48,11 @@ pub struct TopNOperator {
     /// Encodes whole input rows, to compare old and new kept rows.
     rows: RowConverter,
     key_groups: KeyGroupFilter,
+    /// Window Top-N: the window-end column (a key column).
+    window_end: Option<usize>,
+    /// The last watermark (window Top-N).
+    watermark: i64,
+    late: u64,
 }
 
 impl TopNOperator {
@@ -92,7 +104,68 @@ impl TopNOperator {
                     .collect(),
             )?,
             key_groups: KeyGroupFilter::new(ctx),
+            window_end: spec
+                .window_end
+                .as_ref()
+                .map(|c| input.index_of(c))
+                .transpose()?,
+            watermark: i64::MIN,
+            late: 0,
         })
+    }
+
+    /// The window ends of `rows` (a window Top-N's), in milliseconds.
+    fn window_ends(&self, rows: &RecordBatch, column: usize) -> Result<Vec<Option<i64>>> {
+        let ends = arrow::compute::cast(
+            rows.column(column),
+            &arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None),
+        )?;
+        let ends = ends.as_primitive::<arrow::datatypes::TimestampMillisecondType>();
+        Ok(ends.iter().collect())
+    }
+
+    /// Window Top-N: the rows of `batch` whose window is still open.
+    fn open_windows(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
+        let Some(column) = self.window_end else {
+            return Ok(batch);
+        };
+        let watermark = self.watermark;
+        let open: arrow::array::BooleanArray = self
+            .window_ends(&batch, column)?
+            .into_iter()
+            .map(|end| Some(end.is_some_and(|e| e - 1 > watermark)))
+            .collect();
+        let kept = arrow::compute::filter_record_batch(&batch, &open)?;
+        self.late += (batch.num_rows() - kept.num_rows()) as u64;
+        Ok(kept)
+    }
+
+    /// Window Top-N: emit and forget every window the watermark closed.
+    fn close_windows(&mut self, out: &mut dyn Output) -> Result<()> {
+        let Some(column) = self.window_end else {
+            return Ok(());
+        };
+        let mut closed = vec![];
+        for (key, rows) in &self.kept {
+            let end = self.window_ends(&rows.slice(0, 1.min(rows.num_rows())), column)?;
+            if end
+                .first()
+                .copied()
+                .flatten()
+                .is_none_or(|e| e - 1 <= self.watermark)
+            {
+                closed.push((end.first().copied().flatten(), key.clone()));
+            }
+        }
+        // Earlier windows first.
+        closed.sort();
+        for (_, key) in closed {
+            if let Some(rows) = self.kept.remove(&key) {
+                let numbers: Vec<u64> = (1..=rows.num_rows() as u64).collect();
+                out.collect(self.output(&rows, &numbers, None)?)?;
+            }
+        }
+        Ok(())
     }
 
     /// `rows` sorted (ties by position) and cut to the limit.
@@ -270,6 +343,7 @@ impl Operator for TopNOperator {
     }
 
     fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        let batch = self.open_windows(batch)?;
         if batch.num_rows() == 0 {
             return Ok(());
         }
@@ -277,8 +351,23 @@ impl Operator for TopNOperator {
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))
     }
 
+    fn on_watermark(
+        &mut self,
+        watermark: weir_core::message::Watermark,
+        out: &mut dyn Output,
+    ) -> Result<Option<weir_core::message::Watermark>> {
+        if self.window_end.is_some() {
+            self.watermark = self.watermark.max(watermark.0);
+            self.close_windows(out)?;
+        }
+        Ok(Some(watermark))
+    }
+
     fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
-        if self.changelog {
+        // Streaming Top-N emitted its changes; a window Top-N emits at the
+        // final watermark, and windows still open at a stop with a
+        // savepoint stay in its state.
+        if self.changelog || self.window_end.is_some() {
             return Ok(());
         }
         for rows in self.kept.values() {
@@ -289,18 +378,30 @@ impl Operator for TopNOperator {
     }
 
     fn metrics(&self) -> Vec<(String, u64)> {
-        vec![("keys".into(), self.kept.len() as u64)]
+        let mut m = vec![("keys".into(), self.kept.len() as u64)];
+        if self.window_end.is_some() {
+            m.push(("num_late_records_dropped".into(), self.late));
+        }
+        m
     }
 
     fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<StateTable>> {
         let batch = concat_batches(&self.input_schema, self.kept.values())?;
-        Ok(vec![
-            StateTable::new("rows", batch).keyed(self.key_indices.iter().copied()),
-        ])
+        let mut tables =
+            vec![StateTable::new("rows", batch).keyed(self.key_indices.iter().copied())];
+        if self.window_end.is_some() {
+            tables.push(crate::window::meta_table(self.watermark)?);
+        }
+        Ok(tables)
     }
 
     fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
+        let mut watermark = None;
         for t in tables {
+            if t.name == "meta" && self.window_end.is_some() {
+                crate::window::restore_meta(&self.name, &t.batch, &mut watermark)?;
+                continue;
+            }
             if t.name != "rows" || t.batch.schema().fields() != self.input_schema.fields() {
                 return Err(WeirError::Execution(format!(
                     "{}: state table '{}' does not fit this Top-N",
@@ -317,6 +418,113 @@ impl Operator for TopNOperator {
                 r?;
             }
         }
+        if let Some(w) = watermark {
+            self.watermark = w;
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, TimestampMillisecondArray};
+    use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+    use weir_core::config::WeirConfig;
+    use weir_core::keys::KeyGroupRange;
+    use weir_core::message::Watermark;
+
+    fn input() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new(
+                "window_end",
+                DataType::Timestamp(TimeUnit::Millisecond, None),
+                false,
+            ),
+            Field::new("v", DataType::Int64, false),
+        ]))
+    }
+
+    fn window_top_2() -> TopNOperator {
+        let spec = TopNSpec {
+            keys: vec!["window_end".into()],
+            order: vec![("v".into(), true, false)],
+            later_wins_ties: false,
+            limit: 2,
+            row_number: Some("rn".into()),
+            input_schema: input(),
+            changelog: false,
+            window_end: Some("window_end".into()),
+        };
+        let mut fields: Vec<Field> = input().fields().iter().map(|f| (**f).clone()).collect();
+        fields.push(Field::new("rn", DataType::UInt64, false));
+        let ctx = OperatorContext {
+            task_name: "top".into(),
+            subtask: 0,
+            parallelism: 1,
+            key_groups: KeyGroupRange::for_subtask(0, 1, 128),
+            config: WeirConfig::default(),
+            connectors: Default::default(),
+        };
+        TopNOperator::try_new("top".into(), &spec, Arc::new(Schema::new(fields)), &ctx).unwrap()
+    }
+
+    fn rows(ends: &[i64], values: &[i64]) -> RecordBatch {
+        RecordBatch::try_new(
+            input(),
+            vec![
+                Arc::new(TimestampMillisecondArray::from(ends.to_vec())),
+                Arc::new(Int64Array::from(values.to_vec())),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// (window end, value, rank) of the emitted rows.
+    fn emitted(out: &[RecordBatch]) -> Vec<(i64, i64, u64)> {
+        out.iter()
+            .flat_map(|b| {
+                let e = b
+                    .column(0)
+                    .as_primitive::<arrow::datatypes::TimestampMillisecondType>();
+                let v = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+                let r = b.column(2).as_primitive::<arrow::datatypes::UInt64Type>();
+                (0..b.num_rows())
+                    .map(|i| (e.value(i), v.value(i), r.value(i)))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn window_top_n_emits_each_window_once_when_it_closes() {
+        let mut op = window_top_2();
+        let mut out: Vec<RecordBatch> = vec![];
+        op.process_batch(rows(&[10, 10, 20, 10], &[5, 9, 1, 7]), &mut out)
+            .unwrap();
+        assert!(out.is_empty(), "nothing before the window closes");
+        // Not yet: window 10 closes once the watermark reaches 9.
+        op.on_watermark(Watermark(8), &mut out).unwrap();
+        assert!(out.is_empty());
+        op.on_watermark(Watermark(9), &mut out).unwrap();
+        assert_eq!(emitted(&out), [(10, 9, 1), (10, 7, 2)]);
+        // A late row of the closed window is dropped; the open one ranks.
+        out.clear();
+        op.process_batch(rows(&[10, 20], &[100, 3]), &mut out)
+            .unwrap();
+        let snapshot = op.snapshot_state(1).unwrap();
+        let mut restored = window_top_2();
+        restored.restore_state(snapshot).unwrap();
+        for op in [&mut op, &mut restored] {
+            let mut out: Vec<RecordBatch> = vec![];
+            op.on_watermark(Watermark(30), &mut out).unwrap();
+            assert_eq!(emitted(&out), [(20, 3, 1), (20, 1, 2)]);
+            assert!(op.kept.is_empty());
+        }
+        assert_eq!(op.metrics()[1], ("num_late_records_dropped".into(), 1));
+        // The restored watermark drops the late row as well.
+        let mut out: Vec<RecordBatch> = vec![];
+        restored.process_batch(rows(&[10], &[1]), &mut out).unwrap();
+        assert!(restored.kept.is_empty());
     }
 }

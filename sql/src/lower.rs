@@ -494,12 +494,25 @@ impl<'a> Lowering<'a> {
         // Deduplication keeping the last row by time: later arrivals win ties.
         let keep_last = limit == 1
             && matches!(order.as_slice(), [(c, true, _)] if Some(c.as_str()) == input.rowtime());
+        // PARTITION BY window_start, window_end (…) of window results or
+        // window TVF rows: a window Top-N, final per window, append-only.
+        let window = self
+            .windows
+            .get(&input.id())
+            .filter(|w| keys.contains(&w.start) && keys.contains(&w.end))
+            .cloned();
         let keyed = input.key_by(&k)?;
-        let ranked = if keep_last {
+        let ranked = if let Some(w) = &window {
+            // Window deduplication keeping the last row: later arrivals win.
+            keyed.window_top_n(order, limit as usize, Some(&rank_name), &w.end, keep_last)?
+        } else if keep_last {
             keyed.keep_last(&order[0].0, Some(&rank_name))?
         } else {
             keyed.top_n(order, limit as usize, Some(&rank_name))?
         };
+        if let Some(w) = window {
+            self.windows.insert(ranked.id(), w.clone());
+        }
         let Some(p) = projection else {
             return Ok(Some(ranked));
         };
@@ -512,7 +525,15 @@ impl<'a> Lowering<'a> {
         if is_changelog(&ranked) {
             exprs.push(changelog_column(&ranked));
         }
-        Ok(Some(ranked.project_physical(exprs, "Calc(Top-N output)")?))
+        let out = ranked.project_physical(exprs, "Calc(Top-N output)")?;
+        if let Some(w) = self.windows.get(&ranked.id()).cloned() {
+            // The bounds survive when the projection keeps both.
+            let names = out.schema();
+            if names.index_of(&w.start).is_ok() && names.index_of(&w.end).is_ok() {
+                self.windows.insert(out.id(), w);
+            }
+        }
+        Ok(Some(out))
     }
 
     /// An inner equi-join of two append-only streams. Conditions bounding

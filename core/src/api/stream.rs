@@ -697,14 +697,46 @@ impl KeyedStream {
         limit: usize,
         row_number: Option<&str>,
     ) -> Result<DataStream> {
-        self.ranked(order, limit, row_number, false)
+        self.ranked(order, limit, row_number, false, None)
+    }
+
+    /// Window Top-N (and window deduplication, `limit` 1) over window
+    /// results or window TVF rows keyed by their window (the keys include
+    /// `window_end`): each window's first `limit` rows by `order`, emitted
+    /// once, append-only, when the watermark passes `window_end - 1` (rows
+    /// of a window already emitted are late and dropped). The stream keeps
+    /// its rowtime. Flink's `ROW_NUMBER() OVER (PARTITION BY window_start,
+    /// window_end … ORDER BY …) <= N`. With `later_wins_ties`, of rows
+    /// ordered equal the later arrival ranks first (window deduplication
+    /// keeping the last row).
+    pub fn window_top_n(
+        &self,
+        order: Vec<(String, bool, bool)>,
+        limit: usize,
+        row_number: Option<&str>,
+        window_end: &str,
+        later_wins_ties: bool,
+    ) -> Result<DataStream> {
+        if !self.keys.iter().any(|k| k == window_end) {
+            return Err(WeirError::plan(format!(
+                "window_top_n: the keys must include the window end '{window_end}'"
+            )));
+        }
+        check_timestamp_column(&self.stream.schema, window_end)?;
+        self.ranked(order, limit, row_number, later_wins_ties, Some(window_end))
     }
 
     /// Deduplication keeping the last row per key by `time` (Flink's
     /// `ROW_NUMBER() OVER (PARTITION BY k ORDER BY time DESC) = 1`): of rows
     /// with equal times the later arrival wins. Output as [`Self::top_n`].
     pub fn keep_last(&self, time: &str, row_number: Option<&str>) -> Result<DataStream> {
-        self.ranked(vec![(time.to_string(), true, false)], 1, row_number, true)
+        self.ranked(
+            vec![(time.to_string(), true, false)],
+            1,
+            row_number,
+            true,
+            None,
+        )
     }
 
     fn ranked(
@@ -713,6 +745,7 @@ impl KeyedStream {
         limit: usize,
         row_number: Option<&str>,
         later_wins_ties: bool,
+        window_end: Option<&str>,
     ) -> Result<DataStream> {
         let input = &self.stream;
         if limit == 0 {
@@ -738,7 +771,9 @@ impl KeyedStream {
         if let Some(r) = row_number {
             fields.push(Field::new(r, arrow::datatypes::DataType::UInt64, false));
         }
-        let changelog = input.env.config().runtime_mode == crate::config::RuntimeMode::Streaming;
+        // A window Top-N is final per window: append-only.
+        let changelog = window_end.is_none()
+            && input.env.config().runtime_mode == crate::config::RuntimeMode::Streaming;
         if changelog {
             fields.push(Field::new(
                 crate::spec::CHANGELOG_COLUMN,
@@ -754,13 +789,16 @@ impl KeyedStream {
             row_number: row_number.map(str::to_string),
             input_schema: Arc::clone(&input.schema),
             changelog,
+            window_end: window_end.map(str::to_string),
         };
         let name = format!("{:?}", OperatorSpec::TopN(spec.clone()));
+        // Window results leave as their window closes: the rowtime holds.
+        let rowtime = window_end.and(input.rowtime.clone());
         Ok(input.derive(
             name,
             TransformationKind::Operator(OperatorSpec::TopN(spec)),
             Arc::new(Schema::new(fields)),
-            None,
+            rowtime,
         ))
     }
 
