@@ -517,11 +517,24 @@ pub struct TopNSpec {
     /// Streaming: a changelog of the kept rows as they change (a final
     /// [`CHANGELOG_COLUMN`]). Batch: the final rows, once, at the end.
     pub changelog: bool,
-    /// A window Top-N: the key column holding each window's end; a
-    /// window's rows are emitted once, append-only, when the watermark
-    /// passes `window_end - 1`, and later rows of it are dropped as late.
+    /// Rows that are final once the watermark passes a time (an
+    /// append-only result), else `None`.
     #[serde(default)]
-    pub window_end: Option<String>,
+    pub final_rows: Option<FinalRows>,
+}
+
+/// When a [`TopNSpec`]'s kept rows are final: emitted once, append-only,
+/// and rows arriving after that for the same key are dropped.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum FinalRows {
+    /// Window Top-N: the key column holding each window's end; a window's
+    /// rows leave when the watermark passes `window_end - 1`, and later
+    /// rows of it are late.
+    WindowEnd(String),
+    /// Deduplication keeping the first row by this rowtime column: a key's
+    /// earliest row leaves when the watermark reaches its rowtime; rows
+    /// behind the watermark are late, and a key emitted stays emitted.
+    FirstByRowtime(String),
 }
 
 /// A lookup join: each row of the stream joined with the rows of a bounded

@@ -10,23 +10,27 @@
 //! one that entered is `+I` (or `+U`). With a row-number column, a row whose
 //! position changed is retracted and re-emitted with its new number.
 //!
-//! A window Top-N (the key includes the window end) emits no changelog:
-//! each window's kept rows leave once, numbered, when the watermark passes
-//! `window_end - 1`, and rows of a window already emitted are dropped as
-//! late (counted in `num_late_records_dropped`), as Flink's
-//! WindowRankOperator does.
+//! Final rows ([`FinalRows`]) emit no changelog. A window Top-N (the key
+//! includes the window end): each window's kept rows leave once, numbered,
+//! when the watermark passes `window_end - 1`, and rows of a window already
+//! emitted are late, as Flink's WindowRankOperator does. Keep-first
+//! deduplication by rowtime: a key's earliest row leaves when the watermark
+//! reaches its rowtime, rows behind the watermark are late, and an emitted
+//! key drops every later row, as Flink's RowTimeDeduplicateKeepFirstRow-
+//! Function does. Late rows are counted in `num_late_records_dropped`.
 //!
-//! Snapshots: table `rows` (every kept row, keyed by the key columns); a
-//! window Top-N also `meta` (its watermark, as the window operators).
+//! Snapshots: table `rows` (every kept row, keyed by the key columns); with
+//! final rows also `meta` (the watermark, as the window operators) and, for
+//! keep-first, `emitted` (the key columns of every key emitted).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, AsArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use arrow::compute::{SortColumn, SortOptions, concat_batches, lexsort_to_indices};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{OwnedRow, RowConverter, SortField};
-use weir_core::spec::TopNSpec;
+use weir_core::spec::{FinalRows, TopNSpec};
 use weir_core::{Result, WeirError};
 
 use crate::{KeyGroupFilter, Operator, OperatorContext, Output, StateTable};
@@ -48,11 +52,19 @@ pub struct TopNOperator {
     /// Encodes whole input rows, to compare old and new kept rows.
     rows: RowConverter,
     key_groups: KeyGroupFilter,
-    /// Window Top-N: the window-end column (a key column).
-    window_end: Option<usize>,
-    /// The last watermark (window Top-N).
+    /// Rows final once the watermark passes a time column (its index).
+    final_rows: Option<Final>,
+    /// The last watermark (final rows).
     watermark: i64,
     late: u64,
+    /// Keep-first by rowtime: the keys emitted (row-encoded).
+    emitted: HashSet<Box<[u8]>>,
+}
+
+#[derive(Clone, Copy)]
+enum Final {
+    WindowEnd(usize),
+    FirstByRowtime(usize),
 }
 
 impl TopNOperator {
@@ -104,18 +116,21 @@ impl TopNOperator {
                     .collect(),
             )?,
             key_groups: KeyGroupFilter::new(ctx),
-            window_end: spec
-                .window_end
-                .as_ref()
-                .map(|c| input.index_of(c))
-                .transpose()?,
+            final_rows: match &spec.final_rows {
+                None => None,
+                Some(FinalRows::WindowEnd(c)) => Some(Final::WindowEnd(input.index_of(c)?)),
+                Some(FinalRows::FirstByRowtime(c)) => {
+                    Some(Final::FirstByRowtime(input.index_of(c)?))
+                }
+            },
             watermark: i64::MIN,
             late: 0,
+            emitted: HashSet::new(),
         })
     }
 
-    /// The window ends of `rows` (a window Top-N's), in milliseconds.
-    fn window_ends(&self, rows: &RecordBatch, column: usize) -> Result<Vec<Option<i64>>> {
+    /// The times in `column` of `rows`, in milliseconds.
+    fn times(&self, rows: &RecordBatch, column: usize) -> Result<Vec<Option<i64>>> {
         let ends = arrow::compute::cast(
             rows.column(column),
             &arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None),
@@ -124,45 +139,80 @@ impl TopNOperator {
         Ok(ends.iter().collect())
     }
 
-    /// Window Top-N: the rows of `batch` whose window is still open.
-    fn open_windows(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
-        let Some(column) = self.window_end else {
-            return Ok(batch);
-        };
+    /// Final rows: the rows of `batch` that are not late.
+    fn drop_late(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
         let watermark = self.watermark;
-        let open: arrow::array::BooleanArray = self
-            .window_ends(&batch, column)?
-            .into_iter()
-            .map(|end| Some(end.is_some_and(|e| e - 1 > watermark)))
-            .collect();
-        let kept = arrow::compute::filter_record_batch(&batch, &open)?;
-        self.late += (batch.num_rows() - kept.num_rows()) as u64;
-        Ok(kept)
+        let keep: Vec<bool> = match self.final_rows {
+            None => return Ok(batch),
+            Some(Final::WindowEnd(c)) => self
+                .times(&batch, c)?
+                .into_iter()
+                .map(|end| end.is_some_and(|e| e - 1 > watermark))
+                .collect(),
+            Some(Final::FirstByRowtime(c)) => {
+                let times = self.times(&batch, c)?;
+                let emitted = if self.emitted.is_empty() {
+                    vec![false; batch.num_rows()]
+                } else {
+                    let keys = self.keys.convert_columns(&self.key_columns(&batch))?;
+                    keys.iter()
+                        .map(|k| self.emitted.contains(k.data()))
+                        .collect()
+                };
+                // Behind the watermark is late; an emitted key's rows are
+                // dropped without counting.
+                let mut keep = Vec::with_capacity(times.len());
+                for (t, done) in times.into_iter().zip(emitted) {
+                    let on_time = t.is_some_and(|t| t >= watermark);
+                    if !on_time {
+                        self.late += 1;
+                    }
+                    keep.push(on_time && !done);
+                }
+                let kept = arrow::array::BooleanArray::from(keep);
+                return Ok(arrow::compute::filter_record_batch(&batch, &kept)?);
+            }
+        };
+        let kept = arrow::array::BooleanArray::from(keep);
+        let out = arrow::compute::filter_record_batch(&batch, &kept)?;
+        self.late += (batch.num_rows() - out.num_rows()) as u64;
+        Ok(out)
     }
 
-    /// Window Top-N: emit and forget every window the watermark closed.
-    fn close_windows(&mut self, out: &mut dyn Output) -> Result<()> {
-        let Some(column) = self.window_end else {
+    fn key_columns(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
+        self.key_indices
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect()
+    }
+
+    /// Final rows: emit and forget every key the watermark made final —
+    /// a closed window's rows, or a key's first row (remembered as
+    /// emitted).
+    fn emit_final(&mut self, out: &mut dyn Output) -> Result<()> {
+        let Some(mode) = self.final_rows else {
             return Ok(());
         };
-        let mut closed = vec![];
+        let mut due = vec![];
         for (key, rows) in &self.kept {
-            let end = self.window_ends(&rows.slice(0, 1.min(rows.num_rows())), column)?;
-            if end
-                .first()
-                .copied()
-                .flatten()
-                .is_none_or(|e| e - 1 <= self.watermark)
-            {
-                closed.push((end.first().copied().flatten(), key.clone()));
+            let first = rows.slice(0, 1.min(rows.num_rows()));
+            let time = match mode {
+                Final::WindowEnd(c) => self.times(&first, c)?[0].map(|e| e - 1),
+                Final::FirstByRowtime(c) => self.times(&first, c)?[0],
+            };
+            if time.is_none_or(|t| t <= self.watermark) {
+                due.push((time, key.clone()));
             }
         }
-        // Earlier windows first.
-        closed.sort();
-        for (_, key) in closed {
+        // Earlier times first.
+        due.sort();
+        for (_, key) in due {
             if let Some(rows) = self.kept.remove(&key) {
                 let numbers: Vec<u64> = (1..=rows.num_rows() as u64).collect();
                 out.collect(self.output(&rows, &numbers, None)?)?;
+                if matches!(mode, Final::FirstByRowtime(_)) {
+                    self.emitted.insert(key);
+                }
             }
         }
         Ok(())
@@ -343,7 +393,7 @@ impl Operator for TopNOperator {
     }
 
     fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
-        let batch = self.open_windows(batch)?;
+        let batch = self.drop_late(batch)?;
         if batch.num_rows() == 0 {
             return Ok(());
         }
@@ -356,18 +406,18 @@ impl Operator for TopNOperator {
         watermark: weir_core::message::Watermark,
         out: &mut dyn Output,
     ) -> Result<Option<weir_core::message::Watermark>> {
-        if self.window_end.is_some() {
+        if self.final_rows.is_some() {
             self.watermark = self.watermark.max(watermark.0);
-            self.close_windows(out)?;
+            self.emit_final(out)?;
         }
         Ok(Some(watermark))
     }
 
     fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
-        // Streaming Top-N emitted its changes; a window Top-N emits at the
-        // final watermark, and windows still open at a stop with a
-        // savepoint stay in its state.
-        if self.changelog || self.window_end.is_some() {
+        // Streaming Top-N emitted its changes; final rows leave at the
+        // final watermark, and rows not final at a stop with a savepoint
+        // stay in its state.
+        if self.changelog || self.final_rows.is_some() {
             return Ok(());
         }
         for rows in self.kept.values() {
@@ -379,7 +429,7 @@ impl Operator for TopNOperator {
 
     fn metrics(&self) -> Vec<(String, u64)> {
         let mut m = vec![("keys".into(), self.kept.len() as u64)];
-        if self.window_end.is_some() {
+        if self.final_rows.is_some() {
             m.push(("num_late_records_dropped".into(), self.late));
         }
         m
@@ -389,8 +439,26 @@ impl Operator for TopNOperator {
         let batch = concat_batches(&self.input_schema, self.kept.values())?;
         let mut tables =
             vec![StateTable::new("rows", batch).keyed(self.key_indices.iter().copied())];
-        if self.window_end.is_some() {
+        if self.final_rows.is_some() {
             tables.push(crate::window::meta_table(self.watermark)?);
+        }
+        if matches!(self.final_rows, Some(Final::FirstByRowtime(_))) {
+            let parser = self.keys.parser();
+            let keys = self
+                .keys
+                .convert_rows(self.emitted.iter().map(|k| parser.parse(k)))?;
+            let fields: Vec<arrow::datatypes::FieldRef> = self
+                .key_indices
+                .iter()
+                .map(|&i| Arc::clone(&self.input_schema.fields()[i]))
+                .collect();
+            let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+            let batch = RecordBatch::try_new_with_options(
+                schema,
+                keys,
+                &arrow::array::RecordBatchOptions::new().with_row_count(Some(self.emitted.len())),
+            )?;
+            tables.push(StateTable::new("emitted", batch).keyed(0..self.key_indices.len()));
         }
         Ok(tables)
     }
@@ -398,8 +466,15 @@ impl Operator for TopNOperator {
     fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
         let mut watermark = None;
         for t in tables {
-            if t.name == "meta" && self.window_end.is_some() {
+            if t.name == "meta" && self.final_rows.is_some() {
                 crate::window::restore_meta(&self.name, &t.batch, &mut watermark)?;
+                continue;
+            }
+            if t.name == "emitted" && matches!(self.final_rows, Some(Final::FirstByRowtime(_))) {
+                let all: Vec<usize> = (0..self.key_indices.len()).collect();
+                let batch = self.key_groups.keep(t.batch, &all)?;
+                let keys = self.keys.convert_columns(batch.columns())?;
+                self.emitted.extend(keys.iter().map(|k| k.data().into()));
                 continue;
             }
             if t.name != "rows" || t.batch.schema().fields() != self.input_schema.fields() {
@@ -446,16 +521,40 @@ mod tests {
     }
 
     fn window_top_2() -> TopNOperator {
+        top(2, FinalRows::WindowEnd("window_end".into()))
+    }
+
+    /// Keep-first deduplication by the first column (as rowtime), keyed by
+    /// `v`.
+    fn keep_first() -> TopNOperator {
+        let spec = TopNSpec {
+            keys: vec!["v".into()],
+            order: vec![("window_end".into(), false, false)],
+            later_wins_ties: false,
+            limit: 1,
+            row_number: Some("rn".into()),
+            input_schema: input(),
+            changelog: false,
+            final_rows: Some(FinalRows::FirstByRowtime("window_end".into())),
+        };
+        operator(&spec)
+    }
+
+    fn top(limit: usize, final_rows: FinalRows) -> TopNOperator {
         let spec = TopNSpec {
             keys: vec!["window_end".into()],
             order: vec![("v".into(), true, false)],
             later_wins_ties: false,
-            limit: 2,
+            limit,
             row_number: Some("rn".into()),
             input_schema: input(),
             changelog: false,
-            window_end: Some("window_end".into()),
+            final_rows: Some(final_rows),
         };
+        operator(&spec)
+    }
+
+    fn operator(spec: &TopNSpec) -> TopNOperator {
         let mut fields: Vec<Field> = input().fields().iter().map(|f| (**f).clone()).collect();
         fields.push(Field::new("rn", DataType::UInt64, false));
         let ctx = OperatorContext {
@@ -466,7 +565,7 @@ mod tests {
             config: WeirConfig::default(),
             connectors: Default::default(),
         };
-        TopNOperator::try_new("top".into(), &spec, Arc::new(Schema::new(fields)), &ctx).unwrap()
+        TopNOperator::try_new("top".into(), spec, Arc::new(Schema::new(fields)), &ctx).unwrap()
     }
 
     fn rows(ends: &[i64], values: &[i64]) -> RecordBatch {
@@ -526,5 +625,35 @@ mod tests {
         let mut out: Vec<RecordBatch> = vec![];
         restored.process_batch(rows(&[10], &[1]), &mut out).unwrap();
         assert!(restored.kept.is_empty());
+    }
+
+    #[test]
+    fn keep_first_emits_each_keys_earliest_row_once_the_watermark_reaches_it() {
+        let mut op = keep_first();
+        let mut out: Vec<RecordBatch> = vec![];
+        // Key 1 arrives at 50, then earlier at 40 (which replaces it);
+        // key 2 at 70.
+        op.process_batch(rows(&[50, 70, 40], &[1, 2, 1]), &mut out)
+            .unwrap();
+        op.on_watermark(Watermark(39), &mut out).unwrap();
+        assert!(out.is_empty());
+        op.on_watermark(Watermark(40), &mut out).unwrap();
+        assert_eq!(emitted(&out), [(40, 1, 1)]);
+        out.clear();
+        // Key 1 is done: a later row of it is ignored (not late); a row
+        // behind the watermark is late.
+        op.process_batch(rows(&[45, 30], &[1, 3]), &mut out)
+            .unwrap();
+        assert_eq!(op.metrics()[1], ("num_late_records_dropped".into(), 1));
+        let mut restored = keep_first();
+        restored
+            .restore_state(op.snapshot_state(1).unwrap())
+            .unwrap();
+        for op in [&mut op, &mut restored] {
+            let mut out: Vec<RecordBatch> = vec![];
+            op.process_batch(rows(&[80], &[1]), &mut out).unwrap();
+            op.on_watermark(Watermark(100), &mut out).unwrap();
+            assert_eq!(emitted(&out), [(70, 2, 1)], "key 1 stays emitted");
+        }
     }
 }

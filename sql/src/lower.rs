@@ -502,9 +502,15 @@ impl<'a> Lowering<'a> {
             .filter(|w| keys.contains(&w.start) && keys.contains(&w.end))
             .cloned();
         let keyed = input.key_by(&k)?;
+        // Deduplication keeping the first row by time: final once the
+        // watermark reaches it, append-only (as Flink plans it).
+        let keep_first = limit == 1
+            && matches!(order.as_slice(), [(c, false, _)] if Some(c.as_str()) == input.rowtime());
         let ranked = if let Some(w) = &window {
             // Window deduplication keeping the last row: later arrivals win.
             keyed.window_top_n(order, limit as usize, Some(&rank_name), &w.end, keep_last)?
+        } else if keep_first {
+            keyed.keep_first_by_rowtime(Some(&rank_name))?
         } else if keep_last {
             keyed.keep_last(&order[0].0, Some(&rank_name))?
         } else {

@@ -723,7 +723,25 @@ impl KeyedStream {
             )));
         }
         check_timestamp_column(&self.stream.schema, window_end)?;
-        self.ranked(order, limit, row_number, later_wins_ties, Some(window_end))
+        let end = crate::spec::FinalRows::WindowEnd(window_end.to_string());
+        self.ranked(order, limit, row_number, later_wins_ties, Some(end))
+    }
+
+    /// Deduplication keeping each key's first row by the stream's rowtime,
+    /// append-only (Flink's `ROW_NUMBER() OVER (PARTITION BY k ORDER BY
+    /// rowtime ASC) = 1`): a key's earliest row is emitted once the
+    /// watermark reaches its rowtime; rows behind the watermark, and every
+    /// later row of an emitted key, are dropped. Of rows with equal times
+    /// the earlier arrival wins.
+    pub fn keep_first_by_rowtime(&self, row_number: Option<&str>) -> Result<DataStream> {
+        let Some(rowtime) = self.stream.rowtime.clone() else {
+            return Err(WeirError::plan(
+                "keep_first_by_rowtime: the stream has no rowtime",
+            ));
+        };
+        let order = vec![(rowtime.clone(), false, false)];
+        let first = crate::spec::FinalRows::FirstByRowtime(rowtime);
+        self.ranked(order, 1, row_number, false, Some(first))
     }
 
     /// Deduplication keeping the last row per key by `time` (Flink's
@@ -745,7 +763,7 @@ impl KeyedStream {
         limit: usize,
         row_number: Option<&str>,
         later_wins_ties: bool,
-        window_end: Option<&str>,
+        final_rows: Option<crate::spec::FinalRows>,
     ) -> Result<DataStream> {
         let input = &self.stream;
         if limit == 0 {
@@ -771,8 +789,8 @@ impl KeyedStream {
         if let Some(r) = row_number {
             fields.push(Field::new(r, arrow::datatypes::DataType::UInt64, false));
         }
-        // A window Top-N is final per window: append-only.
-        let changelog = window_end.is_none()
+        // Rows final once the watermark passes them: append-only.
+        let changelog = final_rows.is_none()
             && input.env.config().runtime_mode == crate::config::RuntimeMode::Streaming;
         if changelog {
             fields.push(Field::new(
@@ -789,11 +807,11 @@ impl KeyedStream {
             row_number: row_number.map(str::to_string),
             input_schema: Arc::clone(&input.schema),
             changelog,
-            window_end: window_end.map(str::to_string),
+            final_rows: final_rows.clone(),
         };
         let name = format!("{:?}", OperatorSpec::TopN(spec.clone()));
-        // Window results leave as their window closes: the rowtime holds.
-        let rowtime = window_end.and(input.rowtime.clone());
+        // Final rows leave once the watermark passes them: the rowtime holds.
+        let rowtime = final_rows.and(input.rowtime.clone());
         Ok(input.derive(
             name,
             TransformationKind::Operator(OperatorSpec::TopN(spec)),
