@@ -530,8 +530,14 @@ fn check_changelog_sink(
     if crate::lower::is_changelog(stream)
         && !connectors.accepts_changelog(table).map_err(weir_err)?
     {
+        let from = stream.updates_from();
+        let from = if from.is_empty() {
+            String::new()
+        } else {
+            format!(" (updates come from {})", from.join(", "))
+        };
         return Err(err(format!(
-            "table sink '{}' doesn't support consuming update changes, which the query produces (an unbounded GROUP BY); write them to a print, blackhole or flight table, to a filesystem table with 'sink.changelog-mode' = 'retract', or run in batch mode",
+            "table sink '{}' doesn't support consuming update changes, which the query produces{from}; write them to a print, blackhole or flight table, to a filesystem table with 'sink.changelog-mode' = 'retract', or run in batch mode",
             table.definition.name
         )));
     }

@@ -119,6 +119,30 @@ impl DataStream {
         DataStream::new(self.env.clone(), id, schema, rowtime)
     }
 
+    /// The nodes upstream of this stream that turn appends into updates
+    /// (their output is a changelog, no input of theirs is): what an error
+    /// about updates in the wrong place names.
+    pub fn updates_from(&self) -> Vec<String> {
+        let all = self.env.transformations();
+        let changelog = |id: usize| crate::spec::is_changelog_schema(&all[id].schema);
+        let mut stack = vec![self.id];
+        let mut seen = std::collections::HashSet::new();
+        let mut found = Vec::new();
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) || !changelog(id) {
+                continue;
+            }
+            let t = &all[id];
+            if t.inputs.iter().all(|&i| !changelog(i)) {
+                found.push(t.name.clone());
+            }
+            stack.extend(&t.inputs);
+        }
+        found.sort();
+        found.dedup();
+        found
+    }
+
     /// The sources this stream reads, for error messages: a missing column
     /// is reported together with the files it was expected in.
     fn origin(&self) -> String {
