@@ -139,44 +139,35 @@ impl TopNOperator {
         Ok(ends.iter().collect())
     }
 
-    /// Final rows: the rows of `batch` that are not late.
+    /// Final rows: the rows of `batch` that are neither late (counted) nor
+    /// of a key already emitted (keep-first; not counted).
     fn drop_late(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
         let watermark = self.watermark;
-        let keep: Vec<bool> = match self.final_rows {
+        let (column, on_time): (usize, fn(i64, i64) -> bool) = match self.final_rows {
             None => return Ok(batch),
-            Some(Final::WindowEnd(c)) => self
-                .times(&batch, c)?
-                .into_iter()
-                .map(|end| end.is_some_and(|e| e - 1 > watermark))
-                .collect(),
-            Some(Final::FirstByRowtime(c)) => {
-                let times = self.times(&batch, c)?;
-                let emitted = if self.emitted.is_empty() {
-                    vec![false; batch.num_rows()]
-                } else {
-                    let keys = self.keys.convert_columns(&self.key_columns(&batch))?;
-                    keys.iter()
-                        .map(|k| self.emitted.contains(k.data()))
-                        .collect()
-                };
-                // Behind the watermark is late; an emitted key's rows are
-                // dropped without counting.
-                let mut keep = Vec::with_capacity(times.len());
-                for (t, done) in times.into_iter().zip(emitted) {
-                    let on_time = t.is_some_and(|t| t >= watermark);
-                    if !on_time {
-                        self.late += 1;
-                    }
-                    keep.push(on_time && !done);
-                }
-                let kept = arrow::array::BooleanArray::from(keep);
-                return Ok(arrow::compute::filter_record_batch(&batch, &kept)?);
-            }
+            Some(Final::WindowEnd(c)) => (c, |end, w| end - 1 > w),
+            Some(Final::FirstByRowtime(c)) => (c, |t, w| t >= w),
         };
-        let kept = arrow::array::BooleanArray::from(keep);
-        let out = arrow::compute::filter_record_batch(&batch, &kept)?;
-        self.late += (batch.num_rows() - out.num_rows()) as u64;
-        Ok(out)
+        let emitted = |this: &Self| -> Result<Option<Vec<bool>>> {
+            if this.emitted.is_empty() {
+                return Ok(None);
+            }
+            let keys = this.keys.convert_columns(&this.key_columns(&batch))?;
+            Ok(Some(
+                keys.iter()
+                    .map(|k| this.emitted.contains(k.data()))
+                    .collect(),
+            ))
+        };
+        let done = emitted(self)?;
+        let mut keep = Vec::with_capacity(batch.num_rows());
+        for (i, t) in self.times(&batch, column)?.into_iter().enumerate() {
+            let fresh = t.is_some_and(|t| on_time(t, watermark));
+            self.late += u64::from(!fresh);
+            keep.push(fresh && !done.as_ref().is_some_and(|d| d[i]));
+        }
+        let keep = arrow::array::BooleanArray::from(keep);
+        Ok(arrow::compute::filter_record_batch(&batch, &keep)?)
     }
 
     fn key_columns(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
