@@ -32,6 +32,13 @@ fn cases(errors: bool) -> Vec<PathBuf> {
             let name = p.file_name().unwrap().to_string_lossy().to_string();
             name.starts_with("error_") == errors
         })
+        // `WEIR_GOLDEN_ONLY=a,b` runs only the cases named (when chasing one).
+        .filter(|p| match std::env::var("WEIR_GOLDEN_ONLY") {
+            Ok(only) => only
+                .split(',')
+                .any(|n| p.file_stem().is_some_and(|s| s == n)),
+            Err(_) => true,
+        })
         .collect();
     v.sort();
     assert!(!v.is_empty(), "no golden cases found");
@@ -192,6 +199,26 @@ fn golden_cases_at_parallelism_1_and_3() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Every file under `dir` with its line count, for a failure message (which
+/// files a lost row was in, before and after the resume).
+fn listing(dir: &Path) -> String {
+    fn walk(dir: &Path, v: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, v);
+            } else {
+                let lines = std::fs::read_to_string(&p).map_or(0, |t| t.lines().count());
+                v.push(format!("{} ({lines} lines)", p.display()));
+            }
+        }
+    }
+    let mut v = vec![];
+    walk(dir, &mut v);
+    v.sort();
+    v.join("\n")
+}
+
 #[test]
 fn golden_cases_stopped_with_a_savepoint_and_resumed_give_the_same_rows() {
     let cluster = Cluster::start(1, 4, None);
@@ -250,6 +277,7 @@ fn golden_cases_stopped_with_a_savepoint_and_resumed_give_the_same_rows() {
         let path = String::from_utf8_lossy(&stop.stdout).trim().to_string();
         cluster.wait_for_status(&id, &["FINISHED"], Duration::from_secs(30));
         let partial = read_rows(&out);
+        let before = listing(&out);
         let resume = cluster.cli(&["submit", &file, "--from-savepoint", &path]);
         assert!(
             resume.status.success(),
@@ -268,7 +296,13 @@ fn golden_cases_stopped_with_a_savepoint_and_resumed_give_the_same_rows() {
             "{n}: the savepoint was taken after all output ({} rows) — nothing was resumed",
             partial.len()
         );
-        failures.extend(compare(&n, "stopped and resumed", &got, &want));
+        if let Some(f) = compare(&n, "stopped and resumed", &got, &want) {
+            let d = cluster.rest("GET", &format!("/v1/jobs/{id}"), "").1;
+            failures.push(format!(
+                "{f}\nfiles before the resume:\n{before}\nafter:\n{}\nthe resumed job: {d:#}",
+                listing(&out)
+            ));
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

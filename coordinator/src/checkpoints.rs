@@ -180,6 +180,9 @@ fn trigger_if_due(s: &mut ClusterState, id: &str) -> Option<Call> {
         .as_ref()
         .filter(|r| !r.triggered && job.pending.is_none())
         .cloned();
+    if job.stopped_with.is_some() {
+        return None;
+    }
     if let Some(request) = savepoint {
         if let Some(r) = job.savepoint_request.as_mut() {
             r.triggered = true;
@@ -190,6 +193,11 @@ fn trigger_if_due(s: &mut ClusterState, id: &str) -> Option<Call> {
         ));
     }
     let interval = config.checkpoint_interval?;
+    if job.pending.is_none() && job.savepoint_request.is_some() {
+        // A savepoint taken and being committed: the next checkpoint comes
+        // after it (and never after a stop's savepoint).
+        return None;
+    }
     if let Some(p) = &job.pending {
         if p.started.elapsed() > config.checkpoint_timeout {
             let reason = format!(
@@ -387,6 +395,9 @@ pub(crate) async fn complete(state: &Arc<Mutex<ClusterState>>, job_id: &str, com
             job.history
                 .push(format!("checkpoint {id} not committed: {e}"));
             job.checkpoints_declined += 1;
+            if savepoint.is_some() {
+                job.savepoint_request = None;
+            }
         }
         return;
     }
@@ -402,6 +413,12 @@ pub(crate) async fn complete(state: &Arc<Mutex<ClusterState>>, job_id: &str, com
                 job.history
                     .push(format!("savepoint {} taken (checkpoint {id})", r.path));
                 job.savepoint_request = None;
+                if r.stop {
+                    // From here on the job only ends: no checkpoint after
+                    // the savepoint may commit output (its files would be
+                    // written again by a job resumed from the savepoint).
+                    job.stopped_with = Some(r.path.clone());
+                }
             }
             None => job.checkpoints.push(id),
         }
@@ -432,14 +449,8 @@ pub(crate) async fn complete(state: &Arc<Mutex<ClusterState>>, job_id: &str, com
     {
         tracing::warn!("checkpoint retention: {e}");
     }
-    if let Some(r) = savepoint.filter(|r| r.stop) {
-        let workers = {
-            let mut s = lock(state);
-            if let Some(job) = s.job_mut(job_id) {
-                job.stopped_with = Some(r.path.clone());
-            }
-            s.cancel(job_id).unwrap_or_default()
-        };
+    if savepoint.is_some_and(|r| r.stop) {
+        let workers = lock(state).cancel(job_id).unwrap_or_default();
         let body = serde_json::to_vec(&cluster::Cancel {
             job_id: job_id.to_string(),
         })
