@@ -43,6 +43,7 @@ pub mod connector;
 pub mod error;
 pub mod functions;
 pub mod graph;
+pub mod join_spec;
 pub mod keys;
 pub mod message;
 pub mod process;

@@ -21,6 +21,7 @@ use crate::error::{Result, WeirError};
 use crate::time::{WindowAssigner, column_list};
 
 pub use crate::connector::{ConnectorSource, SinkSpec};
+pub use crate::join_spec::{JoinKind, RegularJoinSpec};
 
 /// Batches held in memory, carried by the job: an in-memory source (Flink's
 /// `fromData`; batch `k` goes to subtask `k mod parallelism`, in order) or a
@@ -606,6 +607,8 @@ pub enum OperatorSpec {
     GroupAggregate(GroupAggregateSpec),
     /// The first rows per key.
     TopN(TopNSpec),
+    /// A regular join of two inputs, either of which may be a changelog.
+    RegularJoin(RegularJoinSpec),
     /// A join with a table held in memory.
     LookupJoin(LookupJoinSpec),
     /// Rows repeated per window, with its bounds.
@@ -701,7 +704,9 @@ impl OperatorSpec {
     /// Number of inputs the operator reads.
     pub fn input_count(&self) -> usize {
         match self {
-            OperatorSpec::IntervalJoin(_) | OperatorSpec::WindowJoin(_) => 2,
+            OperatorSpec::IntervalJoin(_)
+            | OperatorSpec::WindowJoin(_)
+            | OperatorSpec::RegularJoin(_) => 2,
             OperatorSpec::KeyedProcess(p) if p.second.is_some() => 2,
             _ => 1,
         }
@@ -776,6 +781,7 @@ impl fmt::Debug for OperatorSpec {
                 l.table.iter().map(|b| b.num_rows()).sum::<usize>()
             ),
             OperatorSpec::KeyedProcess(p) => write!(f, "{p:?}"),
+            OperatorSpec::RegularJoin(j) => write!(f, "{j:?}"),
             OperatorSpec::WindowProcess(p) => write!(f, "{p:?}"),
             OperatorSpec::WindowJoin(j) => write!(
                 f,

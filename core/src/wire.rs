@@ -638,6 +638,15 @@ enum OperatorWire {
     },
     WindowAggregate(crate::spec::WindowAggregateSpec),
     IntervalJoin(crate::spec::IntervalJoinSpec),
+    RegularJoin {
+        kind: crate::spec::JoinKind,
+        left_keys: Vec<String>,
+        right_keys: Vec<String>,
+        left_schema: Arc<Schema>,
+        right_schema: Arc<Schema>,
+        residual: Option<ExprNode>,
+        state_ttl_ms: Option<i64>,
+    },
     WindowJoin(crate::spec::WindowJoinSpec),
     GroupAggregate(crate::spec::GroupAggregateSpec),
     TopN(crate::spec::TopNSpec),
@@ -686,6 +695,20 @@ impl Serialize for OperatorSpec {
                 OperatorWire::WindowAggregate(w.clone())
             }
             OperatorSpec::IntervalJoin(j) => OperatorWire::IntervalJoin(j.clone()),
+            OperatorSpec::RegularJoin(j) => OperatorWire::RegularJoin {
+                kind: j.kind,
+                left_keys: j.left_keys.clone(),
+                right_keys: j.right_keys.clone(),
+                left_schema: Arc::clone(&j.left_schema),
+                right_schema: Arc::clone(&j.right_schema),
+                residual: j
+                    .residual
+                    .as_ref()
+                    .map(ExprNode::from_physical)
+                    .transpose()
+                    .map_err(S::Error::custom)?,
+                state_ttl_ms: j.state_ttl_ms,
+            },
             OperatorSpec::WindowJoin(j) => OperatorWire::WindowJoin(j.clone()),
             OperatorSpec::GroupAggregate(g) if closure_reason(self).is_none() => {
                 OperatorWire::GroupAggregate(g.clone())
@@ -729,6 +752,32 @@ impl<'de> Deserialize<'de> for OperatorSpec {
             },
             OperatorWire::WindowAggregate(w) => OperatorSpec::WindowAggregate(w),
             OperatorWire::IntervalJoin(j) => OperatorSpec::IntervalJoin(j),
+            OperatorWire::RegularJoin {
+                kind,
+                left_keys,
+                right_keys,
+                left_schema,
+                right_schema,
+                residual,
+                state_ttl_ms,
+            } => {
+                let mut spec = crate::spec::RegularJoinSpec {
+                    kind,
+                    left_keys,
+                    right_keys,
+                    left_schema,
+                    right_schema,
+                    residual: None,
+                    state_ttl_ms,
+                };
+                if let Some(r) = residual {
+                    spec.residual = Some(
+                        r.to_physical(&spec.pair_schema())
+                            .map_err(D::Error::custom)?,
+                    );
+                }
+                OperatorSpec::RegularJoin(spec)
+            }
             OperatorWire::WindowJoin(j) => OperatorSpec::WindowJoin(j),
             OperatorWire::GroupAggregate(g) => OperatorSpec::GroupAggregate(g),
             OperatorWire::TopN(t) => OperatorSpec::TopN(t),

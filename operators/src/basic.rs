@@ -104,6 +104,14 @@ pub(crate) fn create(
             Arc::clone(&node.schema),
             ctx,
         )?),
+        OperatorSpec::RegularJoin(j) => {
+            Box::new(crate::regular_join::RegularJoinOperator::try_new(
+                name,
+                j,
+                Arc::clone(&node.schema),
+                ctx,
+            )?)
+        }
         OperatorSpec::IntervalJoin(j) => Box::new(IntervalJoinOperator::try_new(
             name,
             j,

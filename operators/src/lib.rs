@@ -34,6 +34,7 @@ mod pane_buffer;
 pub mod partition;
 pub mod partitioned_sink;
 pub mod process;
+pub mod regular_join;
 pub mod session;
 pub mod session_join;
 pub mod session_process;

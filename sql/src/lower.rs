@@ -29,6 +29,8 @@ use weir_core::{Result, WeirError};
 use crate::catalog::{Catalog, TableEntry};
 use crate::planner::{TvfWindow, WindowTvf, as_window_tvf};
 
+mod join;
+
 fn unsupported(what: impl Into<String>) -> WeirError {
     WeirError::plan(format!("unsupported: {}", what.into()))
 }
@@ -51,9 +53,13 @@ pub(crate) struct Lowering<'a> {
     catalog: &'a Catalog,
     connectors: &'a crate::connectors::ConnectorRegistry,
     idle_timeout: Option<Duration>,
-    /// `table.exec.state.ttl`: how long (in event time) a regular join
-    /// keeps a row for matches; `None` keeps it forever.
+    /// `table.exec.state.ttl`: how long a regular join keeps a row after
+    /// it was last written (processing time, as Flink).
     state_ttl: Option<i64>,
+    /// `weir.state.ttl.time = event-time`: a regular inner join of
+    /// append-only inputs with event time keeps rows for the TTL in event
+    /// time instead (an interval join bounded by it).
+    ttl_event_time: bool,
     sources: HashMap<String, DataStream>,
     /// Streams of window results: which columns hold their windows'
     /// bounds (Flink's window properties), by stream id.
@@ -88,6 +94,7 @@ impl<'a> Lowering<'a> {
             connectors,
             idle_timeout,
             state_ttl: None,
+            ttl_event_time: false,
             sources: HashMap::new(),
             windows: HashMap::new(),
             proctime: HashMap::new(),
@@ -95,8 +102,9 @@ impl<'a> Lowering<'a> {
     }
 
     /// Bound how long regular joins keep rows (`table.exec.state.ttl`).
-    pub(crate) fn with_state_ttl(mut self, ttl_ms: Option<i64>) -> Self {
+    pub(crate) fn with_state_ttl(mut self, ttl_ms: Option<i64>, event_time: bool) -> Self {
         self.state_ttl = ttl_ms.filter(|&t| t > 0);
+        self.ttl_event_time = event_time;
         self
     }
 
@@ -245,69 +253,6 @@ impl<'a> Lowering<'a> {
                 other.display()
             ))),
         }
-    }
-
-    /// `JOIN t FOR SYSTEM_TIME AS OF …`: the stream's rows joined with the
-    /// rows of bounded table `t`, read into memory when the job is planned.
-    fn lookup_join(
-        &mut self,
-        j: &datafusion_expr::logical_plan::Join,
-        on: &[(Expr, Expr)],
-        others: Vec<Expr>,
-        lookup: &crate::planner::LookupTable,
-    ) -> Result<DataStream> {
-        let LogicalPlan::TableScan(scan) = &lookup.input else {
-            return Err(unsupported("a lookup join against anything but a table"));
-        };
-        let object = sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::new(
-            scan.table_name.table(),
-        )]);
-        let entry = self
-            .catalog
-            .table(&object)
-            .map_err(|e| WeirError::plan(e.message))?;
-        if entry.has_computed_columns() {
-            return Err(unsupported("a lookup table with computed columns"));
-        }
-        if on.is_empty() {
-            return Err(unsupported("a lookup join without an equality condition"));
-        }
-        let table = self.connectors.read_all(entry)?;
-        let left = self.lower(&j.left)?;
-        if is_changelog(&left) {
-            return Err(unsupported("a lookup join of an updating input"));
-        }
-        let mut keys = vec![];
-        let mut widened: Vec<(Expr, String)> = vec![];
-        let mut table_keys = vec![];
-        for (i, (l, r)) in on.iter().enumerate() {
-            let Expr::Column(c) = r else {
-                return Err(unsupported(format!(
-                    "lookup key `{r}`: the table side of a lookup join takes columns"
-                )));
-            };
-            let at = j.right.schema().index_of_column(c)?;
-            table_keys.push(entry.schema.field(at).name().clone());
-            // Stream-side keys are computed next to the row, as the table
-            // key's type.
-            use datafusion_expr::ExprSchemable;
-            let want = r.get_type(j.right.schema())?;
-            let mut extra = vec![];
-            let name = key_column(l, j.left.schema(), &format!("__jl{i}"), &mut extra);
-            let same_type = l.get_type(j.left.schema())? == want;
-            if extra.is_empty() && same_type {
-                keys.push(name);
-            } else {
-                let n = format!("__jl{i}");
-                widened.push((conform(l.clone(), &want, j.left.schema())?, n.clone()));
-                keys.push(n);
-            }
-        }
-        let stream = widen(left, j.left.schema(), &widened, "Calc(lookup keys)")?;
-        let k: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let tk: Vec<&str> = table_keys.iter().map(String::as_str).collect();
-        let joined = stream.lookup_join(&k, table, &tk)?;
-        join_output(j, joined, stream.schema().fields().len(), others)
     }
 
     /// A window table function on its own (not under a window
@@ -540,168 +485,6 @@ impl<'a> Lowering<'a> {
             }
         }
         Ok(Some(out))
-    }
-
-    /// An inner equi-join of two append-only streams. Conditions bounding
-    /// the right rowtime against the left one (`r.ts BETWEEN l.ts - INTERVAL
-    /// … AND l.ts`, `l.ts = r.ts` of window results, …) make it an interval
-    /// join whose state the watermark clears; without them it is a regular
-    /// join keeping every row (unbounded bounds). Other conditions filter
-    /// the joined rows.
-    fn join(&mut self, j: &datafusion_expr::logical_plan::Join) -> Result<DataStream> {
-        use datafusion_expr::JoinType;
-        if j.join_type != JoinType::Inner {
-            return Err(unsupported(format!(
-                "{} joins on streams (INNER joins are supported)",
-                j.join_type
-            )));
-        }
-        // Equalities between the two sides in the condition are join keys.
-        let mut on = j.on.clone();
-        let mut others = vec![];
-        if let Some(f) = &j.filter {
-            for c in datafusion_expr::utils::split_conjunction(f) {
-                let side = |e: &Expr, s: &DFSchema| {
-                    let refs = e.column_refs();
-                    !refs.is_empty() && refs.iter().all(|c| s.index_of_column(c).is_ok())
-                };
-                if let Expr::BinaryExpr(b) = c
-                    && b.op == datafusion_expr::Operator::Eq
-                {
-                    if side(&b.left, j.left.schema()) && side(&b.right, j.right.schema()) {
-                        on.push(((*b.left).clone(), (*b.right).clone()));
-                        continue;
-                    }
-                    if side(&b.right, j.left.schema()) && side(&b.left, j.right.schema()) {
-                        on.push(((*b.right).clone(), (*b.left).clone()));
-                        continue;
-                    }
-                }
-                others.push(c.clone());
-            }
-        }
-        if let Some(lookup) = crate::planner::as_lookup_table(&j.right) {
-            return self.lookup_join(j, &on, others, lookup);
-        }
-        if on.is_empty() {
-            return Err(unsupported(format!(
-                "a join without an equality condition between its inputs (a cross join){}",
-                j.filter
-                    .as_ref()
-                    .map(|f| format!("; its condition: {f}"))
-                    .unwrap_or_default()
-            )));
-        }
-        let left = self.lower(&j.left)?;
-        let right = self.lower(&j.right)?;
-        if is_changelog(&left) || is_changelog(&right) {
-            return Err(unsupported("a join of an updating input"));
-        }
-        let (Some(lrt), Some(rrt)) = (left.rowtime(), right.rowtime()) else {
-            return Err(unsupported(
-                "a join of an input without a time attribute (both sides need a WATERMARK'd rowtime)",
-            ));
-        };
-        let nl = j.left.schema().fields().len();
-        let lrt = j
-            .left
-            .schema()
-            .fields()
-            .iter()
-            .position(|f| f.name() == lrt);
-        let rrt = j
-            .right
-            .schema()
-            .fields()
-            .iter()
-            .position(|f| f.name() == rrt)
-            .map(|i| i + nl);
-        let (Some(lrt), Some(rrt)) = (lrt, rrt) else {
-            return Err(WeirError::plan(
-                "join: the inputs' rowtime columns are not in the plan",
-            ));
-        };
-        // Bounds on d = right.ts - left.ts.
-        let mut lower = i64::MIN;
-        let mut upper = i64::MAX;
-        let mut rest = vec![];
-        for c in others {
-            let bounds = time_bounds(&c, j.schema.as_ref(), lrt, rrt);
-            match bounds {
-                Some(v) => {
-                    for (lo, hi) in v {
-                        lower = lower.max(lo);
-                        upper = upper.min(hi);
-                    }
-                }
-                None => rest.push(c),
-            }
-        }
-        // Key expressions: plain columns are used as they are, others are
-        // computed on their side first.
-        let mut lkeys = vec![];
-        let mut rkeys = vec![];
-        let mut lextra: Vec<(Expr, String)> = vec![];
-        let mut rextra: Vec<(Expr, String)> = vec![];
-        // Window results joined on equal window ends: their rowtimes differ
-        // by what each has relative to its end.
-        let end_of = |stream: &DataStream| {
-            self.windows
-                .get(&stream.id())
-                .and_then(|w| Some((stream.schema().index_of(&w.end).ok()?, w.rowtime_offset)))
-        };
-        let (lend, rend) = (end_of(&left), end_of(&right));
-        for (i, (l, r)) in on.iter().enumerate() {
-            let (lt, rt) = (
-                time_offset(l, j.left.schema()),
-                time_offset(r, j.right.schema()),
-            );
-            let mut exact = None;
-            if matches!((lt, rt), (Some((a, 0)), Some((b, 0))) if a == lrt && b + nl == rrt) {
-                exact = Some(0);
-            }
-            if let (Some((a, 0)), Some((b, 0)), Some((le, lo)), Some((re, ro))) =
-                (lt, rt, lend, rend)
-                && a == le
-                && b == re
-            {
-                exact = Some(ro - lo);
-            }
-            if let Some(d) = exact {
-                lower = lower.max(d);
-                upper = upper.min(d);
-            }
-            lkeys.push(key_column(
-                l,
-                j.left.schema(),
-                &format!("__jl{i}"),
-                &mut lextra,
-            ));
-            rkeys.push(key_column(
-                r,
-                j.right.schema(),
-                &format!("__jr{i}"),
-                &mut rextra,
-            ));
-        }
-        if lower > upper {
-            return Err(WeirError::plan(format!(
-                "the join's time conditions admit no rows (right.ts - left.ts between {lower} and {upper} ms)"
-            )));
-        }
-        // Unbounded sides: a regular join, holding every row.
-        // With a state TTL a side without a bound keeps rows that long.
-        let forever = self.state_ttl.unwrap_or(1 << 60);
-        let (lower, upper) = (lower.max(-forever), upper.min(forever));
-        let left = widen(left, j.left.schema(), &lextra, "Calc(join keys)")?;
-        let right = widen(right, j.right.schema(), &rextra, "Calc(join keys)")?;
-        let lk: Vec<&str> = lkeys.iter().map(String::as_str).collect();
-        let rk: Vec<&str> = rkeys.iter().map(String::as_str).collect();
-        let joined = left
-            .key_by(&lk)?
-            .interval_join(&right.key_by(&rk)?)
-            .between(lower, upper)?;
-        join_output(j, joined, left.schema().fields().len(), rest)
     }
 
     /// The source of a table: read by its connector, computed columns
@@ -1267,63 +1050,10 @@ fn widen(
     for (e, n) in extra {
         exprs.push((physical(e, schema)?, n.clone()));
     }
+    if is_changelog(&stream) {
+        exprs.push(changelog_column(&stream));
+    }
     stream.project_physical(exprs, name)
-}
-
-/// A join's result as the plan has it: the left input's plan columns, the
-/// right input's after the joined left's `left_width` columns (computed
-/// keys dropped), then the remaining conditions.
-fn join_output(
-    j: &datafusion_expr::logical_plan::Join,
-    joined: DataStream,
-    left_width: usize,
-    conditions: Vec<Expr>,
-) -> Result<DataStream> {
-    let nl = j.left.schema().fields().len();
-    let exprs = j
-        .schema
-        .fields()
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let at = if i < nl { i } else { left_width + (i - nl) };
-            (
-                column(joined.schema().field(at).name(), at),
-                f.name().clone(),
-            )
-        })
-        .collect();
-    let mut out = joined.project_physical(exprs, "Calc(join output)")?;
-    if let Some(cond) = datafusion_expr::utils::conjunction(conditions) {
-        let p = physical(&cond, &j.schema)?;
-        out = out.filter_physical(p, format!("Where({cond})"))?;
-    }
-    Ok(out)
-}
-
-/// `column + offset_ms` for a column (possibly cast) plus or minus an
-/// interval literal; the column's index in `schema`.
-fn time_offset(e: &Expr, schema: &DFSchema) -> Option<(usize, i64)> {
-    use datafusion_expr::{BinaryExpr, Operator};
-    match e {
-        Expr::Column(c) => schema.index_of_column(c).ok().map(|i| (i, 0)),
-        Expr::Cast(c) => time_offset(&c.expr, schema),
-        Expr::BinaryExpr(BinaryExpr { left, op, right })
-            if matches!(op, Operator::Plus | Operator::Minus) =>
-        {
-            let (i, base) = time_offset(left, schema)?;
-            let ms = interval_literal(right)?;
-            Some((
-                i,
-                if *op == Operator::Plus {
-                    base + ms
-                } else {
-                    base - ms
-                },
-            ))
-        }
-        _ => None,
-    }
 }
 
 /// A day-time interval literal in milliseconds.
@@ -1339,79 +1069,6 @@ pub(crate) fn interval_literal(e: &Expr) -> Option<i64> {
         Expr::Cast(c) => interval_literal(&c.expr),
         _ => None,
     }
-}
-
-/// The bounds a join condition puts on `d = right.ts - left.ts` (columns
-/// `lrt`, `rrt` of the join schema), when it is a comparison of the two
-/// rowtimes; several for BETWEEN.
-fn time_bounds(e: &Expr, schema: &DFSchema, lrt: usize, rrt: usize) -> Option<Vec<(i64, i64)>> {
-    use datafusion_expr::{BinaryExpr, Operator};
-    match e {
-        Expr::Between(b) if !b.negated => {
-            let lo = Expr::BinaryExpr(BinaryExpr::new(
-                b.expr.clone(),
-                Operator::GtEq,
-                b.low.clone(),
-            ));
-            let hi = Expr::BinaryExpr(BinaryExpr::new(
-                b.expr.clone(),
-                Operator::LtEq,
-                b.high.clone(),
-            ));
-            let mut v = time_bounds(&lo, schema, lrt, rrt)?;
-            v.extend(time_bounds(&hi, schema, lrt, rrt)?);
-            Some(v)
-        }
-        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
-            let (x, a) = time_offset(left, schema)?;
-            let (y, b) = time_offset(right, schema)?;
-            const MIN: i64 = i64::MIN;
-            const MAX: i64 = i64::MAX;
-            // x + a  op  y + b
-            if x == lrt && y == rrt {
-                // r - l  (flipped op)  a - b
-                let c = a - b;
-                Some(vec![match op {
-                    Operator::GtEq => (MIN, c),
-                    Operator::Gt => (MIN, c - 1),
-                    Operator::LtEq => (c, MAX),
-                    Operator::Lt => (c + 1, MAX),
-                    Operator::Eq => (c, c),
-                    _ => return None,
-                }])
-            } else if x == rrt && y == lrt {
-                // r - l  op  b - a
-                let c = b - a;
-                Some(vec![match op {
-                    Operator::GtEq => (c, MAX),
-                    Operator::Gt => (c + 1, MAX),
-                    Operator::LtEq => (MIN, c),
-                    Operator::Lt => (MIN, c - 1),
-                    Operator::Eq => (c, c),
-                    _ => return None,
-                }])
-            } else {
-                None
-            }
-        }
-        _ => None,
-    }
-}
-
-/// A join key as a column name of its side: the column itself, or a
-/// computed column `name` added to `extra`.
-fn key_column(e: &Expr, schema: &DFSchema, name: &str, extra: &mut Vec<(Expr, String)>) -> String {
-    if let Expr::Column(c) = e
-        && let Ok(i) = schema.index_of_column(c)
-    {
-        let f = schema.field(i).name();
-        // A name used twice on one side would be ambiguous for key_by.
-        if schema.fields().iter().filter(|x| x.name() == f).count() == 1 {
-            return f.clone();
-        }
-    }
-    extra.push((e.clone(), name.to_string()));
-    name.to_string()
 }
 
 /// `window_end - 1 ms`: SQL's rowtime of a window result.

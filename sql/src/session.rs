@@ -56,7 +56,11 @@ pub const OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "table.exec.state.ttl",
-        "how long (in event time) a regular join keeps a row for matches (default: forever)",
+        "how long a regular join keeps a row after it was last written (default: forever)",
+    ),
+    (
+        "weir.state.ttl.time",
+        "'processing-time' (as Flink, the default) or 'event-time': the TTL of a regular inner join of append-only inputs with event time counts in event time, the watermark clears its rows and its output keeps event time",
     ),
     (
         "sql-client.execution.result-mode",
@@ -500,8 +504,12 @@ impl SqlSession {
             .options
             .get("table.exec.state.ttl")
             .and_then(|v| connectors::parse_duration_ms(v));
-        let mut lowering =
-            Lowering::new(env, &self.catalog, &self.connectors, idle).with_state_ttl(ttl);
+        let event_time = self
+            .options
+            .get("weir.state.ttl.time")
+            .is_some_and(|v| v.eq_ignore_ascii_case("event-time"));
+        let mut lowering = Lowering::new(env, &self.catalog, &self.connectors, idle)
+            .with_state_ttl(ttl, event_time);
         for insert in &self.inserts {
             let object = sql::ObjectName::from(vec![sql::Ident::new(insert.table.clone())]);
             let table = self.catalog.table(&object)?;
@@ -765,6 +773,12 @@ fn apply_options(
             "table.exec.state.ttl" => {
                 connectors::parse_duration_ms(v)
                     .ok_or_else(|| bad(k, v, "a duration such as '1 h'"))?;
+            }
+            "weir.state.ttl.time"
+                if !["processing-time", "event-time"]
+                    .contains(&v.to_ascii_lowercase().as_str()) =>
+            {
+                return Err(bad(k, v, "'processing-time' or 'event-time'"));
             }
             "sql-client.execution.result-mode"
                 if !["table", "changelog"].contains(&v.to_ascii_lowercase().as_str()) =>

@@ -16,10 +16,14 @@ use crate::graph::{ChainingStrategy, Partitioner, TransformationKind};
 use crate::keys::is_hashable_key_type;
 use crate::process::{CoProcessFunction, KeyedProcessFunction, ProcessWindowFunction};
 use crate::spec::{
-    AggregateSpec, BatchFn, IntervalJoinSpec, KeyedProcessSpec, OperatorSpec, ProcessFactory,
-    SecondInput, SinkSpec, WindowAggregateSpec, WindowJoinSpec, WindowProcessSpec,
+    AggregateSpec, BatchFn, KeyedProcessSpec, OperatorSpec, ProcessFactory, SecondInput, SinkSpec,
+    WindowAggregateSpec, WindowProcessSpec,
 };
 use crate::time::{Trigger, WindowAssigner, Windows, check_timestamp_column, column_list};
+
+mod joins;
+
+pub use joins::IntervalJoinBuilder;
 
 /// A stream of record batches with a fixed schema.
 ///
@@ -980,169 +984,6 @@ impl DataStream {
             side_rowtimes,
             ..self
         }
-    }
-}
-
-impl KeyedStream {
-    /// Join with `other` on equal keys within the same window (tumbling,
-    /// sliding, cumulating, or sessions formed over the rows of both inputs). Output: `window_start`, `window_end`, the left
-    /// columns, then the right columns (`right_` prefix on taken names).
-    pub fn window_join(&self, other: &KeyedStream, assigner: WindowAssigner) -> Result<DataStream> {
-        let (l, r) = (&self.stream, &other.stream);
-        assigner.validate()?;
-        if matches!(assigner, WindowAssigner::Count { .. }) {
-            return Err(l.in_context(WeirError::plan(
-                "window join needs time windows (tumbling, sliding, cumulating or session)",
-            )));
-        }
-        let sides = JoinSides::check(self, other, "window join")?;
-        let ts_type =
-            arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None);
-        let mut fields = vec![
-            Field::new("window_start", ts_type.clone(), false),
-            Field::new("window_end", ts_type, false),
-        ];
-        for f in sides.fields {
-            let taken = fields.iter().any(|x| x.name() == f.name());
-            let name = if taken {
-                format!("joined_{}", f.name())
-            } else {
-                f.name().clone()
-            };
-            fields.push(f.with_name(name));
-        }
-        let spec = WindowJoinSpec {
-            left_keys: self.keys.clone(),
-            right_keys: other.keys.clone(),
-            left_rowtime: sides.left_rowtime,
-            right_rowtime: sides.right_rowtime,
-            assigner,
-            left_schema: Arc::clone(&l.schema),
-            right_schema: Arc::clone(&r.schema),
-        };
-        let name = format!("{:?}", OperatorSpec::WindowJoin(spec.clone()));
-        let schema = Arc::new(Schema::new(fields));
-        let id = l.env.add(
-            name,
-            TransformationKind::Operator(OperatorSpec::WindowJoin(spec)),
-            vec![l.id, r.id],
-            Arc::clone(&schema),
-        );
-        Ok(DataStream::new(l.env.clone(), id, schema, None))
-    }
-
-    /// Join with `other` on equal keys within a time interval; finish with
-    /// [`IntervalJoinBuilder::between`].
-    pub fn interval_join(&self, other: &KeyedStream) -> IntervalJoinBuilder {
-        IntervalJoinBuilder {
-            left: self.clone(),
-            right: other.clone(),
-        }
-    }
-}
-
-/// An interval join waiting for its bounds.
-pub struct IntervalJoinBuilder {
-    left: KeyedStream,
-    right: KeyedStream,
-}
-
-impl IntervalJoinBuilder {
-    /// Join left row `l` with right row `r` of the same key when
-    /// `l.ts + lower_ms <= r.ts <= l.ts + upper_ms` (Flink's `between`,
-    /// bounds inclusive). Output: the left columns, then the right columns
-    /// (a right column whose name is taken gets the prefix `right_`). Rows
-    /// later than the watermark on arrival (`ts < watermark`) are dropped and
-    /// counted, as in Flink's interval join.
-    pub fn between(&self, lower_ms: i64, upper_ms: i64) -> Result<DataStream> {
-        let (l, r) = (&self.left.stream, &self.right.stream);
-        if lower_ms > upper_ms {
-            return Err(l.in_context(WeirError::plan(format!(
-                "interval join lower bound {lower_ms} ms is above the upper bound {upper_ms} ms"
-            ))));
-        }
-        let sides = JoinSides::check(&self.left, &self.right, "interval join")?;
-        let spec = IntervalJoinSpec {
-            left_keys: self.left.keys.clone(),
-            right_keys: self.right.keys.clone(),
-            left_rowtime: sides.left_rowtime,
-            right_rowtime: sides.right_rowtime,
-            lower: lower_ms,
-            upper: upper_ms,
-            left_schema: Arc::clone(&l.schema),
-            right_schema: Arc::clone(&r.schema),
-        };
-        let name = format!("{:?}", OperatorSpec::IntervalJoin(spec.clone()));
-        let schema = Arc::new(Schema::new(sides.fields));
-        let id = l.env.add(
-            name,
-            TransformationKind::Operator(OperatorSpec::IntervalJoin(spec)),
-            vec![l.id, r.id],
-            Arc::clone(&schema),
-        );
-        Ok(DataStream::new(l.env.clone(), id, schema, None))
-    }
-}
-
-/// What both joins check of their inputs, and their output fields.
-struct JoinSides {
-    left_rowtime: String,
-    right_rowtime: String,
-    fields: Vec<Field>,
-}
-
-impl JoinSides {
-    fn check(left: &KeyedStream, right: &KeyedStream, what: &str) -> Result<Self> {
-        let (l, r) = (&left.stream, &right.stream);
-        let context = |e: WeirError| l.in_context(e);
-        let rowtime = |s: &DataStream, side: &str| -> Result<String> {
-            let rt = s.rowtime.clone().ok_or_else(|| {
-                WeirError::plan(format!(
-                    "{what}: the {side} input has no event time; give its source a WatermarkStrategy"
-                ))
-            })?;
-            check_timestamp_column(&s.schema, &rt)?;
-            Ok(rt)
-        };
-        let (left_rowtime, right_rowtime) = (rowtime(l, "left")?, rowtime(r, "right")?);
-        if left.keys.len() != right.keys.len() {
-            return Err(context(WeirError::plan(format!(
-                "{what} keys differ in number: [{}] vs [{}]",
-                left.keys.join(", "),
-                right.keys.join(", ")
-            ))));
-        }
-        for (lk, rk) in left.keys.iter().zip(&right.keys) {
-            let (lt, rt) = (
-                l.schema.field_with_name(lk)?.data_type(),
-                r.schema.field_with_name(rk)?.data_type(),
-            );
-            if lt != rt {
-                return Err(context(WeirError::plan(format!(
-                    "{what} key '{lk}' ({lt}) and '{rk}' ({rt}) have different types"
-                ))));
-            }
-        }
-        let mut fields: Vec<Field> = l
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        for f in r.schema.fields() {
-            let taken = fields.iter().any(|x| x.name() == f.name());
-            let name = if taken {
-                format!("right_{}", f.name())
-            } else {
-                f.name().clone()
-            };
-            fields.push(f.as_ref().clone().with_name(name));
-        }
-        Ok(Self {
-            left_rowtime,
-            right_rowtime,
-            fields,
-        })
     }
 }
 

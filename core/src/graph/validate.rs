@@ -288,6 +288,7 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
         OperatorSpec::MapBatches(_) => vec![],
         OperatorSpec::WindowAggregate(w) => vec![&w.input_schema],
         OperatorSpec::IntervalJoin(j) => vec![&j.left_schema, &j.right_schema],
+        OperatorSpec::RegularJoin(j) => vec![&j.left_schema, &j.right_schema],
         OperatorSpec::KeyedProcess(p) => match &p.second {
             Some(s) => vec![&p.input_schema, &s.schema],
             None => vec![&p.input_schema],
@@ -432,6 +433,16 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
                 (&j.left_keys, &j.right_keys),
                 (&j.left_rowtime, &j.right_rowtime),
             )?;
+        }
+        OperatorSpec::RegularJoin(j) => {
+            j.validate()?;
+            same_columns(output, &j.output_schema(), "the output").map_err(plan)?;
+            if let Some(r) = &j.residual {
+                let t = r.data_type(&j.pair_schema())?;
+                if t != DataType::Boolean {
+                    return Err(plan(format!("join condition {r} is {t}, not BOOLEAN")));
+                }
+            }
         }
         OperatorSpec::WindowJoin(j) => {
             j.assigner.validate()?;

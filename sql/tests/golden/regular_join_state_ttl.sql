@@ -1,7 +1,9 @@
--- A regular join (no time condition) with 'table.exec.state.ttl': each
--- side keeps its rows 10 s of event time, so only shipments within 10 s of
--- their order find it.
+-- A regular join (no time condition) with 'table.exec.state.ttl' counted
+-- in event time (Weir's 'weir.state.ttl.time'; Flink counts the TTL in
+-- processing time): each side keeps its rows 10 s of event time, so only
+-- shipments within 10 s of their order find it.
 SET 'table.exec.state.ttl' = '10 s';
+SET 'weir.state.ttl.time' = 'event-time';
 CREATE TABLE orders (
   order_id BIGINT,
   user_id INT,

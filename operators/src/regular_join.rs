@@ -1,0 +1,724 @@
+//! The regular join: SQL's `[INNER | LEFT | RIGHT | FULL] JOIN … ON` of any
+//! two inputs, append-only or changelogs, as Flink's
+//! `StreamingJoinOperator` runs it.
+//!
+//! Each side keeps its rows per join key as a multiset — each distinct row
+//! in Arrow's row format with how often it is in the input's table and, for
+//! an outer side, with how many rows of the other side it pairs. A batch of
+//! one side is worked in three vectorized steps and one pass over its rows:
+//! its keys are interned into the key table shared by both sides in one
+//! call; its rows are encoded in one call; the candidate pairs of the whole
+//! batch are gathered (the other side's rows do not change while a batch of
+//! this side is worked) and the residual condition is evaluated over them
+//! as one batch. The pass then applies each row in arrival order (a row
+//! retracted later in the same batch finds itself) and records the output
+//! rows, which are gathered column-wise at the end: `take` for this side,
+//! one row-format decode for the other.
+//!
+//! Row kinds follow Flink: an inner join forwards its input's kind; an
+//! outer join sends `+I` and `-D` only, retracting a NULL-padded row when
+//! its first partner arrives and sending it again when its last one goes.
+//! Keys with a NULL never match. With `state_ttl_ms`, a row not written for
+//! that long (processing time) is dropped without output, as Flink's state
+//! TTL does.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt32Array};
+use arrow::compute::take;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::row::{RowConverter, Rows, SortField};
+use datafusion_expr::EmitTo;
+use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
+use datafusion_physical_plan::aggregates::order::GroupOrdering;
+use weir_core::spec::{CHANGELOG_COLUMN, JoinKind, RegularJoinSpec};
+use weir_core::{Result, WeirError};
+
+use crate::{Operator, OperatorContext, Output, StateTable};
+
+/// Flink's row kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Insert,
+    UpdateBefore,
+    UpdateAfter,
+    Delete,
+}
+
+impl Kind {
+    fn parse(s: Option<&str>, at: &str) -> Result<Self> {
+        match s {
+            Some("+I") => Ok(Kind::Insert),
+            Some("-U") => Ok(Kind::UpdateBefore),
+            Some("+U") => Ok(Kind::UpdateAfter),
+            Some("-D") => Ok(Kind::Delete),
+            other => Err(WeirError::Execution(format!(
+                "{at}: row kind {other:?} is not one of +I, -U, +U, -D"
+            ))),
+        }
+    }
+
+    fn accumulates(self) -> bool {
+        matches!(self, Kind::Insert | Kind::UpdateAfter)
+    }
+
+    fn code(self) -> &'static str {
+        match self {
+            Kind::Insert => "+I",
+            Kind::UpdateBefore => "-U",
+            Kind::UpdateAfter => "+U",
+            Kind::Delete => "-D",
+        }
+    }
+}
+
+/// One distinct row of a side under one key.
+struct Entry {
+    row: Box<[u8]>,
+    /// How often the row is in the input's table.
+    count: u32,
+    /// Rows of the other side it pairs with (outer sides only).
+    assoc: u32,
+    /// When it was last written (ms since the epoch, processing time).
+    written: i64,
+}
+
+struct Side {
+    key_indices: Vec<usize>,
+    width: usize,
+    changelog: bool,
+    outer: bool,
+    converter: RowConverter,
+    schema: SchemaRef,
+    /// Per key id, its distinct rows.
+    keys: Vec<Vec<Entry>>,
+    entries: usize,
+    bytes: usize,
+}
+
+impl Side {
+    fn new(input: &SchemaRef, keys: &[String], outer: bool) -> Result<Self> {
+        let changelog = weir_core::spec::is_changelog_schema(input);
+        let width = input.fields().len() - usize::from(changelog);
+        let fields: Vec<Field> = weir_core::join_spec::data_fields(input);
+        let converter = RowConverter::new(
+            fields
+                .iter()
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect(),
+        )?;
+        Ok(Self {
+            key_indices: crate::column_indices(input, keys)?,
+            width,
+            changelog,
+            outer,
+            converter,
+            schema: Arc::new(Schema::new(fields)),
+            keys: Vec::new(),
+            entries: 0,
+            bytes: 0,
+        })
+    }
+
+    fn add(&mut self, key: usize, row: &[u8], assoc: u32, now: i64) {
+        if self.keys.len() <= key {
+            self.keys.resize_with(key + 1, Vec::new);
+        }
+        let list = &mut self.keys[key];
+        match list.iter_mut().find(|e| &*e.row == row) {
+            Some(e) => {
+                e.count += 1;
+                e.assoc = assoc;
+                e.written = now;
+            }
+            None => {
+                self.entries += 1;
+                self.bytes += row.len() + std::mem::size_of::<Entry>();
+                list.push(Entry {
+                    row: row.into(),
+                    count: 1,
+                    assoc,
+                    written: now,
+                });
+            }
+        }
+    }
+
+    fn retract(&mut self, key: usize, row: &[u8], now: i64) {
+        let Some(list) = self.keys.get_mut(key) else {
+            return;
+        };
+        if let Some(i) = list.iter().position(|e| &*e.row == row) {
+            list[i].count -= 1;
+            list[i].written = now;
+            if list[i].count == 0 {
+                let e = list.swap_remove(i);
+                self.entries -= 1;
+                self.bytes -= e.row.len() + std::mem::size_of::<Entry>();
+            }
+        }
+    }
+
+    /// Drop rows last written before `cutoff`.
+    fn expire(&mut self, cutoff: i64) {
+        for list in &mut self.keys {
+            list.retain(|e| {
+                let keep = e.written >= cutoff;
+                if !keep {
+                    self.entries -= 1;
+                    self.bytes -= e.row.len() + std::mem::size_of::<Entry>();
+                }
+                keep
+            });
+        }
+    }
+}
+
+/// The candidate pairs of a batch: `offsets[r]..offsets[r + 1]` index the
+/// `(key, entry)` pairs of row `r`.
+struct Candidates {
+    offsets: Vec<usize>,
+    pairs: Vec<(usize, usize)>,
+}
+
+/// Where an output row's columns of one side come from.
+#[derive(Clone, Copy)]
+enum Pick {
+    Null,
+    /// Row `n` of the batch being worked.
+    This(u32),
+    /// Entry `e` of key `k` on the other side.
+    Other(usize, usize),
+}
+
+/// The output rows of one batch, gathered at the end.
+#[derive(Default)]
+struct Emitted {
+    this: Vec<Option<u32>>,
+    other: Vec<Option<(usize, usize)>>,
+    kinds: Vec<&'static str>,
+}
+
+impl Emitted {
+    fn push(&mut self, this: Pick, other: Pick, kind: Kind, times: u32) {
+        for _ in 0..times {
+            self.this.push(match this {
+                Pick::This(r) => Some(r),
+                _ => None,
+            });
+            self.other.push(match other {
+                Pick::Other(k, e) => Some((k, e)),
+                _ => None,
+            });
+            self.kinds.push(kind.code());
+        }
+    }
+}
+
+/// The regular join operator of one subtask.
+pub struct RegularJoinOperator {
+    name: String,
+    kind: JoinKind,
+    sides: [Side; 2],
+    keys: Box<dyn GroupValues>,
+    /// Whether key id `k` has a NULL in it (never matches).
+    null_key: Vec<bool>,
+    residual: Option<Arc<dyn datafusion_physical_expr::PhysicalExpr>>,
+    pair_schema: SchemaRef,
+    output_schema: SchemaRef,
+    updating: bool,
+    ttl: Option<i64>,
+    last_sweep: i64,
+    batch_size: usize,
+    key_ids: Vec<usize>,
+    filter: crate::KeyGroupFilter,
+    state_bytes_max: u64,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl RegularJoinOperator {
+    /// Build the operator for one subtask.
+    pub fn try_new(
+        name: String,
+        spec: &RegularJoinSpec,
+        output_schema: SchemaRef,
+        ctx: &OperatorContext,
+    ) -> Result<Self> {
+        spec.validate()?;
+        let left = Side::new(&spec.left_schema, &spec.left_keys, spec.kind.outer(0))?;
+        let right = Side::new(&spec.right_schema, &spec.right_keys, spec.kind.outer(1))?;
+        let key_schema = Arc::new(spec.left_schema.project(&left.key_indices)?);
+        Ok(Self {
+            name,
+            kind: spec.kind,
+            sides: [left, right],
+            keys: new_group_values(key_schema, &GroupOrdering::None)?,
+            null_key: Vec::new(),
+            residual: spec.residual.clone(),
+            pair_schema: Arc::new(spec.pair_schema()),
+            output_schema,
+            updating: spec.updating(),
+            ttl: spec.state_ttl_ms,
+            last_sweep: now_ms(),
+            batch_size: ctx.config.batch_size.max(1),
+            key_ids: Vec::new(),
+            filter: crate::KeyGroupFilter::new(ctx),
+            state_bytes_max: 0,
+        })
+    }
+
+    /// Distinct rows kept on the left and on the right.
+    pub fn kept_rows(&self) -> (usize, usize) {
+        (self.sides[0].entries, self.sides[1].entries)
+    }
+
+    /// Intern the keys of `batch` (side `input`) into `self.key_ids`.
+    fn intern(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
+        let keys: Vec<ArrayRef> = self.sides[input]
+            .key_indices
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect();
+        let mut ids = std::mem::take(&mut self.key_ids);
+        self.keys.intern(&keys, &mut ids)?;
+        let n = self.keys.len();
+        if self.null_key.len() < n {
+            self.null_key.resize(n, false);
+        }
+        if keys.iter().any(|k| k.null_count() > 0) {
+            for (row, &id) in ids.iter().enumerate() {
+                if keys.iter().any(|k| k.is_null(row)) {
+                    self.null_key[id] = true;
+                }
+            }
+        }
+        self.key_ids = ids;
+        Ok(())
+    }
+
+    /// Pairs of a whole batch: for each row, the other side's entries its
+    /// key and the residual condition admit (`offsets` delimit each row's).
+    fn candidates(&self, input: usize, batch: &RecordBatch, now: i64) -> Result<Candidates> {
+        let other = &self.sides[1 - input];
+        let fresh = |e: &Entry| self.ttl.is_none_or(|t| e.written >= now - t);
+        let mut offsets = Vec::with_capacity(batch.num_rows() + 1);
+        let mut pairs: Vec<(usize, usize)> = Vec::new();
+        let mut rows: Vec<u32> = Vec::new();
+        offsets.push(0);
+        for (row, &k) in self.key_ids.iter().enumerate() {
+            if !self.null_key[k]
+                && let Some(list) = other.keys.get(k)
+            {
+                for (e, entry) in list.iter().enumerate() {
+                    if fresh(entry) {
+                        pairs.push((k, e));
+                        rows.push(row as u32);
+                    }
+                }
+            }
+            offsets.push(pairs.len());
+        }
+        let Some(residual) = &self.residual else {
+            return Ok(Candidates { offsets, pairs });
+        };
+        if pairs.is_empty() {
+            return Ok(Candidates { offsets, pairs });
+        }
+        // The residual over every candidate pair at once.
+        let this_cols = gather_this(batch, self.sides[input].width, &rows)?;
+        let other_cols = gather_other(other, pairs.iter().map(|&p| Some(p)))?;
+        let columns = if input == 0 {
+            [this_cols, other_cols].concat()
+        } else {
+            [other_cols, this_cols].concat()
+        };
+        let candidates = RecordBatch::try_new(Arc::clone(&self.pair_schema), columns)
+            .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
+        let keep = residual
+            .evaluate(&candidates)?
+            .into_array(candidates.num_rows())?;
+        let keep = keep.as_boolean_opt().ok_or_else(|| {
+            WeirError::Execution(format!("{}: the join condition is not BOOLEAN", self.name))
+        })?;
+        let mut kept_offsets = Vec::with_capacity(offsets.len());
+        let mut kept = Vec::new();
+        kept_offsets.push(0);
+        for w in offsets.windows(2) {
+            for (i, &pair) in pairs.iter().enumerate().take(w[1]).skip(w[0]) {
+                if keep.is_valid(i) && keep.value(i) {
+                    kept.push(pair);
+                }
+            }
+            kept_offsets.push(kept.len());
+        }
+        Ok(Candidates {
+            offsets: kept_offsets,
+            pairs: kept,
+        })
+    }
+
+    /// Work one batch of input `input` at processing time `now`.
+    fn process(
+        &mut self,
+        input: usize,
+        batch: RecordBatch,
+        now: i64,
+        out: &mut dyn Output,
+    ) -> Result<()> {
+        crate::two_inputs(&self.name, input)?;
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.sweep(now);
+        let kinds: Option<Vec<Kind>> = if self.sides[input].changelog {
+            let op = batch
+                .column(batch.num_columns() - 1)
+                .as_string_opt::<i32>()
+                .ok_or_else(|| {
+                    WeirError::Execution(format!("{}: {CHANGELOG_COLUMN} is not text", self.name))
+                })?;
+            Some(
+                op.iter()
+                    .map(|k| Kind::parse(k, &self.name))
+                    .collect::<Result<_>>()?,
+            )
+        } else {
+            None
+        };
+        self.intern(input, &batch)?;
+        let width = self.sides[input].width;
+        let rows: Rows = self.sides[input]
+            .converter
+            .convert_columns(&batch.columns()[..width])?;
+        let Candidates { offsets, pairs } = self.candidates(input, &batch, now)?;
+        let inner = self.kind == JoinKind::Inner;
+        let (this_outer, other_outer) = (self.sides[input].outer, self.sides[1 - input].outer);
+        let mut emitted = Emitted::default();
+        let key_ids = std::mem::take(&mut self.key_ids);
+        for (row, &k) in key_ids.iter().enumerate() {
+            let kind = kinds.as_ref().map_or(Kind::Insert, |v| v[row]);
+            let matched = &pairs[offsets[row]..offsets[row + 1]];
+            let me = Pick::This(row as u32);
+            let bytes = rows.row(row);
+            let (this_side, other_side) = split(&mut self.sides, input);
+            let partners: u32 = matched
+                .iter()
+                .map(|&(k, e)| other_side.keys[k][e].count)
+                .sum();
+            if kind.accumulates() {
+                if matched.is_empty() {
+                    if this_outer {
+                        emitted.push(me, Pick::Null, Kind::Insert, 1);
+                    }
+                } else {
+                    if other_outer {
+                        for &(k, e) in matched {
+                            let entry = &mut other_side.keys[k][e];
+                            if entry.assoc == 0 {
+                                emitted.push(
+                                    Pick::Null,
+                                    Pick::Other(k, e),
+                                    Kind::Delete,
+                                    entry.count,
+                                );
+                            }
+                            entry.assoc += 1;
+                        }
+                    }
+                    let out_kind = if inner { kind } else { Kind::Insert };
+                    for &(k, e) in matched {
+                        let times = other_side.keys[k][e].count;
+                        emitted.push(me, Pick::Other(k, e), out_kind, times);
+                    }
+                }
+                if !self.null_key[k] {
+                    this_side.add(k, bytes.as_ref(), partners, now);
+                }
+            } else {
+                if !self.null_key[k] {
+                    this_side.retract(k, bytes.as_ref(), now);
+                }
+                if matched.is_empty() {
+                    if this_outer {
+                        emitted.push(me, Pick::Null, Kind::Delete, 1);
+                    }
+                } else {
+                    let out_kind = if inner { kind } else { Kind::Delete };
+                    for &(k, e) in matched {
+                        let times = other_side.keys[k][e].count;
+                        emitted.push(me, Pick::Other(k, e), out_kind, times);
+                    }
+                    if other_outer {
+                        for &(k, e) in matched {
+                            let entry = &mut other_side.keys[k][e];
+                            if entry.assoc == 1 {
+                                emitted.push(
+                                    Pick::Null,
+                                    Pick::Other(k, e),
+                                    Kind::Insert,
+                                    entry.count,
+                                );
+                            }
+                            entry.assoc = entry.assoc.saturating_sub(1);
+                        }
+                    }
+                }
+            }
+        }
+        self.key_ids = key_ids;
+        let bytes = (self.sides[0].bytes + self.sides[1].bytes) as u64;
+        self.state_bytes_max = self.state_bytes_max.max(bytes);
+        self.emit(input, &batch, emitted, out)?;
+        self.compact_keys();
+        Ok(())
+    }
+
+    fn emit(
+        &self,
+        input: usize,
+        batch: &RecordBatch,
+        emitted: Emitted,
+        out: &mut dyn Output,
+    ) -> Result<()> {
+        let n = emitted.kinds.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let idx = UInt32Array::from(emitted.this);
+        let this_cols = batch.columns()[..self.sides[input].width]
+            .iter()
+            .map(|c| take(c.as_ref(), &idx, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let other_cols = gather_other(&self.sides[1 - input], emitted.other.into_iter())?;
+        let mut columns = if input == 0 {
+            [this_cols, other_cols].concat()
+        } else {
+            [other_cols, this_cols].concat()
+        };
+        if self.updating {
+            columns.push(Arc::new(StringArray::from(emitted.kinds)));
+        }
+        let joined = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
+            .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
+        let mut offset = 0;
+        while offset < n {
+            let len = self.batch_size.min(n - offset);
+            out.collect(joined.slice(offset, len))?;
+            offset += len;
+        }
+        Ok(())
+    }
+
+    /// Drop rows past the state TTL, at most every tenth of it.
+    fn sweep(&mut self, now: i64) {
+        let Some(ttl) = self.ttl else { return };
+        if now - self.last_sweep < (ttl / 10).max(10) {
+            return;
+        }
+        self.last_sweep = now;
+        for side in &mut self.sides {
+            side.expire(now - ttl);
+        }
+        self.compact_keys();
+    }
+
+    /// With nothing kept, drop the key table so it cannot grow forever.
+    fn compact_keys(&mut self) {
+        if self.sides.iter().all(|s| s.entries == 0) && !self.keys.is_empty() {
+            let _ = self.keys.emit(EmitTo::All);
+            self.null_key.clear();
+            for s in &mut self.sides {
+                s.keys.clear();
+            }
+        }
+    }
+
+    fn state_schema(side: &Side) -> SchemaRef {
+        let mut fields: Vec<Field> = side
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new("__count", DataType::UInt32, false));
+        fields.push(Field::new("__assoc", DataType::UInt32, false));
+        fields.push(Field::new("__written", DataType::Int64, false));
+        Arc::new(Schema::new(fields))
+    }
+}
+
+/// The two sides as (this, other) for input `input`.
+fn split(sides: &mut [Side; 2], input: usize) -> (&mut Side, &mut Side) {
+    let (a, b) = sides.split_at_mut(1);
+    if input == 0 {
+        (&mut a[0], &mut b[0])
+    } else {
+        (&mut b[0], &mut a[0])
+    }
+}
+
+/// Columns `..width` of `batch` at `rows`.
+fn gather_this(batch: &RecordBatch, width: usize, rows: &[u32]) -> Result<Vec<ArrayRef>> {
+    let idx = UInt32Array::from(rows.to_vec());
+    Ok(batch.columns()[..width]
+        .iter()
+        .map(|c| take(c.as_ref(), &idx, None))
+        .collect::<std::result::Result<Vec<_>, _>>()?)
+}
+
+/// The other side's columns for each pick (`None`: a NULL row), decoded
+/// from the row format in one call and spread by `take`.
+fn gather_other(
+    side: &Side,
+    picks: impl Iterator<Item = Option<(usize, usize)>>,
+) -> Result<Vec<ArrayRef>> {
+    let parser = side.converter.parser();
+    let mut present = Vec::new();
+    let mut idx: Vec<Option<u32>> = Vec::new();
+    for p in picks {
+        match p {
+            Some((k, e)) => {
+                idx.push(Some(present.len() as u32));
+                present.push(&side.keys[k][e].row);
+            }
+            None => idx.push(None),
+        }
+    }
+    let decoded = side
+        .converter
+        .convert_rows(present.iter().map(|r| parser.parse(r)))?;
+    if idx.iter().all(Option::is_some) {
+        return Ok(decoded);
+    }
+    let idx = UInt32Array::from(idx);
+    Ok(decoded
+        .iter()
+        .map(|c| take(c.as_ref(), &idx, None))
+        .collect::<std::result::Result<Vec<_>, _>>()?)
+}
+
+impl Operator for RegularJoinOperator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        self.process(0, batch, now_ms(), out)
+    }
+
+    fn process_input(
+        &mut self,
+        input: usize,
+        batch: RecordBatch,
+        out: &mut dyn Output,
+    ) -> Result<()> {
+        self.process(input, batch, now_ms(), out)
+    }
+
+    /// Tables `left` and `right`: each side's distinct rows (its data
+    /// columns) with `__count` (how often the row is in the input's table),
+    /// `__assoc` (partners, for an outer side) and `__written` (ms since
+    /// the epoch, for the state TTL), keyed by the join key.
+    fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<StateTable>> {
+        let mut tables = Vec::new();
+        for (side, name) in self.sides.iter().zip(["left", "right"]) {
+            let entries: Vec<&Entry> = side.keys.iter().flatten().collect();
+            let parser = side.converter.parser();
+            let mut columns = side
+                .converter
+                .convert_rows(entries.iter().map(|e| parser.parse(&e.row)))?;
+            columns.push(Arc::new(UInt32Array::from_iter_values(
+                entries.iter().map(|e| e.count),
+            )));
+            columns.push(Arc::new(UInt32Array::from_iter_values(
+                entries.iter().map(|e| e.assoc),
+            )));
+            columns.push(Arc::new(Int64Array::from_iter_values(
+                entries.iter().map(|e| e.written),
+            )));
+            let batch = RecordBatch::try_new(Self::state_schema(side), columns)?;
+            tables.push(StateTable::new(name, batch).keyed(side.key_indices.iter().copied()));
+        }
+        Ok(tables)
+    }
+
+    fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
+        for t in tables {
+            let input = match t.name.as_str() {
+                "left" => 0,
+                "right" => 1,
+                other => {
+                    return Err(WeirError::Execution(format!(
+                        "{}: unknown state table '{other}'",
+                        self.name
+                    )));
+                }
+            };
+            let want = Self::state_schema(&self.sides[input]);
+            if t.batch.schema().fields().len() != want.fields().len() {
+                return Err(WeirError::Execution(format!(
+                    "{}: state table '{}' has columns ({}), expected ({})",
+                    self.name,
+                    t.name,
+                    weir_core::time::column_list(&t.batch.schema()),
+                    weir_core::time::column_list(&want)
+                )));
+            }
+            let batch = self
+                .filter
+                .keep(t.batch, &self.sides[input].key_indices.clone())?;
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let width = self.sides[input].width;
+            let malformed = || {
+                WeirError::Execution(format!("{}: malformed state table '{}'", self.name, t.name))
+            };
+            let count = batch
+                .column(width)
+                .as_primitive_opt::<arrow::datatypes::UInt32Type>();
+            let assoc = batch
+                .column(width + 1)
+                .as_primitive_opt::<arrow::datatypes::UInt32Type>();
+            let written = batch
+                .column(width + 2)
+                .as_primitive_opt::<arrow::datatypes::Int64Type>();
+            let (Some(count), Some(assoc), Some(written)) = (count, assoc, written) else {
+                return Err(malformed());
+            };
+            self.intern(input, &batch)?;
+            let rows = self.sides[input]
+                .converter
+                .convert_columns(&batch.columns()[..width])?;
+            let key_ids = std::mem::take(&mut self.key_ids);
+            let side = &mut self.sides[input];
+            for (i, &k) in key_ids.iter().enumerate() {
+                for _ in 0..count.value(i) {
+                    side.add(k, rows.row(i).as_ref(), assoc.value(i), written.value(i));
+                }
+            }
+            self.key_ids = key_ids;
+        }
+        Ok(())
+    }
+
+    fn metrics(&self) -> Vec<(String, u64)> {
+        vec![
+            ("state_bytes_max".into(), self.state_bytes_max),
+            (
+                "kept_rows".into(),
+                (self.sides[0].entries + self.sides[1].entries) as u64,
+            ),
+        ]
+    }
+}
+
+#[cfg(test)]
+#[path = "regular_join_tests.rs"]
+mod tests;

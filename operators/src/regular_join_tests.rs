@@ -1,0 +1,264 @@
+use super::*;
+use arrow::array::{Int64Array, StringArray};
+use arrow::util::display::array_value_to_string;
+use datafusion_physical_expr::expressions::{BinaryExpr, Column};
+use weir_core::config::WeirConfig;
+use weir_core::keys::KeyGroupRange;
+use weir_core::spec::changelog_field;
+
+fn schema(changelog: bool) -> SchemaRef {
+    let mut fields = vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("v", DataType::Int64, false),
+    ];
+    if changelog {
+        fields.push(changelog_field());
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// Rows `(k, v)` of an append-only input.
+fn rows(r: &[(Option<i64>, i64)]) -> RecordBatch {
+    RecordBatch::try_new(
+        schema(false),
+        vec![
+            Arc::new(Int64Array::from(r.iter().map(|x| x.0).collect::<Vec<_>>())),
+            Arc::new(Int64Array::from_iter_values(r.iter().map(|x| x.1))),
+        ],
+    )
+    .unwrap()
+}
+
+/// Rows `(kind, k, v)` of a changelog input.
+fn changes(r: &[(&str, i64, i64)]) -> RecordBatch {
+    RecordBatch::try_new(
+        schema(true),
+        vec![
+            Arc::new(Int64Array::from_iter_values(r.iter().map(|x| x.1))),
+            Arc::new(Int64Array::from_iter_values(r.iter().map(|x| x.2))),
+            Arc::new(StringArray::from_iter_values(r.iter().map(|x| x.0))),
+        ],
+    )
+    .unwrap()
+}
+
+fn ctx() -> OperatorContext {
+    OperatorContext {
+        task_name: "join".into(),
+        subtask: 0,
+        parallelism: 1,
+        key_groups: KeyGroupRange::for_subtask(0, 1, 128),
+        config: WeirConfig::default(),
+        connectors: Default::default(),
+    }
+}
+
+fn spec(kind: JoinKind, changelogs: (bool, bool)) -> RegularJoinSpec {
+    RegularJoinSpec {
+        kind,
+        left_keys: vec!["k".into()],
+        right_keys: vec!["k".into()],
+        left_schema: schema(changelogs.0),
+        right_schema: schema(changelogs.1),
+        residual: None,
+        state_ttl_ms: None,
+    }
+}
+
+fn operator(spec: &RegularJoinSpec) -> RegularJoinOperator {
+    RegularJoinOperator::try_new("join".into(), spec, spec.output_schema(), &ctx()).unwrap()
+}
+
+/// Output rows as `kind k,v,right_k,right_v` (kind `+I` when append-only).
+fn lines(out: &[RecordBatch]) -> Vec<String> {
+    let mut v = vec![];
+    for b in out {
+        let changelog = weir_core::spec::is_changelog_schema(&b.schema());
+        let width = b.num_columns() - usize::from(changelog);
+        for r in 0..b.num_rows() {
+            let kind = if changelog {
+                b.column(width).as_string::<i32>().value(r).to_string()
+            } else {
+                "+I".into()
+            };
+            let values: Vec<String> = (0..width)
+                .map(|c| array_value_to_string(b.column(c), r).unwrap())
+                .map(|s| if s.is_empty() { "null".into() } else { s })
+                .collect();
+            v.push(format!("{kind} {}", values.join(",")));
+        }
+    }
+    v
+}
+
+fn run(op: &mut RegularJoinOperator, input: usize, batch: RecordBatch, now: i64) -> Vec<String> {
+    let mut out: Vec<RecordBatch> = vec![];
+    op.process(input, batch, now, &mut out).unwrap();
+    lines(&out)
+}
+
+#[test]
+fn an_inner_join_of_append_only_inputs_pairs_rows_both_ways_and_stays_append_only() {
+    let s = spec(JoinKind::Inner, (false, false));
+    assert!(!s.updating());
+    let mut op = operator(&s);
+    assert!(run(&mut op, 0, rows(&[(Some(1), 10), (Some(2), 20)]), 0).is_empty());
+    assert_eq!(
+        run(&mut op, 1, rows(&[(Some(1), 100), (Some(3), 300)]), 0),
+        ["+I 1,10,1,100"]
+    );
+    assert_eq!(
+        run(&mut op, 0, rows(&[(Some(1), 11), (Some(3), 30)]), 0),
+        ["+I 1,11,1,100", "+I 3,30,3,300"]
+    );
+    assert_eq!(op.kept_rows(), (4, 2));
+}
+
+#[test]
+fn a_left_join_retracts_the_padded_row_when_a_partner_comes_and_sends_it_again_when_it_goes() {
+    let mut op = operator(&spec(JoinKind::Left, (false, true)));
+    assert_eq!(
+        run(&mut op, 0, rows(&[(Some(1), 10)]), 0),
+        ["+I 1,10,null,null"]
+    );
+    assert_eq!(
+        run(&mut op, 1, changes(&[("+I", 1, 100)]), 0),
+        ["-D 1,10,null,null", "+I 1,10,1,100"]
+    );
+    // An update of the right row: the pair is replaced, the padded row
+    // comes back in between (Flink's outer join sends +I and -D only).
+    assert_eq!(
+        run(&mut op, 1, changes(&[("-U", 1, 100), ("+U", 1, 101)]), 0),
+        [
+            "-D 1,10,1,100",
+            "+I 1,10,null,null",
+            "-D 1,10,null,null",
+            "+I 1,10,1,101"
+        ]
+    );
+    assert_eq!(
+        run(&mut op, 1, changes(&[("-D", 1, 101)]), 0),
+        ["-D 1,10,1,101", "+I 1,10,null,null"]
+    );
+    assert_eq!(op.kept_rows(), (1, 0));
+}
+
+#[test]
+fn a_full_join_pads_both_sides_and_counts_duplicate_rows() {
+    let mut op = operator(&spec(JoinKind::Full, (true, false)));
+    assert_eq!(
+        run(&mut op, 1, rows(&[(Some(1), 100), (Some(1), 100)]), 0),
+        ["+I null,null,1,100", "+I null,null,1,100"]
+    );
+    assert_eq!(
+        run(&mut op, 0, changes(&[("+I", 1, 10)]), 0),
+        [
+            "-D null,null,1,100",
+            "-D null,null,1,100",
+            "+I 1,10,1,100",
+            "+I 1,10,1,100"
+        ]
+    );
+    assert_eq!(
+        run(&mut op, 0, changes(&[("-D", 1, 10), ("+I", 2, 20)]), 0),
+        [
+            "-D 1,10,1,100",
+            "-D 1,10,1,100",
+            "+I null,null,1,100",
+            "+I null,null,1,100",
+            "+I 2,20,null,null"
+        ]
+    );
+}
+
+#[test]
+fn an_inner_join_forwards_the_row_kind_of_its_changelog_input() {
+    let mut op = operator(&spec(JoinKind::Inner, (true, false)));
+    run(&mut op, 1, rows(&[(Some(1), 100)]), 0);
+    assert_eq!(
+        run(
+            &mut op,
+            0,
+            changes(&[("+I", 1, 10), ("-U", 1, 10), ("+U", 1, 11)]),
+            0
+        ),
+        ["+I 1,10,1,100", "-U 1,10,1,100", "+U 1,11,1,100"]
+    );
+    assert_eq!(op.kept_rows(), (1, 1));
+}
+
+#[test]
+fn null_keys_never_match_and_outer_rows_with_them_are_padded() {
+    let mut op = operator(&spec(JoinKind::Left, (false, false)));
+    assert!(run(&mut op, 1, rows(&[(None, 100)]), 0).is_empty());
+    assert_eq!(
+        run(&mut op, 0, rows(&[(None, 10)]), 0),
+        ["+I null,10,null,null"]
+    );
+    assert_eq!(op.kept_rows(), (0, 0));
+}
+
+#[test]
+fn the_residual_condition_decides_pairs_and_what_is_unmatched() {
+    let mut s = spec(JoinKind::Left, (false, false));
+    // v < right_v
+    s.residual = Some(Arc::new(BinaryExpr::new(
+        Arc::new(Column::new("v", 1)),
+        datafusion_expr::Operator::Lt,
+        Arc::new(Column::new("right_v", 3)),
+    )));
+    let mut op = operator(&s);
+    run(&mut op, 1, rows(&[(Some(1), 5), (Some(1), 50)]), 0);
+    assert_eq!(
+        run(&mut op, 0, rows(&[(Some(1), 10), (Some(1), 60)]), 0),
+        ["+I 1,10,1,50", "+I 1,60,null,null"]
+    );
+}
+
+#[test]
+fn state_survives_a_snapshot_and_a_restore() {
+    let s = spec(JoinKind::Full, (true, true));
+    let mut op = operator(&s);
+    run(&mut op, 0, changes(&[("+I", 1, 10), ("+I", 1, 10)]), 0);
+    run(&mut op, 1, changes(&[("+I", 2, 200)]), 0);
+    let tables = op.snapshot_state(1).unwrap();
+    let mut restored = operator(&s);
+    restored.restore_state(tables).unwrap();
+    assert_eq!(restored.kept_rows(), (1, 1));
+    // The restored left row is there twice, and the right row is still
+    // unmatched: a partner for it retracts its padding.
+    assert_eq!(
+        run(&mut restored, 1, changes(&[("+I", 1, 100)]), 0),
+        [
+            "-D 1,10,null,null",
+            "-D 1,10,null,null",
+            "+I 1,10,1,100",
+            "+I 1,10,1,100"
+        ]
+    );
+    assert_eq!(
+        run(&mut restored, 0, changes(&[("+I", 2, 20)]), 0),
+        ["-D null,null,2,200", "+I 2,20,2,200"]
+    );
+}
+
+#[test]
+fn rows_past_the_state_ttl_are_forgotten_without_output() {
+    let mut s = spec(JoinKind::Inner, (false, false));
+    s.state_ttl_ms = Some(1000);
+    let mut op = operator(&s);
+    let t0 = now_ms();
+    run(&mut op, 0, rows(&[(Some(1), 10)]), t0);
+    run(&mut op, 0, rows(&[(Some(2), 20)]), t0 + 600);
+    // Key 1's row was written 1100 ms ago: gone; key 2's is 500 ms old.
+    assert_eq!(
+        run(
+            &mut op,
+            1,
+            rows(&[(Some(1), 100), (Some(2), 200)]),
+            t0 + 1100
+        ),
+        ["+I 2,20,2,200"]
+    );
+    assert_eq!(op.kept_rows(), (1, 2));
+}
