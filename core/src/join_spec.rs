@@ -67,6 +67,9 @@ pub struct RegularJoinSpec {
     /// How long a row is kept after it was last written, in processing
     /// time (`table.exec.state.ttl`); `None` keeps rows forever.
     pub state_ttl_ms: Option<i64>,
+    /// Batch mode: the inputs are bounded, and the join emits its pairs and
+    /// unmatched rows once, when both have ended (append-only output).
+    pub bounded: bool,
 }
 
 impl fmt::Debug for RegularJoinSpec {
@@ -137,7 +140,8 @@ impl RegularJoinSpec {
     /// Whether the output is a changelog: any outer join, or any updating
     /// input (Flink: an inner join of append-only inputs is append-only).
     pub fn updating(&self) -> bool {
-        self.kind != JoinKind::Inner || self.changelog_input(0) || self.changelog_input(1)
+        !self.bounded
+            && (self.kind != JoinKind::Inner || self.changelog_input(0) || self.changelog_input(1))
     }
 
     /// A joined row without the row kind: the left input's columns, then

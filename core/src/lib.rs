@@ -46,6 +46,7 @@ pub mod graph;
 pub mod join_spec;
 pub mod keys;
 pub mod message;
+pub mod over_spec;
 pub mod process;
 pub mod spec;
 pub mod time;

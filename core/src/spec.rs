@@ -22,6 +22,7 @@ use crate::time::{WindowAssigner, column_list};
 
 pub use crate::connector::{ConnectorSource, SinkSpec};
 pub use crate::join_spec::{JoinKind, RegularJoinSpec};
+pub use crate::over_spec::{OverAggregateSpec, OverFrame};
 
 /// Batches held in memory, carried by the job: an in-memory source (Flink's
 /// `fromData`; batch `k` goes to subtask `k mod parallelism`, in order) or a
@@ -609,6 +610,8 @@ pub enum OperatorSpec {
     TopN(TopNSpec),
     /// A regular join of two inputs, either of which may be a changelog.
     RegularJoin(RegularJoinSpec),
+    /// Aggregates over each row's frame among the rows of its partition.
+    OverAggregate(OverAggregateSpec),
     /// A join with a table held in memory.
     LookupJoin(LookupJoinSpec),
     /// Rows repeated per window, with its bounds.
@@ -782,6 +785,18 @@ impl fmt::Debug for OperatorSpec {
             ),
             OperatorSpec::KeyedProcess(p) => write!(f, "{p:?}"),
             OperatorSpec::RegularJoin(j) => write!(f, "{j:?}"),
+            OperatorSpec::OverAggregate(o) => write!(
+                f,
+                "OverAggregate(partition [{}], order {}, {}, [{}])",
+                o.keys.join(", "),
+                o.rowtime.as_deref().unwrap_or("PROCTIME"),
+                o.frame,
+                o.aggregates
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             OperatorSpec::WindowProcess(p) => write!(f, "{p:?}"),
             OperatorSpec::WindowJoin(j) => write!(
                 f,

@@ -638,6 +638,7 @@ enum OperatorWire {
     },
     WindowAggregate(crate::spec::WindowAggregateSpec),
     IntervalJoin(crate::spec::IntervalJoinSpec),
+    OverAggregate(crate::spec::OverAggregateSpec),
     RegularJoin {
         kind: crate::spec::JoinKind,
         left_keys: Vec<String>,
@@ -646,6 +647,8 @@ enum OperatorWire {
         right_schema: Arc<Schema>,
         residual: Option<ExprNode>,
         state_ttl_ms: Option<i64>,
+        #[serde(default)]
+        bounded: bool,
     },
     WindowJoin(crate::spec::WindowJoinSpec),
     GroupAggregate(crate::spec::GroupAggregateSpec),
@@ -661,6 +664,11 @@ fn closure_reason(spec: &OperatorSpec) -> Option<&'static str> {
         OperatorSpec::KeyedProcess(_) => Some("a process function is Rust code"),
         OperatorSpec::WindowProcess(_) => Some("a window process function is Rust code"),
         OperatorSpec::WindowAggregate(w) => w
+            .aggregates
+            .iter()
+            .any(|a| matches!(a.function, AggregateFunction::Udf(_)))
+            .then_some("a user-defined aggregate is Rust code"),
+        OperatorSpec::OverAggregate(o) => o
             .aggregates
             .iter()
             .any(|a| matches!(a.function, AggregateFunction::Udf(_)))
@@ -695,6 +703,9 @@ impl Serialize for OperatorSpec {
                 OperatorWire::WindowAggregate(w.clone())
             }
             OperatorSpec::IntervalJoin(j) => OperatorWire::IntervalJoin(j.clone()),
+            OperatorSpec::OverAggregate(o) if closure_reason(self).is_none() => {
+                OperatorWire::OverAggregate(o.clone())
+            }
             OperatorSpec::RegularJoin(j) => OperatorWire::RegularJoin {
                 kind: j.kind,
                 left_keys: j.left_keys.clone(),
@@ -708,6 +719,7 @@ impl Serialize for OperatorSpec {
                     .transpose()
                     .map_err(S::Error::custom)?,
                 state_ttl_ms: j.state_ttl_ms,
+                bounded: j.bounded,
             },
             OperatorSpec::WindowJoin(j) => OperatorWire::WindowJoin(j.clone()),
             OperatorSpec::GroupAggregate(g) if closure_reason(self).is_none() => {
@@ -752,6 +764,7 @@ impl<'de> Deserialize<'de> for OperatorSpec {
             },
             OperatorWire::WindowAggregate(w) => OperatorSpec::WindowAggregate(w),
             OperatorWire::IntervalJoin(j) => OperatorSpec::IntervalJoin(j),
+            OperatorWire::OverAggregate(o) => OperatorSpec::OverAggregate(o),
             OperatorWire::RegularJoin {
                 kind,
                 left_keys,
@@ -760,6 +773,7 @@ impl<'de> Deserialize<'de> for OperatorSpec {
                 right_schema,
                 residual,
                 state_ttl_ms,
+                bounded,
             } => {
                 let mut spec = crate::spec::RegularJoinSpec {
                     kind,
@@ -769,6 +783,7 @@ impl<'de> Deserialize<'de> for OperatorSpec {
                     right_schema,
                     residual: None,
                     state_ttl_ms,
+                    bounded,
                 };
                 if let Some(r) = residual {
                     spec.residual = Some(

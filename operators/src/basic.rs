@@ -104,6 +104,12 @@ pub(crate) fn create(
             Arc::clone(&node.schema),
             ctx,
         )?),
+        OperatorSpec::OverAggregate(o) => Box::new(crate::over::OverAggregateOperator::try_new(
+            name,
+            o,
+            Arc::clone(&node.schema),
+            ctx,
+        )?),
         OperatorSpec::RegularJoin(j) => {
             Box::new(crate::regular_join::RegularJoinOperator::try_new(
                 name,

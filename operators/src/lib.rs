@@ -30,6 +30,7 @@ pub mod group_aggregate;
 pub mod join;
 pub mod lookup_join;
 pub mod nexmark;
+pub mod over;
 mod pane_buffer;
 pub mod partition;
 pub mod partitioned_sink;

@@ -227,6 +227,8 @@ pub struct RegularJoinOperator {
     pair_schema: SchemaRef,
     output_schema: SchemaRef,
     updating: bool,
+    /// Batch mode: keep rows, join once at the end of input.
+    bounded: bool,
     ttl: Option<i64>,
     last_sweep: i64,
     batch_size: usize,
@@ -264,6 +266,7 @@ impl RegularJoinOperator {
             pair_schema: Arc::new(spec.pair_schema()),
             output_schema,
             updating: spec.updating(),
+            bounded: spec.bounded,
             ttl: spec.state_ttl_ms,
             last_sweep: now_ms(),
             batch_size: ctx.config.batch_size.max(1),
@@ -396,6 +399,9 @@ impl RegularJoinOperator {
         let rows: Rows = self.sides[input]
             .converter
             .convert_columns(&batch.columns()[..width])?;
+        if self.bounded {
+            return self.keep(input, &batch, kinds.as_deref(), &rows, now, out);
+        }
         let Candidates { offsets, pairs } = self.candidates(input, &batch, now)?;
         let inner = self.kind == JoinKind::Inner;
         let (this_outer, other_outer) = (self.sides[input].outer, self.sides[1 - input].outer);
@@ -476,6 +482,94 @@ impl RegularJoinOperator {
         self.state_bytes_max = self.state_bytes_max.max(bytes);
         self.emit(input, &batch, emitted, out)?;
         self.compact_keys();
+        Ok(())
+    }
+
+    /// Batch mode: keep the batch's rows (retractions take rows back); an
+    /// outer side's rows with a NULL key can never match and are emitted
+    /// padded at once.
+    fn keep(
+        &mut self,
+        input: usize,
+        batch: &RecordBatch,
+        kinds: Option<&[Kind]>,
+        rows: &Rows,
+        now: i64,
+        out: &mut dyn Output,
+    ) -> Result<()> {
+        let mut emitted = Emitted::default();
+        let outer = self.sides[input].outer;
+        let key_ids = std::mem::take(&mut self.key_ids);
+        for (row, &k) in key_ids.iter().enumerate() {
+            let accumulates = kinds.is_none_or(|v| v[row].accumulates());
+            if self.null_key[k] {
+                if outer && accumulates {
+                    emitted.push(Pick::This(row as u32), Pick::Null, Kind::Insert, 1);
+                }
+            } else if accumulates {
+                self.sides[input].add(k, rows.row(row).as_ref(), 0, now);
+            } else {
+                self.sides[input].retract(k, rows.row(row).as_ref(), now);
+            }
+        }
+        self.key_ids = key_ids;
+        self.emit(input, batch, emitted, out)
+    }
+
+    /// Batch mode, both inputs ended: every pair, then the unmatched rows of
+    /// outer sides, once.
+    fn join_kept(&mut self, out: &mut dyn Output) -> Result<()> {
+        let left = &self.sides[0];
+        let entries: Vec<&Entry> = left.keys.iter().flatten().collect();
+        let repeats: Vec<u32> = entries.iter().map(|e| e.count).collect();
+        let parser = left.converter.parser();
+        let decoded = left.converter.convert_rows(
+            entries
+                .iter()
+                .flat_map(|e| std::iter::repeat_n(parser.parse(&e.row), e.count as usize)),
+        )?;
+        let total: u32 = repeats.iter().sum();
+        let mut right_matched: Vec<Vec<bool>> = self.sides[1]
+            .keys
+            .iter()
+            .map(|l| vec![false; l.len()])
+            .collect();
+        let mut emitted = Emitted::default();
+        if total > 0 {
+            let batch = RecordBatch::try_new(Arc::clone(&left.schema), decoded)?;
+            self.intern(0, &batch)?;
+            let now = now_ms();
+            let Candidates { offsets, pairs } = self.candidates(0, &batch, now)?;
+            for row in 0..batch.num_rows() {
+                let matched = &pairs[offsets[row]..offsets[row + 1]];
+                for &(k, e) in matched {
+                    right_matched[k][e] = true;
+                    let times = self.sides[1].keys[k][e].count;
+                    emitted.push(
+                        Pick::This(row as u32),
+                        Pick::Other(k, e),
+                        Kind::Insert,
+                        times,
+                    );
+                }
+                if matched.is_empty() && self.sides[0].outer {
+                    emitted.push(Pick::This(row as u32), Pick::Null, Kind::Insert, 1);
+                }
+            }
+            self.emit(0, &batch, emitted, out)?;
+            emitted = Emitted::default();
+        }
+        if self.sides[1].outer {
+            for (k, list) in self.sides[1].keys.iter().enumerate() {
+                for (e, entry) in list.iter().enumerate() {
+                    if !right_matched[k][e] {
+                        emitted.push(Pick::Null, Pick::Other(k, e), Kind::Insert, entry.count);
+                    }
+                }
+            }
+            let empty = RecordBatch::new_empty(Arc::clone(&self.sides[0].schema));
+            self.emit(0, &empty, emitted, out)?;
+        }
         Ok(())
     }
 
@@ -610,6 +704,13 @@ impl Operator for RegularJoinOperator {
 
     fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
         self.process(0, batch, now_ms(), out)
+    }
+
+    fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
+        if self.bounded {
+            self.join_kept(out)?;
+        }
+        Ok(())
     }
 
     fn process_input(

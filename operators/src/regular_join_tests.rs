@@ -62,6 +62,7 @@ fn spec(kind: JoinKind, changelogs: (bool, bool)) -> RegularJoinSpec {
         right_schema: schema(changelogs.1),
         residual: None,
         state_ttl_ms: None,
+        bounded: false,
     }
 }
 
@@ -261,4 +262,42 @@ fn rows_past_the_state_ttl_are_forgotten_without_output() {
         ["+I 2,20,2,200"]
     );
     assert_eq!(op.kept_rows(), (1, 2));
+}
+
+#[test]
+fn in_batch_mode_the_join_emits_its_final_rows_once_at_the_end() {
+    let mut s = spec(JoinKind::Full, (false, false));
+    s.bounded = true;
+    assert!(!s.updating());
+    let mut op = operator(&s);
+    assert!(
+        run(
+            &mut op,
+            0,
+            rows(&[(Some(1), 10), (Some(2), 20), (None, 30)]),
+            0
+        ) == ["+I null,30,null,null"]
+    );
+    assert!(
+        run(
+            &mut op,
+            1,
+            rows(&[(Some(1), 100), (Some(1), 100), (Some(3), 300)]),
+            0
+        )
+        .is_empty()
+    );
+    let mut out: Vec<RecordBatch> = vec![];
+    op.finish(&mut out).unwrap();
+    let mut got = lines(&out);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "+I 1,10,1,100",
+            "+I 1,10,1,100",
+            "+I 2,20,null,null",
+            "+I null,null,3,300"
+        ]
+    );
 }

@@ -54,11 +54,11 @@ pub(crate) struct Accumulation {
 /// expressions and the key schema. Shared by the pane and session operators.
 pub(crate) struct Aggregates {
     pub(crate) key_indices: Vec<usize>,
-    key_schema: SchemaRef,
-    functions: Vec<Arc<AggregateFunctionExpr>>,
+    pub(crate) key_schema: SchemaRef,
+    pub(crate) functions: Vec<Arc<AggregateFunctionExpr>>,
     /// Arguments of each function: the value, then (ordered functions) the
     /// event time they are ordered by.
-    arguments: Vec<Vec<Arc<dyn PhysicalExpr>>>,
+    pub(crate) arguments: Vec<Vec<Arc<dyn PhysicalExpr>>>,
 }
 
 impl Aggregates {

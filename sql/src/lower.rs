@@ -30,6 +30,7 @@ use crate::catalog::{Catalog, TableEntry};
 use crate::planner::{TvfWindow, WindowTvf, as_window_tvf};
 
 mod join;
+mod over;
 
 fn unsupported(what: impl Into<String>) -> WeirError {
     WeirError::plan(format!("unsupported: {}", what.into()))
@@ -37,8 +38,19 @@ fn unsupported(what: impl Into<String>) -> WeirError {
 
 /// Plan `expr` against `schema` into a vectorized physical expression.
 pub(crate) fn physical(expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+    // Some functions exist only in simplified form (COALESCE becomes a
+    // CASE); the simplifier also folds constants once instead of per batch.
+    use datafusion_expr::simplify::SimplifyContext;
+    use datafusion_optimizer::simplify_expressions::ExprSimplifier;
+    let simplified = ExprSimplifier::new(
+        SimplifyContext::builder()
+            .with_schema(Arc::new(schema.clone()))
+            .build(),
+    )
+    .simplify(expr.clone())
+    .unwrap_or_else(|_| expr.clone());
     create_physical_expr(
-        expr,
+        &simplified,
         schema,
         &ExecutionProps::new(),
         &PhysicalPlanningContext::default(),
@@ -234,19 +246,24 @@ impl<'a> Lowering<'a> {
                 self.window_rows(tvf)
             }
             LogicalPlan::Join(j) => self.join(j),
-            LogicalPlan::Window(w) => {
-                let input = self.lower(&w.input)?;
-                Err(unsupported(if is_changelog(&input) {
-                    "an OVER aggregation over an updating input (Flink rejects it too: its OVER window cannot consume retractions)"
-                } else {
-                    "OVER windows other than ROW_NUMBER() … <= N (Top-N, deduplication) are not supported yet"
-                }))
-            }
+            LogicalPlan::Window(w) => self.over(w),
             LogicalPlan::Sort(_) => Err(unsupported(
                 "ORDER BY on a stream (order by time ascending is implied; Top-N is not supported yet)",
             )),
             LogicalPlan::Limit(_) => Err(unsupported("LIMIT on a stream")),
-            LogicalPlan::Distinct(_) => Err(unsupported("SELECT DISTINCT is not supported yet")),
+            LogicalPlan::Distinct(datafusion_expr::Distinct::All(input)) => {
+                // SELECT DISTINCT: a GROUP BY of every column, as Flink
+                // plans it (updating in streaming mode).
+                let columns: Vec<Expr> = input
+                    .schema()
+                    .columns()
+                    .into_iter()
+                    .map(Expr::Column)
+                    .collect();
+                let a = Aggregate::try_new(Arc::clone(input), columns, vec![])?;
+                self.aggregate(&a)
+            }
+            LogicalPlan::Distinct(_) => Err(unsupported("SELECT DISTINCT ON")),
             LogicalPlan::Values(_) => Err(unsupported("VALUES is not supported yet")),
             other => Err(unsupported(format!(
                 "{} in a streaming query",

@@ -174,6 +174,10 @@ REFERENCE = {
           nullif(split_part(url, '/', 4), ''), nullif(split_part(url, '/', 5), ''),
           nullif(split_part(url, '/', 6), '')
         FROM bid""",
+    "q23": """SELECT B.bidder, B.price, B.channel, B.url, B.extra, P.id, P.name, P.emailAddress,
+                     P.creditCard, P.city, P.state, P.extra, A.itemName, A.description, A.initialBid,
+                     A.reserve, A.dateTime, A.expires, A.seller, A.category, A.extra
+              FROM bid B JOIN person P ON P.id = B.bidder JOIN auction A ON A.seller = B.bidder""",
 }
 
 

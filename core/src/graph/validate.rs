@@ -289,6 +289,7 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
         OperatorSpec::WindowAggregate(w) => vec![&w.input_schema],
         OperatorSpec::IntervalJoin(j) => vec![&j.left_schema, &j.right_schema],
         OperatorSpec::RegularJoin(j) => vec![&j.left_schema, &j.right_schema],
+        OperatorSpec::OverAggregate(o) => vec![&o.input_schema],
         OperatorSpec::KeyedProcess(p) => match &p.second {
             Some(s) => vec![&p.input_schema, &s.schema],
             None => vec![&p.input_schema],
@@ -433,6 +434,10 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
                 (&j.left_keys, &j.right_keys),
                 (&j.left_rowtime, &j.right_rowtime),
             )?;
+        }
+        OperatorSpec::OverAggregate(o) => {
+            o.validate()?;
+            same_columns(output, o.output_schema()?.as_ref(), "the output").map_err(plan)?;
         }
         OperatorSpec::RegularJoin(j) => {
             j.validate()?;

@@ -19,8 +19,9 @@ impl KeyedStream {
     /// `residual` (over [`RegularJoinSpec::pair_schema`]) holds. Either
     /// input may be a changelog; `-U`/`-D` rows retract their pairs. The
     /// output is a changelog (ending with the row kind) unless `kind` is
-    /// inner and both inputs are append-only; it has no event time (as in
-    /// Flink, a regular join's output is not ordered by time). Rows are
+    /// inner and both inputs are append-only, or in batch mode, where the
+    /// join emits its result once both inputs have ended; it has no event
+    /// time (as in Flink, a regular join's output is not ordered by time). Rows are
     /// kept `state_ttl_ms` of processing time after they were last written
     /// (forever when `None`).
     pub fn regular_join(
@@ -39,6 +40,7 @@ impl KeyedStream {
             right_schema: Arc::clone(&r.schema),
             residual,
             state_ttl_ms,
+            bounded: l.env.config().runtime_mode == crate::config::RuntimeMode::Batch,
         };
         spec.validate().map_err(|e| l.in_context(e))?;
         if let Some(c) = &spec.residual {
