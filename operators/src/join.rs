@@ -356,7 +356,7 @@ impl Operator for IntervalJoinOperator {
         _out: &mut dyn Output,
     ) -> Result<Option<Watermark>> {
         if watermark.0 <= self.watermark {
-            return Ok(Some(watermark));
+            return Ok(None);
         }
         self.watermark = watermark.0;
         let bytes = (self.sides[0].bytes() + self.sides[1].bytes()) as u64;
@@ -369,7 +369,13 @@ impl Operator for IntervalJoinOperator {
             // Nothing buffered: drop the key table so it cannot grow forever.
             let _ = self.keys.emit(EmitTo::All)?;
         }
-        Ok(Some(watermark))
+        // The output keeps the left row's time, and a left row can still
+        // pair with a right row up to `upper` after it: the watermark is
+        // held back that much so no output row is behind it (as Flink
+        // delays its interval join's watermark).
+        Ok(Some(Watermark(
+            watermark.0.saturating_sub(self.upper.max(0)),
+        )))
     }
 
     /// Tables `left` and `right` (the rows each side still buffers) and

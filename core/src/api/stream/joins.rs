@@ -129,9 +129,10 @@ impl IntervalJoinBuilder {
     /// Join left row `l` with right row `r` of the same key when
     /// `l.ts + lower_ms <= r.ts <= l.ts + upper_ms` (Flink's `between`,
     /// bounds inclusive). Output: the left columns, then the right columns
-    /// (a right column whose name is taken gets the prefix `right_`). Rows
-    /// later than the watermark on arrival (`ts < watermark`) are dropped and
-    /// counted, as in Flink's interval join.
+    /// (a right column whose name is taken gets the prefix `right_`); its
+    /// event time is the left row's. Rows later than the watermark on
+    /// arrival (`ts < watermark`) are dropped and counted, as in Flink's
+    /// interval join.
     pub fn between(&self, lower_ms: i64, upper_ms: i64) -> Result<DataStream> {
         let (l, r) = (&self.left.stream, &self.right.stream);
         if lower_ms > upper_ms {
@@ -143,7 +144,7 @@ impl IntervalJoinBuilder {
         let spec = IntervalJoinSpec {
             left_keys: self.left.keys.clone(),
             right_keys: self.right.keys.clone(),
-            left_rowtime: sides.left_rowtime,
+            left_rowtime: sides.left_rowtime.clone(),
             right_rowtime: sides.right_rowtime,
             lower: lower_ms,
             upper: upper_ms,
@@ -158,7 +159,14 @@ impl IntervalJoinBuilder {
             vec![l.id, r.id],
             Arc::clone(&schema),
         );
-        Ok(DataStream::new(l.env.clone(), id, schema, None))
+        // The left row's time stays the event time (the operator holds the
+        // watermark back by the upper bound, so no output row is late).
+        Ok(DataStream::new(
+            l.env.clone(),
+            id,
+            schema,
+            Some(sides.left_rowtime),
+        ))
     }
 }
 

@@ -1,0 +1,9 @@
+-- Deduplication keeping each user's last order (updating).
+-- updating
+CREATE TABLE orders (
+  order_id BIGINT, user_id INT, product STRING, amount DECIMAL(10, 2), qty INT, ts TIMESTAMP(3),
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
+) WITH ('connector' = 'filesystem', 'path' = '${DATA}/orders.csv', 'format' = 'csv', 'csv.null-literal' = '');
+CREATE TABLE result (user_id INT, order_id BIGINT) WITH (${SINK});
+INSERT INTO result
+SELECT user_id, order_id FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts DESC) AS rn FROM orders) WHERE rn = 1;

@@ -1,0 +1,13 @@
+-- A join after a join: orders, their users and their products.
+-- modes: streaming batch
+CREATE TABLE orders (
+  order_id BIGINT, user_id INT, product STRING, amount DECIMAL(10, 2), qty INT, ts TIMESTAMP(3),
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
+) WITH ('connector' = 'filesystem', 'path' = '${DATA}/orders.csv', 'format' = 'csv', 'csv.null-literal' = '');
+CREATE TABLE users (user_id INT, name STRING, city STRING, level INT)
+  WITH ('connector' = 'filesystem', 'path' = '${DATA}/users.csv', 'format' = 'csv', 'csv.null-literal' = '');
+CREATE TABLE products (product STRING, category STRING, price DOUBLE)
+  WITH ('connector' = 'filesystem', 'path' = '${DATA}/products.csv', 'format' = 'csv', 'csv.null-literal' = '');
+CREATE TABLE result (order_id BIGINT, name STRING, category STRING) WITH (${SINK});
+INSERT INTO result
+SELECT o.order_id, u.name, p.category FROM orders o JOIN users u ON o.user_id = u.user_id JOIN products p ON o.product = p.product WHERE p.price > 10;
