@@ -163,3 +163,15 @@ fn frames_and_waiting_rows_survive_a_snapshot() {
         );
     }
 }
+
+#[test]
+fn in_processing_time_rows_are_worked_on_arrival_in_arrival_order() {
+    let mut s = spec(OverFrame::Rows(Some(1)));
+    s.rowtime = None;
+    let mut op = operator(&s);
+    let mut out: Vec<RecordBatch> = vec![];
+    // Event times play no part: arrival order decides the frame.
+    op.process_batch(rows(&[(1, 30, 300), (1, 10, 100), (2, 5, 0)]), &mut out)
+        .unwrap();
+    assert_eq!(lines(&out), ["1,30:30,1,30", "1,10:40,2,30", "2,5:5,1,5"]);
+}

@@ -1,5 +1,4 @@
 -- HOP windows per product.
--- modes: streaming batch
 CREATE TABLE orders (
   order_id BIGINT, user_id INT, product STRING, amount DECIMAL(10, 2), qty INT, ts TIMESTAMP(3),
   WATERMARK FOR ts AS ts - INTERVAL '5' SECOND

@@ -1,6 +1,5 @@
 -- Accounts with a positive balance joined with their latest transfer.
 -- updating
--- modes: streaming batch
 CREATE TABLE transfers (
   transfer_id BIGINT, account INT, delta INT, ts TIMESTAMP(3),
   WATERMARK FOR ts AS ts - INTERVAL '5' SECOND

@@ -1,6 +1,5 @@
 -- LEFT JOIN whose ON has a condition on the right side: unmatched rows are padded.
 -- updating
--- modes: streaming batch
 CREATE TABLE orders (
   order_id BIGINT, user_id INT, product STRING, amount DECIMAL(10, 2), qty INT, ts TIMESTAMP(3),
   WATERMARK FOR ts AS ts - INTERVAL '5' SECOND

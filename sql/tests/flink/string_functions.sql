@@ -1,5 +1,4 @@
 -- String functions.
--- modes: streaming batch
 CREATE TABLE users (user_id INT, name STRING, city STRING, level INT)
   WITH ('connector' = 'filesystem', 'path' = '${DATA}/users.csv', 'format' = 'csv', 'csv.null-literal' = '');
 CREATE TABLE result (a STRING, b INT, c STRING, d STRING) WITH (${SINK});
