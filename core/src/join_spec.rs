@@ -12,9 +12,10 @@ use crate::error::{Result, WeirError};
 use crate::spec::{changelog_field, is_changelog_schema};
 
 /// Which rows of a join are kept without a partner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum JoinKind {
     /// Only pairs.
+    #[default]
     Inner,
     /// Pairs, and left rows without one (right columns NULL).
     Left,

@@ -736,6 +736,11 @@ pub struct IntervalJoinSpec {
     pub left_schema: SchemaRef,
     /// Schema of the right input.
     pub right_schema: SchemaRef,
+    /// Outer sides: their rows that found no partner by the time the
+    /// watermark passed their last possible match are emitted with NULLs
+    /// for the other side (Flink's outer interval join).
+    #[serde(default)]
+    pub kind: JoinKind,
 }
 
 impl fmt::Debug for OperatorSpec {
@@ -807,7 +812,12 @@ impl fmt::Debug for OperatorSpec {
             ),
             OperatorSpec::IntervalJoin(j) => write!(
                 f,
-                "IntervalJoin(keys [{}] = [{}], between {} and {} ms)",
+                "IntervalJoin({}keys [{}] = [{}], between {} and {} ms)",
+                if j.kind == JoinKind::Inner {
+                    String::new()
+                } else {
+                    format!("{}, ", j.kind.sql())
+                },
                 j.left_keys.join(", "),
                 j.right_keys.join(", "),
                 j.lower,

@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt32Array};
 use arrow::compute::{filter_record_batch, interleave, take};
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
@@ -30,6 +30,10 @@ use weir_core::spec::IntervalJoinSpec;
 use weir_core::{Result, WeirError};
 
 use crate::window::timestamps;
+
+/// The column of an outer side's snapshot saying whether a row found a
+/// partner.
+const MATCHED: &str = "__matched";
 use crate::{Operator, OperatorContext, Output};
 
 struct Buffered {
@@ -46,10 +50,13 @@ struct Side {
     /// Per key id: `(ts, slot, row)` sorted by `ts`.
     index: HashMap<usize, Vec<(i64, u32, u32)>>,
     live_rows: usize,
+    /// An outer side: the `(slot, row)`s that found a partner.
+    outer: bool,
+    matched: std::collections::HashSet<(u32, u32)>,
 }
 
 impl Side {
-    fn new(schema: &Schema, keys: &[String], rowtime: &str) -> Result<Self> {
+    fn new(schema: &Schema, keys: &[String], rowtime: &str, outer: bool) -> Result<Self> {
         Ok(Self {
             key_indices: crate::column_indices(schema, keys)?,
             ts_index: schema.index_of(rowtime)?,
@@ -57,7 +64,57 @@ impl Side {
             free: Vec::new(),
             index: HashMap::new(),
             live_rows: 0,
+            outer,
+            matched: Default::default(),
         })
+    }
+
+    /// The next slot `insert` fills.
+    fn next_slot(&self) -> u32 {
+        self.free.last().copied().unwrap_or(self.slots.len() as u32)
+    }
+
+    /// An outer side's rows with `ts < threshold` that never found a
+    /// partner (what `expire(threshold)` is about to drop), gathered.
+    fn unmatched_before(&self, threshold: i64, schema: &SchemaRef) -> Result<Option<RecordBatch>> {
+        if !self.outer {
+            return Ok(None);
+        }
+        let mut picks: Vec<(u32, u32)> = Vec::new();
+        let mut keys: Vec<&usize> = self.index.keys().collect();
+        keys.sort_unstable();
+        for k in keys {
+            let entries = &self.index[k];
+            let n = entries.partition_point(|e| e.0 < threshold);
+            picks.extend(
+                entries[..n]
+                    .iter()
+                    .map(|&(_, slot, row)| (slot, row))
+                    .filter(|p| !self.matched.contains(p)),
+            );
+        }
+        if picks.is_empty() {
+            return Ok(None);
+        }
+        let mut dense: HashMap<u32, usize> = HashMap::new();
+        let mut used: Vec<&RecordBatch> = Vec::new();
+        let picks: Vec<(usize, usize)> = picks
+            .iter()
+            .map(|&(slot, row)| {
+                let n = *dense.entry(slot).or_insert_with(|| {
+                    used.push(&self.slots[slot as usize].as_ref().expect("live slot").batch);
+                    used.len() - 1
+                });
+                (n, row as usize)
+            })
+            .collect();
+        let columns = (0..schema.fields().len())
+            .map(|c| {
+                let arrays: Vec<&dyn Array> = used.iter().map(|b| b.column(c).as_ref()).collect();
+                interleave(&arrays, &picks)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(Some(RecordBatch::try_new(Arc::clone(schema), columns)?))
     }
 
     fn insert(&mut self, batch: RecordBatch, key_ids: &[usize], ts: &[i64]) {
@@ -84,10 +141,14 @@ impl Side {
     fn expire(&mut self, threshold: i64) {
         let slots = &mut self.slots;
         let free = &mut self.free;
+        let matched = &mut self.matched;
         let mut removed = 0;
         self.index.retain(|_, entries| {
             let n = entries.partition_point(|e| e.0 < threshold);
-            for &(_, slot, _) in &entries[..n] {
+            for &(_, slot, row) in &entries[..n] {
+                if !matched.is_empty() {
+                    matched.remove(&(slot, row));
+                }
                 let b = slots[slot as usize].as_mut().expect("indexed slot is live");
                 b.live -= 1;
                 if b.live == 0 {
@@ -122,6 +183,7 @@ pub struct IntervalJoinOperator {
     output_schema: SchemaRef,
     batch_size: usize,
     watermark: i64,
+    kind: weir_core::spec::JoinKind,
     key_ids: Vec<usize>,
     late_dropped: u64,
     state_bytes_max: u64,
@@ -137,8 +199,18 @@ impl IntervalJoinOperator {
         output_schema: SchemaRef,
         ctx: &OperatorContext,
     ) -> Result<Self> {
-        let left = Side::new(&spec.left_schema, &spec.left_keys, &spec.left_rowtime)?;
-        let right = Side::new(&spec.right_schema, &spec.right_keys, &spec.right_rowtime)?;
+        let left = Side::new(
+            &spec.left_schema,
+            &spec.left_keys,
+            &spec.left_rowtime,
+            spec.kind.outer(0),
+        )?;
+        let right = Side::new(
+            &spec.right_schema,
+            &spec.right_keys,
+            &spec.right_rowtime,
+            spec.kind.outer(1),
+        )?;
         let key_schema = Arc::new(spec.left_schema.project(&left.key_indices)?);
         Ok(Self {
             name,
@@ -149,6 +221,7 @@ impl IntervalJoinOperator {
             output_schema,
             batch_size: ctx.config.batch_size,
             watermark: i64::MIN,
+            kind: spec.kind,
             key_ids: Vec::new(),
             late_dropped: 0,
             state_bytes_max: 0,
@@ -160,8 +233,27 @@ impl IntervalJoinOperator {
         })
     }
 
-    /// Buffer rows of `input` without joining them (a restore).
+    /// Buffer rows of `input` without joining them (a restore); an outer
+    /// side's snapshot also says which rows had found a partner.
     fn buffer_rows(&mut self, input: usize, batch: RecordBatch) -> Result<()> {
+        let width = self.schemas[input].fields().len();
+        let batch =
+            if batch.num_columns() == width + 1 && batch.schema().field(width).name() == MATCHED {
+                let flags = batch.column(width).as_boolean().clone();
+                let rows = RecordBatch::try_new(
+                    Arc::clone(&self.schemas[input]),
+                    batch.columns()[..width].to_vec(),
+                )?;
+                let slot = self.sides[input].next_slot();
+                self.sides[input].matched.extend(
+                    (0..flags.len())
+                        .filter(|&r| flags.value(r))
+                        .map(|r| (slot, r as u32)),
+                );
+                rows
+            } else {
+                batch
+            };
         let side = &self.sides[input];
         let ts_name = batch.schema().field(side.ts_index).name().clone();
         let ts = timestamps(batch.column(side.ts_index), &ts_name)?.to_vec();
@@ -186,6 +278,7 @@ impl IntervalJoinOperator {
         let mut picks = Vec::with_capacity(side.live_rows);
         let mut keys: Vec<&usize> = side.index.keys().collect();
         keys.sort_unstable();
+        let mut matched = Vec::new();
         for k in keys {
             for &(_, slot, row) in &side.index[k] {
                 let n = *dense.entry(slot).or_insert_with(|| {
@@ -193,18 +286,38 @@ impl IntervalJoinOperator {
                     used.len() - 1
                 });
                 picks.push((n, row as usize));
+                matched.push(side.matched.contains(&(slot, row)));
             }
         }
-        if picks.is_empty() {
-            return Ok(RecordBatch::new_empty(Arc::clone(schema)));
+        let mut columns = if picks.is_empty() {
+            RecordBatch::new_empty(Arc::clone(schema))
+                .columns()
+                .to_vec()
+        } else {
+            (0..schema.fields().len())
+                .map(|c| {
+                    let arrays: Vec<&dyn Array> =
+                        used.iter().map(|b| b.column(c).as_ref()).collect();
+                    interleave(&arrays, &picks)
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?
+        };
+        if !side.outer {
+            return Ok(RecordBatch::try_new(Arc::clone(schema), columns)?);
         }
-        let columns = (0..schema.fields().len())
-            .map(|c| {
-                let arrays: Vec<&dyn Array> = used.iter().map(|b| b.column(c).as_ref()).collect();
-                interleave(&arrays, &picks)
-            })
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+        // An outer side also keeps which rows found a partner.
+        let mut fields: Vec<arrow::datatypes::Field> =
+            schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.push(arrow::datatypes::Field::new(
+            MATCHED,
+            arrow::datatypes::DataType::Boolean,
+            false,
+        ));
+        columns.push(Arc::new(BooleanArray::from(matched)));
+        Ok(RecordBatch::try_new(
+            Arc::new(Schema::new(fields)),
+            columns,
+        )?)
     }
 
     /// Rows buffered on the left and on the right.
@@ -268,9 +381,46 @@ impl IntervalJoinOperator {
         }
         if !this_rows.is_empty() {
             self.emit(input, &batch, &this_rows, &other_rows, out)?;
+            if self.sides[1 - input].outer {
+                self.sides[1 - input]
+                    .matched
+                    .extend(other_rows.iter().copied());
+            }
+            if self.sides[input].outer {
+                let slot = self.sides[input].next_slot();
+                self.sides[input]
+                    .matched
+                    .extend(this_rows.iter().map(|&r| (slot, r)));
+            }
         }
         self.sides[input].insert(batch, &key_ids, &ts);
         self.key_ids = key_ids;
+        Ok(())
+    }
+
+    /// Rows of outer side `input` without a partner, with NULLs for the
+    /// other side.
+    fn emit_padded(&self, input: usize, rows: &RecordBatch, out: &mut dyn Output) -> Result<()> {
+        let n = rows.num_rows();
+        let nulls: Vec<ArrayRef> = self.schemas[1 - input]
+            .fields()
+            .iter()
+            .map(|f| arrow::array::new_null_array(f.data_type(), n))
+            .collect();
+        let mine = rows.columns().to_vec();
+        let columns = if input == 0 {
+            [mine, nulls].concat()
+        } else {
+            [nulls, mine].concat()
+        };
+        let padded = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
+            .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
+        let mut offset = 0;
+        while offset < n {
+            let len = self.batch_size.min(n - offset);
+            out.collect(padded.slice(offset, len))?;
+            offset += len;
+        }
         Ok(())
     }
 
@@ -353,7 +503,7 @@ impl Operator for IntervalJoinOperator {
     fn on_watermark(
         &mut self,
         watermark: Watermark,
-        _out: &mut dyn Output,
+        out: &mut dyn Output,
     ) -> Result<Option<Watermark>> {
         if watermark.0 <= self.watermark {
             return Ok(None);
@@ -363,19 +513,30 @@ impl Operator for IntervalJoinOperator {
         self.state_bytes_max = self.state_bytes_max.max(bytes);
         // Left rows with ts + upper < wm, right rows with ts - lower < wm.
         let wm = self.watermark;
-        self.sides[0].expire(wm.saturating_sub(self.upper));
-        self.sides[1].expire(wm.saturating_add(self.lower));
+        let thresholds = [wm.saturating_sub(self.upper), wm.saturating_add(self.lower)];
+        for (input, &threshold) in thresholds.iter().enumerate() {
+            if let Some(rows) =
+                self.sides[input].unmatched_before(threshold, &self.schemas[input])?
+            {
+                self.emit_padded(input, &rows, out)?;
+            }
+            self.sides[input].expire(threshold);
+        }
         if self.sides[0].live_rows == 0 && self.sides[1].live_rows == 0 && !self.keys.is_empty() {
             // Nothing buffered: drop the key table so it cannot grow forever.
             let _ = self.keys.emit(EmitTo::All)?;
         }
-        // The output keeps the left row's time, and a left row can still
-        // pair with a right row up to `upper` after it: the watermark is
-        // held back that much so no output row is behind it (as Flink
-        // delays its interval join's watermark).
-        Ok(Some(Watermark(
-            watermark.0.saturating_sub(self.upper.max(0)),
-        )))
+        // The output keeps the left row's time (the right row's in a right
+        // join), and a left row can still pair with a right row up to
+        // `upper` after it (a right row with a left one `-lower` after it):
+        // the watermark is held back that much so no output row is behind
+        // it (as Flink delays its interval join's watermark).
+        let delay = if self.kind == weir_core::spec::JoinKind::Right {
+            self.lower.saturating_neg().max(0)
+        } else {
+            self.upper.max(0)
+        };
+        Ok(Some(Watermark(watermark.0.saturating_sub(delay))))
     }
 
     /// Tables `left` and `right` (the rows each side still buffers) and
@@ -454,6 +615,14 @@ mod tests {
     }
 
     fn operator(lower: i64, upper: i64) -> IntervalJoinOperator {
+        outer_operator(lower, upper, weir_core::spec::JoinKind::Inner)
+    }
+
+    fn outer_operator(
+        lower: i64,
+        upper: i64,
+        kind: weir_core::spec::JoinKind,
+    ) -> IntervalJoinOperator {
         let spec = IntervalJoinSpec {
             left_keys: vec!["k".into()],
             right_keys: vec!["k".into()],
@@ -463,20 +632,15 @@ mod tests {
             upper,
             left_schema: schema(),
             right_schema: schema(),
+            kind,
         };
+        let outer = kind != weir_core::spec::JoinKind::Inner;
+        let ts = DataType::Timestamp(TimeUnit::Millisecond, None);
         let out = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int64, false),
-            Field::new(
-                "ts",
-                DataType::Timestamp(TimeUnit::Millisecond, None),
-                false,
-            ),
-            Field::new("right_k", DataType::Int64, false),
-            Field::new(
-                "right_ts",
-                DataType::Timestamp(TimeUnit::Millisecond, None),
-                false,
-            ),
+            Field::new("k", DataType::Int64, outer),
+            Field::new("ts", ts.clone(), outer),
+            Field::new("right_k", DataType::Int64, outer),
+            Field::new("right_ts", ts, outer),
         ]));
         let ctx = OperatorContext {
             task_name: "join".into(),
@@ -523,5 +687,49 @@ mod tests {
             op.metrics()
                 .contains(&("num_late_records_dropped".into(), 1))
         );
+    }
+
+    #[test]
+    fn an_outer_side_emits_its_unmatched_rows_padded_when_the_watermark_passes_them() {
+        let kind = weir_core::spec::JoinKind::Full;
+        let mut op = outer_operator(0, 10, kind);
+        let mut out: Vec<RecordBatch> = Vec::new();
+        op.process_input(0, batch(&[(1, 100), (2, 100)]), &mut out)
+            .unwrap();
+        op.process_input(1, batch(&[(1, 105), (3, 50)]), &mut out)
+            .unwrap();
+        assert_eq!(out.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+        // The snapshot keeps which rows found a partner.
+        let tables = op.snapshot_state(1).unwrap();
+        let mut op = outer_operator(0, 10, kind);
+        op.restore_state(tables).unwrap();
+        out.clear();
+        // Right row (3, 50) can match no left row once the watermark passes
+        // 50; left (2, 100) none once it passes 110; (1, 100) had a partner.
+        let forwarded = op.on_watermark(Watermark(111), &mut out).unwrap();
+        let padded: Vec<(Option<i64>, Option<i64>)> = out
+            .iter()
+            .flat_map(|b| {
+                let l = b
+                    .column(0)
+                    .as_primitive::<arrow::datatypes::Int64Type>()
+                    .clone();
+                let r = b
+                    .column(2)
+                    .as_primitive::<arrow::datatypes::Int64Type>()
+                    .clone();
+                (0..b.num_rows())
+                    .map(move |i| {
+                        (
+                            l.is_valid(i).then(|| l.value(i)),
+                            r.is_valid(i).then(|| r.value(i)),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(padded, [(Some(2), None), (None, Some(3))]);
+        // The watermark is held back by the upper bound.
+        assert_eq!(forwarded, Some(Watermark(101)));
     }
 }

@@ -145,7 +145,7 @@ impl Lowering<'_> {
         let position = |s: &DFSchema, name: Option<&str>| {
             name.and_then(|n| s.fields().iter().position(|f| f.name() == n))
         };
-        let times = (kind == JoinKind::Inner && !is_changelog(&left) && !is_changelog(&right))
+        let times = (!is_changelog(&left) && !is_changelog(&right))
             .then(|| {
                 Some((
                     position(j.left.schema(), left.rowtime())?,
@@ -227,8 +227,20 @@ impl Lowering<'_> {
         let lk: Vec<&str> = lkeys.iter().map(String::as_str).collect();
         let rk: Vec<&str> = rkeys.iter().map(String::as_str).collect();
         let left_width = left.schema().fields().len() - usize::from(is_changelog(&left));
-        let bounded = lower > i64::MIN || upper < i64::MAX;
-        if times.is_some() && (bounded || (self.ttl_event_time && self.state_ttl.is_some())) {
+        // Inner joins: any time bound (or the event-time TTL) makes an
+        // interval join. Outer joins: both bounds, as Flink's outer interval
+        // join (their unmatched rows are emitted when the watermark passes
+        // the bound).
+        let bounded = if kind == JoinKind::Inner {
+            lower > i64::MIN
+                || upper < i64::MAX
+                || (self.ttl_event_time && self.state_ttl.is_some())
+        } else {
+            // (Other conditions of an outer join decide what is unmatched:
+            // the regular join evaluates them with the pairs.)
+            lower > i64::MIN && upper < i64::MAX && rest.is_empty()
+        };
+        if times.is_some() && bounded {
             // A side without a bound keeps its rows for the state TTL (in
             // event time), or for as long as the job runs.
             let forever = self.state_ttl.unwrap_or(1 << 60);
@@ -236,6 +248,7 @@ impl Lowering<'_> {
             let joined = left
                 .key_by(&lk)?
                 .interval_join(&right.key_by(&rk)?)
+                .kind(kind)
                 .between(lower, upper)?;
             return join_output(j, joined, left_width, rest);
         }

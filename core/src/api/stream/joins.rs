@@ -115,6 +115,7 @@ impl KeyedStream {
         IntervalJoinBuilder {
             left: self.clone(),
             right: other.clone(),
+            kind: JoinKind::Inner,
         }
     }
 }
@@ -123,9 +124,20 @@ impl KeyedStream {
 pub struct IntervalJoinBuilder {
     left: KeyedStream,
     right: KeyedStream,
+    kind: JoinKind,
 }
 
 impl IntervalJoinBuilder {
+    /// Keep the rows of outer sides that find no partner (`LEFT`, `RIGHT`,
+    /// `FULL`): each is emitted with NULLs for the other side once the
+    /// watermark passes its last possible match. The other side's columns
+    /// become nullable; the output's event time is the left row's for inner
+    /// and left joins, the right row's for right joins, none for full joins.
+    pub fn kind(mut self, kind: JoinKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
     /// Join left row `l` with right row `r` of the same key when
     /// `l.ts + lower_ms <= r.ts <= l.ts + upper_ms` (Flink's `between`,
     /// bounds inclusive). Output: the left columns, then the right columns
@@ -145,14 +157,29 @@ impl IntervalJoinBuilder {
             left_keys: self.left.keys.clone(),
             right_keys: self.right.keys.clone(),
             left_rowtime: sides.left_rowtime.clone(),
-            right_rowtime: sides.right_rowtime,
+            right_rowtime: sides.right_rowtime.clone(),
             lower: lower_ms,
             upper: upper_ms,
             left_schema: Arc::clone(&l.schema),
             right_schema: Arc::clone(&r.schema),
+            kind: self.kind,
         };
         let name = format!("{:?}", OperatorSpec::IntervalJoin(spec.clone()));
-        let schema = Arc::new(Schema::new(sides.fields));
+        let nl = l.schema.fields().len();
+        let fields: Vec<Field> = sides
+            .fields
+            .into_iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let side = usize::from(i >= nl);
+                if self.kind.outer(1 - side) {
+                    f.with_nullable(true)
+                } else {
+                    f
+                }
+            })
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
         let id = l.env.add(
             name,
             TransformationKind::Operator(OperatorSpec::IntervalJoin(spec)),
@@ -161,12 +188,19 @@ impl IntervalJoinBuilder {
         );
         // The left row's time stays the event time (the operator holds the
         // watermark back by the upper bound, so no output row is late).
-        Ok(DataStream::new(
-            l.env.clone(),
-            id,
-            schema,
-            Some(sides.left_rowtime),
-        ))
+        // The event time of the side that is always there: the left row's
+        // (inner, left), the right row's (right), none for a full join.
+        let rowtime = match self.kind {
+            JoinKind::Inner | JoinKind::Left => Some(sides.left_rowtime),
+            JoinKind::Right => Some(
+                schema
+                    .field(nl + r.schema.index_of(&sides.right_rowtime)?)
+                    .name()
+                    .clone(),
+            ),
+            JoinKind::Full => None,
+        };
+        Ok(DataStream::new(l.env.clone(), id, schema, rowtime))
     }
 }
 
