@@ -415,13 +415,7 @@ impl IntervalJoinOperator {
         };
         let padded = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
-        let mut offset = 0;
-        while offset < n {
-            let len = self.batch_size.min(n - offset);
-            out.collect(padded.slice(offset, len))?;
-            offset += len;
-        }
-        Ok(())
+        crate::pane_buffer::emit_sliced(&padded, self.batch_size, out)
     }
 
     fn emit(
@@ -471,14 +465,7 @@ impl IntervalJoinOperator {
         };
         let joined = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
-        let rows = joined.num_rows();
-        let mut offset = 0;
-        while offset < rows {
-            let len = self.batch_size.min(rows - offset);
-            out.collect(joined.slice(offset, len))?;
-            offset += len;
-        }
-        Ok(())
+        crate::pane_buffer::emit_sliced(&joined, self.batch_size, out)
     }
 }
 

@@ -29,6 +29,7 @@ use weir_core::message::Watermark;
 use weir_core::spec::{OverAggregateSpec, OverFrame};
 use weir_core::{Result, WeirError};
 
+use crate::process::now_ms;
 use crate::window::{Aggregates, timestamps};
 use crate::{Operator, OperatorContext, Output, StateTable};
 
@@ -65,13 +66,6 @@ pub struct OverAggregateOperator {
     late_dropped: u64,
     filter: crate::KeyGroupFilter,
     key_ids: Vec<usize>,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 impl OverAggregateOperator {
@@ -112,6 +106,23 @@ impl OverAggregateOperator {
         })
     }
 
+    /// A new partition's accumulators: sliding ones (rows can be taken
+    /// back out) for bounded frames.
+    fn accumulators(&self, bounded: bool) -> Result<Vec<Box<dyn Accumulator>>> {
+        Ok(self
+            .aggregates
+            .functions
+            .iter()
+            .map(|f| {
+                if bounded {
+                    f.create_sliding_accumulator()
+                } else {
+                    f.create_accumulator()
+                }
+            })
+            .collect::<datafusion_common::Result<Vec<_>>>()?)
+    }
+
     fn bounded(&self) -> bool {
         matches!(
             self.frame,
@@ -130,20 +141,8 @@ impl OverAggregateOperator {
             if id < self.partitions.len() {
                 continue;
             }
-            let accumulators = self
-                .aggregates
-                .functions
-                .iter()
-                .map(|f| {
-                    if bounded {
-                        f.create_sliding_accumulator()
-                    } else {
-                        f.create_accumulator()
-                    }
-                })
-                .collect::<datafusion_common::Result<Vec<_>>>()?;
             self.partitions.push(Partition {
-                accumulators,
+                accumulators: self.accumulators(bounded)?,
                 frame: VecDeque::new(),
                 key: keys.iter().map(|k| k.slice(row, 1)).collect(),
             });
@@ -247,13 +246,7 @@ impl OverAggregateOperator {
         }
         let result = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
-        let mut offset = 0;
-        while offset < n {
-            let len = self.batch_size.min(n - offset);
-            out.collect(result.slice(offset, len))?;
-            offset += len;
-        }
-        Ok(())
+        crate::pane_buffer::emit_sliced(&result, self.batch_size, out)
     }
 
     /// Rows the watermark `w` passed, sorted by (partition, time, arrival),
@@ -413,20 +406,8 @@ impl OverAggregateOperator {
         self.keys.intern(&keys, &mut ids)?;
         for (row, &id) in ids.iter().enumerate() {
             while self.partitions.len() <= id {
-                let accumulators = self
-                    .aggregates
-                    .functions
-                    .iter()
-                    .map(|f| {
-                        if bounded {
-                            f.create_sliding_accumulator()
-                        } else {
-                            f.create_accumulator()
-                        }
-                    })
-                    .collect::<datafusion_common::Result<Vec<_>>>()?;
                 self.partitions.push(Partition {
-                    accumulators,
+                    accumulators: self.accumulators(bounded)?,
                     frame: VecDeque::new(),
                     key: keys.iter().map(|k| k.slice(row, 1)).collect(),
                 });

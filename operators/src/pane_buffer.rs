@@ -146,6 +146,7 @@ pub(crate) fn emit_sliced(
     out: &mut dyn Output,
 ) -> Result<()> {
     let rows = batch.num_rows();
+    let batch_size = batch_size.max(1);
     let mut offset = 0;
     while offset < rows {
         let len = batch_size.min(rows - offset);

@@ -34,6 +34,7 @@ use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::spec::{CHANGELOG_COLUMN, JoinKind, RegularJoinSpec};
 use weir_core::{Result, WeirError};
 
+use crate::process::now_ms;
 use crate::{Operator, OperatorContext, Output, StateTable};
 
 /// Flink's row kinds.
@@ -125,7 +126,15 @@ impl Side {
             self.keys.resize_with(key + 1, Vec::new);
         }
         let list = &mut self.keys[key];
-        match list.iter_mut().find(|e| &*e.row == row) {
+        // An append-only input never retracts: its rows need not be found
+        // again, so each is its own entry (duplicates pair the same way).
+        // A changelog's are found by their bytes (a scan of the key's rows).
+        let found = if self.changelog {
+            list.iter_mut().find(|e| &*e.row == row)
+        } else {
+            None
+        };
+        match found {
             Some(e) => {
                 e.count += 1;
                 e.assoc = assoc;
@@ -235,13 +244,6 @@ pub struct RegularJoinOperator {
     key_ids: Vec<usize>,
     filter: crate::KeyGroupFilter,
     state_bytes_max: u64,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 impl RegularJoinOperator {
@@ -600,13 +602,7 @@ impl RegularJoinOperator {
         }
         let joined = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
-        let mut offset = 0;
-        while offset < n {
-            let len = self.batch_size.min(n - offset);
-            out.collect(joined.slice(offset, len))?;
-            offset += len;
-        }
-        Ok(())
+        crate::pane_buffer::emit_sliced(&joined, self.batch_size, out)
     }
 
     /// Drop rows past the state TTL, at most every tenth of it.

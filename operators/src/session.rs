@@ -188,12 +188,7 @@ impl SessionWindowOperator {
             let batch = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
                 .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
             self.windows_fired += closed as u64;
-            let mut offset = 0;
-            while offset < closed {
-                let len = self.batch_size.min(closed - offset);
-                out.collect(batch.slice(offset, len))?;
-                offset += len;
-            }
+            crate::pane_buffer::emit_sliced(&batch, self.batch_size, out)?;
         }
         // Open sessions continue in compact accumulators and key ids.
         let mut fresh = self.aggregates.new_accumulation()?;

@@ -613,13 +613,7 @@ impl WindowAggregateOperator {
         }
         let batch = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
-        let mut offset = 0;
-        while offset < rows {
-            let len = self.batch_size.min(rows - offset);
-            out.collect(batch.slice(offset, len))?;
-            offset += len;
-        }
-        Ok(())
+        crate::pane_buffer::emit_sliced(&batch, self.batch_size, out)
     }
 
     /// Tumbling windows without lateness: evaluate the single pane in place.

@@ -928,6 +928,33 @@ impl<'a> Lowering<'a> {
 /// becomes `CASE WHEN c THEN arg END`, which every aggregate skips when
 /// null); outputs are named `__a{j}`. Without aggregates, a hidden
 /// `COUNT(*)` keeps one row per group.
+/// Weir's aggregate for DataFusion's `udaf` (`distinct`: `COUNT(DISTINCT
+/// …)`); `e`, the expression, names it in errors.
+pub(crate) fn aggregate_function(
+    udaf: &Arc<datafusion_expr::AggregateUDF>,
+    distinct: bool,
+    e: &Expr,
+) -> Result<AggregateFunction> {
+    Ok(
+        match (udaf.name().to_ascii_lowercase().as_str(), distinct) {
+            ("count", false) => AggregateFunction::Count,
+            ("count", true) => AggregateFunction::CountDistinct,
+            ("sum", false) => AggregateFunction::Sum,
+            ("min", _) => AggregateFunction::Min,
+            ("max", _) => AggregateFunction::Max,
+            ("avg", false) => AggregateFunction::Avg,
+            ("first_value", false) => AggregateFunction::FirstValue,
+            ("last_value", false) => AggregateFunction::LastValue,
+            (_, true) => {
+                return Err(unsupported(format!(
+                    "DISTINCT in `{e}` (COUNT(DISTINCT …) is supported)"
+                )));
+            }
+            _ => AggregateFunction::Udf(Arc::clone(udaf)),
+        },
+    )
+}
+
 fn aggregate_specs(
     a: &Aggregate,
     forbidden: &dyn Fn(&Expr) -> bool,
@@ -949,22 +976,7 @@ fn aggregate_specs(
             )));
         }
         let name = f.func.name().to_ascii_lowercase();
-        let function = match (name.as_str(), p.distinct) {
-            ("count", false) => AggregateFunction::Count,
-            ("count", true) => AggregateFunction::CountDistinct,
-            ("sum", false) => AggregateFunction::Sum,
-            ("min", _) => AggregateFunction::Min,
-            ("max", _) => AggregateFunction::Max,
-            ("avg", false) => AggregateFunction::Avg,
-            ("first_value", false) => AggregateFunction::FirstValue,
-            ("last_value", false) => AggregateFunction::LastValue,
-            (_, true) => {
-                return Err(unsupported(format!(
-                    "DISTINCT in `{e}` (COUNT(DISTINCT …) is supported)"
-                )));
-            }
-            _ => AggregateFunction::Udf(Arc::clone(&f.func)),
-        };
+        let function = aggregate_function(&f.func, p.distinct, e)?;
         let arg = p.args.first().cloned();
         if arg.as_ref().is_some_and(forbidden) || p.filter.as_deref().is_some_and(forbidden) {
             return Err(unsupported(format!("aggregate `{e}` over window columns")));

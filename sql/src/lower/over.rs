@@ -58,18 +58,7 @@ impl Lowering<'_> {
                 )));
             }
             let name = udaf.name().to_ascii_lowercase();
-            let function = match (name.as_str(), p.distinct) {
-                ("count", false) => AggregateFunction::Count,
-                ("count", true) => AggregateFunction::CountDistinct,
-                ("sum", false) => AggregateFunction::Sum,
-                ("min", _) => AggregateFunction::Min,
-                ("max", _) => AggregateFunction::Max,
-                ("avg", false) => AggregateFunction::Avg,
-                ("first_value", false) => AggregateFunction::FirstValue,
-                ("last_value", false) => AggregateFunction::LastValue,
-                (_, true) => return Err(unsupported(format!("DISTINCT in OVER aggregate `{e}`"))),
-                _ => AggregateFunction::Udf(Arc::clone(udaf)),
-            };
+            let function = aggregate_function(udaf, p.distinct, e)?;
             let arg = p.args.first().cloned();
             #[allow(deprecated)]
             let count_star = name == "count"
