@@ -96,6 +96,14 @@ impl Side {
         if picks.is_empty() {
             return Ok(None);
         }
+        let columns = self.gather(&picks, schema.fields().len())?;
+        Ok(Some(RecordBatch::try_new(Arc::clone(schema), columns)?))
+    }
+
+    /// The columns `..width` of buffered rows `(slot, row)`, in that order:
+    /// one `interleave` per column across the batches they are in.
+    fn gather(&self, picks: &[(u32, u32)], width: usize) -> Result<Vec<ArrayRef>> {
+        // The buffered batches used, numbered densely for `interleave`.
         let mut dense: HashMap<u32, usize> = HashMap::new();
         let mut used: Vec<&RecordBatch> = Vec::new();
         let picks: Vec<(usize, usize)> = picks
@@ -108,13 +116,12 @@ impl Side {
                 (n, row as usize)
             })
             .collect();
-        let columns = (0..schema.fields().len())
+        Ok((0..width)
             .map(|c| {
                 let arrays: Vec<&dyn Array> = used.iter().map(|b| b.column(c).as_ref()).collect();
                 interleave(&arrays, &picks)
             })
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        Ok(Some(RecordBatch::try_new(Arc::clone(schema), columns)?))
+            .collect::<std::result::Result<Vec<_>, _>>()?)
     }
 
     fn insert(&mut self, batch: RecordBatch, key_ids: &[usize], ts: &[i64]) {
@@ -273,34 +280,18 @@ impl IntervalJoinOperator {
     fn live_rows(&self, input: usize) -> Result<RecordBatch> {
         let side = &self.sides[input];
         let schema = &self.schemas[input];
-        let mut dense: HashMap<u32, usize> = HashMap::new();
-        let mut used: Vec<&RecordBatch> = Vec::new();
         let mut picks = Vec::with_capacity(side.live_rows);
         let mut keys: Vec<&usize> = side.index.keys().collect();
         keys.sort_unstable();
-        let mut matched = Vec::new();
         for k in keys {
-            for &(_, slot, row) in &side.index[k] {
-                let n = *dense.entry(slot).or_insert_with(|| {
-                    used.push(&side.slots[slot as usize].as_ref().expect("live slot").batch);
-                    used.len() - 1
-                });
-                picks.push((n, row as usize));
-                matched.push(side.matched.contains(&(slot, row)));
-            }
+            picks.extend(side.index[k].iter().map(|&(_, slot, row)| (slot, row)));
         }
         let mut columns = if picks.is_empty() {
             RecordBatch::new_empty(Arc::clone(schema))
                 .columns()
                 .to_vec()
         } else {
-            (0..schema.fields().len())
-                .map(|c| {
-                    let arrays: Vec<&dyn Array> =
-                        used.iter().map(|b| b.column(c).as_ref()).collect();
-                    interleave(&arrays, &picks)
-                })
-                .collect::<std::result::Result<Vec<_>, _>>()?
+            side.gather(&picks, schema.fields().len())?
         };
         if !side.outer {
             return Ok(RecordBatch::try_new(Arc::clone(schema), columns)?);
@@ -313,7 +304,11 @@ impl IntervalJoinOperator {
             arrow::datatypes::DataType::Boolean,
             false,
         ));
-        columns.push(Arc::new(BooleanArray::from(matched)));
+        let matched: BooleanArray = picks
+            .iter()
+            .map(|p| Some(side.matched.contains(p)))
+            .collect();
+        columns.push(Arc::new(matched));
         Ok(RecordBatch::try_new(
             Arc::new(Schema::new(fields)),
             columns,
@@ -433,31 +428,7 @@ impl IntervalJoinOperator {
             .iter()
             .map(|c| take(c.as_ref(), &this_idx, None))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        // The buffered batches used, numbered densely for `interleave`.
-        let mut dense: HashMap<u32, usize> = HashMap::new();
-        let mut used: Vec<&RecordBatch> = Vec::new();
-        let picks: Vec<(usize, usize)> = other_rows
-            .iter()
-            .map(|&(slot, row)| {
-                let n = *dense.entry(slot).or_insert_with(|| {
-                    used.push(
-                        &other.slots[slot as usize]
-                            .as_ref()
-                            .expect("live slot")
-                            .batch,
-                    );
-                    used.len() - 1
-                });
-                (n, row as usize)
-            })
-            .collect();
-        let width = used.first().map(|b| b.num_columns()).unwrap_or(0);
-        let other_cols = (0..width)
-            .map(|c| {
-                let arrays: Vec<&dyn Array> = used.iter().map(|b| b.column(c).as_ref()).collect();
-                interleave(&arrays, &picks)
-            })
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let other_cols = other.gather(other_rows, self.schemas[1 - input].fields().len())?;
         let columns = if input == 0 {
             [this_cols, other_cols].concat()
         } else {

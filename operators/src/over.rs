@@ -167,12 +167,12 @@ impl OverAggregateOperator {
 
     /// Work `batch` (each partition's rows in time order) whose rows have
     /// times `ts`: each row is emitted with its frame's aggregates.
+    /// The partition ids of its rows are in `self.key_ids` ([`Self::intern`]).
     fn work(&mut self, batch: RecordBatch, ts: &[i64], out: &mut dyn Output) -> Result<()> {
         let n = batch.num_rows();
         if n == 0 {
             return Ok(());
         }
-        self.intern(&batch)?;
         let args = self.arguments(&batch)?;
         let mut values: Vec<Vec<ScalarValue>> = vec![Vec::with_capacity(n); args.len()];
         let ids = std::mem::take(&mut self.key_ids);
@@ -292,6 +292,12 @@ impl OverAggregateOperator {
             None,
         )?;
         let sorted = arrow::compute::take_record_batch(&ready, &order)?;
+        // The partition ids follow their rows (no second intern).
+        self.key_ids = order
+            .values()
+            .iter()
+            .map(|&i| self.key_ids[i as usize])
+            .collect();
         let ts = timestamps(sorted.column(at), &name)?.to_vec();
         self.work(sorted, &ts, out)
     }
@@ -460,6 +466,7 @@ impl Operator for OverAggregateOperator {
         let Some((at, name)) = self.rowtime.clone() else {
             // Processing time: in arrival order, now.
             let ts = vec![now_ms(); batch.num_rows()];
+            self.intern(&batch)?;
             return self.work(batch, &ts, out);
         };
         let ts = timestamps(batch.column(at), &name)?;
