@@ -211,3 +211,92 @@ impl RegularJoinSpec {
         Ok(())
     }
 }
+
+/// An event-time temporal join (SQL's `JOIN v FOR SYSTEM_TIME AS OF
+/// l.rowtime`): each left row joins the version of its key that the
+/// versioned right input held at the left row's time — the latest right
+/// row with a time not after it — once the watermark has passed that time
+/// (Flink's `TemporalRowTimeJoinOperator`). The right input is a versioned
+/// table: an append-only stream whose every row is its key's next version,
+/// or an upsert changelog whose `-D` rows end a key's versions (`-U` rows
+/// are ignored, as Flink's planner asks for updates without them). The
+/// output is append-only and keeps the left row's time.
+#[derive(Clone)]
+pub struct TemporalJoinSpec {
+    /// `Inner`, or `Left` to keep left rows without a version.
+    pub kind: JoinKind,
+    /// Key columns of the left input.
+    pub left_keys: Vec<String>,
+    /// Key columns of the right input (its primary key; same types).
+    pub right_keys: Vec<String>,
+    /// Event-time column of the left input (the `AS OF` time).
+    pub left_rowtime: String,
+    /// Event-time column of the right input (each version's start).
+    pub right_rowtime: String,
+    /// Schema of the left input (append-only).
+    pub left_schema: SchemaRef,
+    /// Schema of the right input (ending with the row kind if a changelog).
+    pub right_schema: SchemaRef,
+    /// A further condition on each pair, over [`Self::output_schema`]: a
+    /// left row whose version fails it is unmatched.
+    pub residual: Option<Arc<dyn PhysicalExpr>>,
+}
+
+impl fmt::Debug for TemporalJoinSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "TemporalJoin({}, keys [{}] = [{}], as of {}",
+            self.kind.sql(),
+            self.left_keys.join(", "),
+            self.right_keys.join(", "),
+            self.left_rowtime
+        )?;
+        if let Some(r) = &self.residual {
+            write!(f, ", where {r}")?;
+        }
+        write!(f, ")")
+    }
+}
+
+impl TemporalJoinSpec {
+    /// The output: the left input's columns, then the right's data columns
+    /// (nullable in a left join; a taken name gets the prefix `right_`).
+    pub fn output_schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(pair_fields(
+            &self.left_schema,
+            &self.right_schema,
+            [false, self.kind == JoinKind::Left],
+        )))
+    }
+
+    /// Check keys, times and the join kind against the inputs.
+    pub fn validate(&self) -> Result<()> {
+        let plan = WeirError::plan;
+        if !matches!(self.kind, JoinKind::Inner | JoinKind::Left) {
+            return Err(plan(format!(
+                "a temporal join is INNER or LEFT OUTER, not {}",
+                self.kind.sql()
+            )));
+        }
+        if is_changelog_schema(&self.left_schema) {
+            return Err(plan(
+                "the left input of a temporal join must be append-only".to_string(),
+            ));
+        }
+        RegularJoinSpec {
+            kind: self.kind,
+            left_keys: self.left_keys.clone(),
+            right_keys: self.right_keys.clone(),
+            left_schema: Arc::clone(&self.left_schema),
+            right_schema: Arc::clone(&self.right_schema),
+            residual: None,
+            state_ttl_ms: None,
+            bounded: false,
+        }
+        .validate()?;
+        crate::time::check_timestamp_column(&self.left_schema, &self.left_rowtime)?;
+        crate::time::check_timestamp_column(&self.right_schema, &self.right_rowtime)?;
+        Ok(())
+    }
+}

@@ -21,7 +21,7 @@ use crate::error::{Result, WeirError};
 use crate::time::{WindowAssigner, column_list};
 
 pub use crate::connector::{ConnectorSource, SinkSpec};
-pub use crate::join_spec::{JoinKind, RegularJoinSpec};
+pub use crate::join_spec::{JoinKind, RegularJoinSpec, TemporalJoinSpec};
 pub use crate::over_spec::{OverAggregateSpec, OverFrame};
 
 /// Batches held in memory, carried by the job: an in-memory source (Flink's
@@ -614,6 +614,8 @@ pub enum OperatorSpec {
     OverAggregate(OverAggregateSpec),
     /// A join with a table held in memory.
     LookupJoin(LookupJoinSpec),
+    /// An event-time join with the versions of a versioned table.
+    TemporalJoin(TemporalJoinSpec),
     /// Rows repeated per window, with its bounds.
     WindowAssign(WindowAssignSpec),
 }
@@ -709,7 +711,8 @@ impl OperatorSpec {
         match self {
             OperatorSpec::IntervalJoin(_)
             | OperatorSpec::WindowJoin(_)
-            | OperatorSpec::RegularJoin(_) => 2,
+            | OperatorSpec::RegularJoin(_)
+            | OperatorSpec::TemporalJoin(_) => 2,
             OperatorSpec::KeyedProcess(p) if p.second.is_some() => 2,
             _ => 1,
         }
@@ -790,6 +793,7 @@ impl fmt::Debug for OperatorSpec {
             ),
             OperatorSpec::KeyedProcess(p) => write!(f, "{p:?}"),
             OperatorSpec::RegularJoin(j) => write!(f, "{j:?}"),
+            OperatorSpec::TemporalJoin(j) => write!(f, "{j:?}"),
             OperatorSpec::OverAggregate(o) => write!(
                 f,
                 "OverAggregate(partition [{}], order {}, {}, [{}])",

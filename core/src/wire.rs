@@ -650,6 +650,16 @@ enum OperatorWire {
         #[serde(default)]
         bounded: bool,
     },
+    TemporalJoin {
+        kind: crate::spec::JoinKind,
+        left_keys: Vec<String>,
+        right_keys: Vec<String>,
+        left_rowtime: String,
+        right_rowtime: String,
+        left_schema: Arc<Schema>,
+        right_schema: Arc<Schema>,
+        residual: Option<ExprNode>,
+    },
     WindowJoin(crate::spec::WindowJoinSpec),
     GroupAggregate(crate::spec::GroupAggregateSpec),
     TopN(crate::spec::TopNSpec),
@@ -720,6 +730,21 @@ impl Serialize for OperatorSpec {
                     .map_err(S::Error::custom)?,
                 state_ttl_ms: j.state_ttl_ms,
                 bounded: j.bounded,
+            },
+            OperatorSpec::TemporalJoin(j) => OperatorWire::TemporalJoin {
+                kind: j.kind,
+                left_keys: j.left_keys.clone(),
+                right_keys: j.right_keys.clone(),
+                left_rowtime: j.left_rowtime.clone(),
+                right_rowtime: j.right_rowtime.clone(),
+                left_schema: Arc::clone(&j.left_schema),
+                right_schema: Arc::clone(&j.right_schema),
+                residual: j
+                    .residual
+                    .as_ref()
+                    .map(ExprNode::from_physical)
+                    .transpose()
+                    .map_err(S::Error::custom)?,
             },
             OperatorSpec::WindowJoin(j) => OperatorWire::WindowJoin(j.clone()),
             OperatorSpec::GroupAggregate(g) if closure_reason(self).is_none() => {
@@ -792,6 +817,34 @@ impl<'de> Deserialize<'de> for OperatorSpec {
                     );
                 }
                 OperatorSpec::RegularJoin(spec)
+            }
+            OperatorWire::TemporalJoin {
+                kind,
+                left_keys,
+                right_keys,
+                left_rowtime,
+                right_rowtime,
+                left_schema,
+                right_schema,
+                residual,
+            } => {
+                let mut spec = crate::spec::TemporalJoinSpec {
+                    kind,
+                    left_keys,
+                    right_keys,
+                    left_rowtime,
+                    right_rowtime,
+                    left_schema,
+                    right_schema,
+                    residual: None,
+                };
+                if let Some(r) = residual {
+                    spec.residual = Some(
+                        r.to_physical(&spec.output_schema())
+                            .map_err(D::Error::custom)?,
+                    );
+                }
+                OperatorSpec::TemporalJoin(spec)
             }
             OperatorWire::WindowJoin(j) => OperatorSpec::WindowJoin(j),
             OperatorWire::GroupAggregate(g) => OperatorSpec::GroupAggregate(g),

@@ -118,6 +118,14 @@ pub(crate) fn create(
                 ctx,
             )?)
         }
+        OperatorSpec::TemporalJoin(j) => {
+            Box::new(crate::temporal_join::TemporalJoinOperator::try_new(
+                name,
+                j,
+                Arc::clone(&node.schema),
+                ctx,
+            )?)
+        }
         OperatorSpec::IntervalJoin(j) => Box::new(IntervalJoinOperator::try_new(
             name,
             j,

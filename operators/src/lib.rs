@@ -43,6 +43,7 @@ mod sessions;
 pub mod sinks;
 pub mod sources;
 pub mod storage;
+pub mod temporal_join;
 pub mod top_n;
 pub mod window;
 pub mod window_join;

@@ -39,7 +39,7 @@ use crate::{Operator, OperatorContext, Output, StateTable};
 
 /// Flink's row kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Insert,
     UpdateBefore,
     UpdateAfter,
@@ -47,7 +47,7 @@ enum Kind {
 }
 
 impl Kind {
-    fn parse(s: Option<&str>, at: &str) -> Result<Self> {
+    pub(crate) fn parse(s: Option<&str>, at: &str) -> Result<Self> {
         match s {
             Some("+I") => Ok(Kind::Insert),
             Some("-U") => Ok(Kind::UpdateBefore),
@@ -59,7 +59,7 @@ impl Kind {
         }
     }
 
-    fn accumulates(self) -> bool {
+    pub(crate) fn accumulates(self) -> bool {
         matches!(self, Kind::Insert | Kind::UpdateAfter)
     }
 
@@ -662,27 +662,36 @@ fn gather_this(batch: &RecordBatch, width: usize, rows: &[u32]) -> Result<Vec<Ar
         .collect::<std::result::Result<Vec<_>, _>>()?)
 }
 
-/// The other side's columns for each pick (`None`: a NULL row), decoded
-/// from the row format in one call and spread by `take`.
+/// The other side's columns for each pick (`None`: a NULL row).
 fn gather_other(
     side: &Side,
     picks: impl Iterator<Item = Option<(usize, usize)>>,
 ) -> Result<Vec<ArrayRef>> {
-    let parser = side.converter.parser();
+    decode_picks(
+        &side.converter,
+        picks.map(|p| p.map(|(k, e)| &*side.keys[k][e].row)),
+    )
+}
+
+/// Columns of rows in `converter`'s row format, one per pick (`None`: a
+/// row of NULLs), decoded in one call and spread by `take`.
+pub(crate) fn decode_picks<'a>(
+    converter: &RowConverter,
+    picks: impl Iterator<Item = Option<&'a [u8]>>,
+) -> Result<Vec<ArrayRef>> {
+    let parser = converter.parser();
     let mut present = Vec::new();
     let mut idx: Vec<Option<u32>> = Vec::new();
     for p in picks {
         match p {
-            Some((k, e)) => {
+            Some(row) => {
                 idx.push(Some(present.len() as u32));
-                present.push(&side.keys[k][e].row);
+                present.push(row);
             }
             None => idx.push(None),
         }
     }
-    let decoded = side
-        .converter
-        .convert_rows(present.iter().map(|r| parser.parse(r)))?;
+    let decoded = converter.convert_rows(present.iter().map(|r| parser.parse(r)))?;
     if idx.iter().all(Option::is_some) {
         return Ok(decoded);
     }

@@ -256,6 +256,50 @@ impl TopNOperator {
             .collect())
     }
 
+    /// Deduplication keeping the last row (by the order column, ties to
+    /// the later arrival) of one key's rows `all` (its kept row first when
+    /// `has_old`), row by row in arrival order: every replacement is sent
+    /// as `-U`/`+U`, as Flink's deduplicate function does — a batch does not
+    /// fold a key's versions into one (an event-time temporal join reads
+    /// each). Returns the row kept.
+    fn keep_last_changes(
+        &self,
+        all: &RecordBatch,
+        has_old: bool,
+        out: &mut Vec<RecordBatch>,
+    ) -> Result<RecordBatch> {
+        let (column, options) = self.order[0];
+        let order = all.column(column);
+        let cmp = arrow::array::make_comparator(order.as_ref(), order.as_ref(), options)?;
+        let mut current = has_old.then_some(0usize);
+        let mut picks: Vec<u32> = vec![];
+        let mut kinds: Vec<&str> = vec![];
+        for r in usize::from(has_old)..all.num_rows() {
+            match current {
+                Some(c) if cmp(r, c) == std::cmp::Ordering::Greater => continue,
+                Some(c) => {
+                    picks.extend([c as u32, r as u32]);
+                    kinds.extend(["-U", "+U"]);
+                }
+                None => {
+                    picks.push(r as u32);
+                    kinds.push("+I");
+                }
+            }
+            current = Some(r);
+        }
+        if !picks.is_empty() {
+            let rows = arrow::compute::take_record_batch(all, &UInt32Array::from(picks))?;
+            let numbers = vec![1; rows.num_rows()];
+            out.push(self.output(&rows, &numbers, Some(&kinds))?);
+        }
+        let kept = current.unwrap_or(0) as u32;
+        Ok(arrow::compute::take_record_batch(
+            all,
+            &UInt32Array::from(vec![kept]),
+        )?)
+    }
+
     /// The changes from `old` to `new` kept rows of one key.
     fn changes(
         &self,
@@ -297,6 +341,10 @@ impl TopNOperator {
                 _ => added.push(i),
             }
         }
+        // A rank whose row changed is updated in place when ranks are
+        // numbered or there is one (deduplication), as Flink's rank and
+        // deduplicate functions send -U/+U for it.
+        let at_rank = self.row_number || self.limit == 1;
         let emit = |rows: &RecordBatch,
                     at: &[usize],
                     kind: &dyn Fn(usize) -> &'static str,
@@ -316,7 +364,7 @@ impl TopNOperator {
             old,
             &removed,
             &|i| {
-                if new_content.contains(&old_content[i]) {
+                if new_content.contains(&old_content[i]) || (at_rank && added.contains(&i)) {
                     "-U"
                 } else {
                     "-D"
@@ -328,7 +376,7 @@ impl TopNOperator {
             new,
             &added,
             &|i| {
-                if old_content.contains(&new_content[i]) {
+                if old_content.contains(&new_content[i]) || (at_rank && removed.contains(&i)) {
                     "+U"
                 } else {
                     "+I"
@@ -365,6 +413,11 @@ impl TopNOperator {
                 Some(o) => concat_batches(&self.input_schema, [o, &fresh])?,
                 None => fresh,
             };
+            if self.changelog && self.limit == 1 && self.later_wins_ties {
+                let new = self.keep_last_changes(&all, old.is_some(), &mut emitted)?;
+                self.kept.insert(key.into(), new);
+                continue;
+            }
             let new = self.best(&all)?;
             if self.changelog {
                 self.changes(old, &new, &mut emitted)?;
@@ -584,6 +637,66 @@ mod tests {
                     .collect::<Vec<_>>()
             })
             .collect()
+    }
+
+    #[test]
+    fn keep_last_sends_every_replacement_of_a_batch_in_arrival_order() {
+        // Keyed by `v`, the last row by the first column (as rowtime).
+        let spec = TopNSpec {
+            keys: vec!["v".into()],
+            order: vec![("window_end".into(), true, false)],
+            later_wins_ties: true,
+            limit: 1,
+            row_number: Some("rn".into()),
+            input_schema: input(),
+            changelog: true,
+            final_rows: None,
+        };
+        let mut fields: Vec<Field> = input().fields().iter().map(|f| (**f).clone()).collect();
+        fields.push(Field::new("rn", DataType::UInt64, false));
+        fields.push(weir_core::spec::changelog_field());
+        let ctx = OperatorContext {
+            task_name: "dedup".into(),
+            subtask: 0,
+            parallelism: 1,
+            key_groups: KeyGroupRange::for_subtask(0, 1, 128),
+            config: WeirConfig::default(),
+            connectors: Default::default(),
+        };
+        let mut op =
+            TopNOperator::try_new("dedup".into(), &spec, Arc::new(Schema::new(fields)), &ctx)
+                .unwrap();
+        let changes = |out: &[RecordBatch]| -> Vec<(String, i64)> {
+            out.iter()
+                .flat_map(|b| {
+                    let t = b
+                        .column(0)
+                        .as_primitive::<arrow::datatypes::TimestampMillisecondType>();
+                    let k = b.column(3).as_string::<i32>();
+                    (0..b.num_rows())
+                        .map(|i| (k.value(i).to_string(), t.value(i)))
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        let mut out: Vec<RecordBatch> = vec![];
+        // An older row is ignored; an equal time replaces (later wins).
+        op.process_batch(rows(&[10, 5, 20, 20], &[1, 1, 1, 1]), &mut out)
+            .unwrap();
+        assert_eq!(
+            changes(&out),
+            [
+                ("+I".into(), 10),
+                ("-U".into(), 10),
+                ("+U".into(), 20),
+                ("-U".into(), 20),
+                ("+U".into(), 20)
+            ]
+        );
+        out.clear();
+        op.process_batch(rows(&[15, 30], &[1, 1]), &mut out)
+            .unwrap();
+        assert_eq!(changes(&out), [("-U".into(), 20), ("+U".into(), 30)]);
     }
 
     #[test]

@@ -31,6 +31,7 @@ use crate::planner::{TvfWindow, WindowTvf, as_window_tvf};
 
 mod join;
 mod over;
+mod rows;
 
 fn unsupported(what: impl Into<String>) -> WeirError {
     WeirError::plan(format!("unsupported: {}", what.into()))
@@ -264,7 +265,7 @@ impl<'a> Lowering<'a> {
                 self.aggregate(&a)
             }
             LogicalPlan::Distinct(_) => Err(unsupported("SELECT DISTINCT ON")),
-            LogicalPlan::Values(_) => Err(unsupported("VALUES is not supported yet")),
+            LogicalPlan::Values(v) => self.values(v),
             other => Err(unsupported(format!(
                 "{} in a streaming query",
                 other.display()
@@ -278,6 +279,11 @@ impl<'a> Lowering<'a> {
     fn window_rows(&mut self, tvf: &WindowTvf) -> Result<DataStream> {
         let stream = self.lower(&tvf.input)?;
         let time_name = tvf.input.schema().field(tvf.time_column).name().clone();
+        if is_changelog(&stream) {
+            return Err(unsupported(
+                "a window table function over an updating input (Flink rejects it too: window table functions consume append-only rows)",
+            ));
+        }
         if stream.rowtime() != Some(time_name.as_str()) {
             return Err(WeirError::plan(format!(
                 "DESCRIPTOR({time_name}) is not a time attribute: window table functions need the column a WATERMARK is declared for"

@@ -153,8 +153,11 @@ impl UserDefinedLogicalNodeCore for WindowTvf {
 /// looked up, not streamed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LookupTable {
-    /// The table's scan.
+    /// The table's scan (a view's plan, for a versioned view).
     pub input: LogicalPlan,
+    /// The time it is read as of: the parts of the column named after `AS
+    /// OF` (`o.order_time` → `["o", "order_time"]`).
+    pub as_of: Vec<String>,
 }
 
 impl PartialOrd for LookupTable {
@@ -191,6 +194,7 @@ impl UserDefinedLogicalNodeCore for LookupTable {
     ) -> DfResult<Self> {
         Ok(Self {
             input: inputs.remove(0),
+            as_of: self.as_of.clone(),
         })
     }
 }
@@ -648,17 +652,35 @@ impl RelationPlanner for WindowTvfPlanner {
         if let TableFactor::Table {
             name,
             alias,
-            version: Some(sql::TableVersion::ForSystemTimeAsOf(_)),
+            version: Some(sql::TableVersion::ForSystemTimeAsOf(at)),
             ..
         } = &relation
         {
+            let as_of = match at {
+                sql::Expr::Identifier(i) => vec![i.value.clone()],
+                sql::Expr::CompoundIdentifier(parts) => {
+                    parts.iter().map(|i| i.value.clone()).collect()
+                }
+                other => {
+                    return plan_err(format!(
+                        "FOR SYSTEM_TIME AS OF {other}: a temporal join reads its table as of a time attribute of the other input (a column), as in Flink"
+                    ));
+                }
+            };
             let table = name.to_string();
             let source = ctx
                 .context_provider()
                 .get_table_source(TableReference::bare(table.clone()))?;
-            let scan = LogicalPlanBuilder::scan(table, source, None)?.build()?;
+            // A view (a versioned view: the latest row per key) is read
+            // through its plan.
+            let input = match source.get_logical_plan() {
+                Some(view) => LogicalPlanBuilder::from(view.into_owned())
+                    .alias(table)?
+                    .build()?,
+                None => LogicalPlanBuilder::scan(table, source, None)?.build()?,
+            };
             let plan = LogicalPlan::Extension(Extension {
-                node: Arc::new(LookupTable { input: scan }),
+                node: Arc::new(LookupTable { input, as_of }),
             });
             return Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(
                 plan,

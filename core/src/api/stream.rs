@@ -776,14 +776,21 @@ impl KeyedStream {
     /// Deduplication keeping the last row per key by `time` (Flink's
     /// `ROW_NUMBER() OVER (PARTITION BY k ORDER BY time DESC) = 1`): of rows
     /// with equal times the later arrival wins. Output as [`Self::top_n`].
+    /// By the rowtime, the output keeps it: each row is its key's version
+    /// from its time on (Flink's versioned view, which an event-time
+    /// temporal join reads).
     pub fn keep_last(&self, time: &str, row_number: Option<&str>) -> Result<DataStream> {
-        self.ranked(
+        let mut out = self.ranked(
             vec![(time.to_string(), true, false)],
             1,
             row_number,
             true,
             None,
-        )
+        )?;
+        if self.stream.rowtime.as_deref() == Some(time) {
+            out.rowtime = Some(time.to_string());
+        }
+        Ok(out)
     }
 
     fn ranked(

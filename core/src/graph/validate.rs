@@ -289,6 +289,7 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
         OperatorSpec::WindowAggregate(w) => vec![&w.input_schema],
         OperatorSpec::IntervalJoin(j) => vec![&j.left_schema, &j.right_schema],
         OperatorSpec::RegularJoin(j) => vec![&j.left_schema, &j.right_schema],
+        OperatorSpec::TemporalJoin(j) => vec![&j.left_schema, &j.right_schema],
         OperatorSpec::OverAggregate(o) => vec![&o.input_schema],
         OperatorSpec::KeyedProcess(p) => match &p.second {
             Some(s) => vec![&p.input_schema, &s.schema],
@@ -444,6 +445,16 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
             same_columns(output, &j.output_schema(), "the output").map_err(plan)?;
             if let Some(r) = &j.residual {
                 let t = r.data_type(&j.pair_schema())?;
+                if t != DataType::Boolean {
+                    return Err(plan(format!("join condition {r} is {t}, not BOOLEAN")));
+                }
+            }
+        }
+        OperatorSpec::TemporalJoin(j) => {
+            j.validate()?;
+            same_columns(output, &j.output_schema(), "the output").map_err(plan)?;
+            if let Some(r) = &j.residual {
+                let t = r.data_type(&j.output_schema())?;
                 if t != DataType::Boolean {
                     return Err(plan(format!("join condition {r} is {t}, not BOOLEAN")));
                 }

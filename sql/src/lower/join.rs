@@ -17,6 +17,7 @@ impl Lowering<'_> {
         on: &[(Expr, Expr)],
         others: Vec<Expr>,
         lookup: &crate::planner::LookupTable,
+        left: DataStream,
     ) -> Result<DataStream> {
         let LogicalPlan::TableScan(scan) = &lookup.input else {
             return Err(unsupported("a lookup join against anything but a table"));
@@ -35,7 +36,6 @@ impl Lowering<'_> {
             return Err(unsupported("a lookup join without an equality condition"));
         }
         let table = self.connectors.read_all(entry)?;
-        let left = self.lower(&j.left)?;
         if is_changelog(&left) {
             return Err(unsupported("a lookup join of an updating input"));
         }
@@ -70,6 +70,95 @@ impl Lowering<'_> {
         let tk: Vec<&str> = table_keys.iter().map(String::as_str).collect();
         let joined = stream.lookup_join(&k, table, &tk)?;
         join_output(j, joined, stream.schema().fields().len(), others)
+    }
+
+    /// `JOIN v FOR SYSTEM_TIME AS OF l.rowtime`: each left row with the
+    /// version of `v` its key had at its time. `v` is a versioned table —
+    /// a table with a `PRIMARY KEY` and a watermark (each row its key's
+    /// next version; an upsert or CDC source's deletions end a key) or a
+    /// view keeping the latest row per key by rowtime — as in Flink.
+    fn temporal_join(
+        &mut self,
+        j: &datafusion_expr::logical_plan::Join,
+        kind: weir_core::spec::JoinKind,
+        on: &[(Expr, Expr)],
+        others: Vec<Expr>,
+        lookup: &crate::planner::LookupTable,
+        left: DataStream,
+    ) -> Result<DataStream> {
+        if is_changelog(&left) {
+            return Err(unsupported(
+                "a temporal join of an updating input (its left input must be append-only, as in Flink)",
+            ));
+        }
+        let right = self.lower(&lookup.input)?;
+        let versioned = versioned_table(self.catalog, &lookup.input, &right)?;
+        if right.rowtime().is_none() {
+            return Err(WeirError::plan(format!(
+                "the versioned table `{versioned}` of a temporal join needs an event-time attribute (a WATERMARK)"
+            )));
+        }
+        let key_of = |e: &Expr| match e {
+            Expr::Column(c) => j.right.schema().index_of_column(c).ok(),
+            Expr::Cast(c) => match &*c.expr {
+                Expr::Column(c) => j.right.schema().index_of_column(c).ok(),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(pk) = primary_key(self.catalog, &lookup.input) {
+            let joined: Vec<String> = on
+                .iter()
+                .filter_map(|(_, r)| key_of(r))
+                .map(|i| j.right.schema().field(i).name().clone())
+                .collect();
+            if let Some(missing) = pk.iter().find(|k| !joined.contains(k)) {
+                return Err(WeirError::plan(format!(
+                    "the temporal join's condition must equate the versioned table's primary key [{}] with the other input; `{versioned}.{missing}` is not (Flink requires the same)",
+                    pk.join(", ")
+                )));
+            }
+        }
+        if on.is_empty() {
+            return Err(unsupported(
+                "a temporal join without an equality on the versioned table's primary key",
+            ));
+        }
+        let mut lkeys = vec![];
+        let mut rkeys = vec![];
+        let mut lextra: Vec<(Expr, String)> = vec![];
+        let mut rextra: Vec<(Expr, String)> = vec![];
+        for (i, (l, r)) in on.iter().enumerate() {
+            lkeys.push(key_column(
+                l,
+                j.left.schema(),
+                &format!("__jl{i}"),
+                &mut lextra,
+            ));
+            rkeys.push(key_column(
+                r,
+                j.right.schema(),
+                &format!("__jr{i}"),
+                &mut rextra,
+            ));
+        }
+        let nl = j.left.schema().fields().len();
+        let left = widen(left, j.left.schema(), &lextra, "Calc(join keys)")?;
+        let right = widen(right, j.right.schema(), &rextra, "Calc(join keys)")?;
+        let left_width = left.schema().fields().len();
+        let residual = match datafusion_expr::utils::conjunction(others) {
+            Some(cond) => {
+                let p = physical(&cond, &j.schema)?;
+                Some(pair_columns(p, nl, left_width, &left, &right)?)
+            }
+            None => None,
+        };
+        let lk: Vec<&str> = lkeys.iter().map(String::as_str).collect();
+        let rk: Vec<&str> = rkeys.iter().map(String::as_str).collect();
+        let joined = left
+            .key_by(&lk)?
+            .temporal_join(&right.key_by(&rk)?, kind, residual)?;
+        join_output(j, joined, left_width, vec![])
     }
 
     /// A join of two streams on equalities between them.
@@ -121,13 +210,27 @@ impl Lowering<'_> {
             }
         }
         if let Some(lookup) = crate::planner::as_lookup_table(&j.right) {
-            if kind != JoinKind::Inner {
+            if !matches!(kind, JoinKind::Inner | JoinKind::Left) {
                 return Err(unsupported(format!(
-                    "a {} lookup join (FOR SYSTEM_TIME AS OF joins are INNER)",
+                    "a {} temporal join (FOR SYSTEM_TIME AS OF joins are INNER or LEFT)",
                     kind.sql()
                 )));
             }
-            return self.lookup_join(j, &on, others, lookup);
+            let left = self.lower(&j.left)?;
+            // As of the left input's rowtime: an event-time temporal join
+            // with the versions of a streamed table; otherwise a lookup
+            // (processing time) into a bounded one.
+            let as_of = as_of_column(&lookup.as_of, j.left.schema())?;
+            if left.rowtime() == Some(as_of.as_str()) {
+                return self.temporal_join(j, kind, &on, others, lookup, left);
+            }
+            if kind != JoinKind::Inner {
+                return Err(unsupported(format!(
+                    "a {} lookup join (a processing-time FOR SYSTEM_TIME AS OF join is INNER)",
+                    kind.sql()
+                )));
+            }
+            return self.lookup_join(j, &on, others, lookup, left);
         }
         if on.is_empty() {
             return Err(unsupported(format!(
@@ -264,6 +367,60 @@ impl Lowering<'_> {
                 .regular_join(&right.key_by(&rk)?, kind, residual, self.state_ttl)?;
         join_output(j, joined, left_width, vec![])
     }
+}
+
+/// The left column a temporal join reads its table as of (its name in the
+/// left input).
+fn as_of_column(parts: &[String], left: &DFSchema) -> Result<String> {
+    let column = match parts {
+        [name] => Column::new_unqualified(name),
+        [.., q, name] => Column::new(Some(q.as_str()), name),
+        [] => return Err(WeirError::plan("FOR SYSTEM_TIME AS OF needs a column")),
+    };
+    let at = left.index_of_column(&column).map_err(|_| {
+        WeirError::plan(format!(
+            "FOR SYSTEM_TIME AS OF {}: no such column of the join's other input",
+            parts.join(".")
+        ))
+    })?;
+    Ok(left.field(at).name().clone())
+}
+
+/// The catalog table under a plan, when it is one (not a view).
+fn scanned_table<'c>(catalog: &'c Catalog, plan: &LogicalPlan) -> Option<&'c TableEntry> {
+    match plan {
+        LogicalPlan::TableScan(scan) => catalog
+            .table(&sqlparser::ast::ObjectName::from(vec![
+                sqlparser::ast::Ident::new(scan.table_name.table()),
+            ]))
+            .ok(),
+        LogicalPlan::SubqueryAlias(a) => scanned_table(catalog, &a.input),
+        _ => None,
+    }
+}
+
+/// The declared primary key of the table under `plan`, if any.
+fn primary_key(catalog: &Catalog, plan: &LogicalPlan) -> Option<Vec<String>> {
+    let t = scanned_table(catalog, plan)?;
+    let pk = &t.definition.primary_key;
+    (!pk.is_empty()).then(|| pk.iter().map(|i| i.value.clone()).collect())
+}
+
+/// The versioned table's name; refuses inputs that are not one: an
+/// append-only table needs a primary key (Flink's rule), and a view must
+/// be updating (the latest row per key).
+fn versioned_table(catalog: &Catalog, plan: &LogicalPlan, stream: &DataStream) -> Result<String> {
+    let name = match plan {
+        LogicalPlan::SubqueryAlias(a) => a.alias.table().to_string(),
+        LogicalPlan::TableScan(s) => s.table_name.table().to_string(),
+        _ => "?".to_string(),
+    };
+    if primary_key(catalog, plan).is_none() && !is_changelog(stream) {
+        return Err(WeirError::plan(format!(
+            "the temporal join's table `{name}` is not a versioned table: declare its PRIMARY KEY (…) NOT ENFORCED, or read a view keeping the latest row per key (ROW_NUMBER() OVER (PARTITION BY key ORDER BY rowtime DESC) = 1), as Flink requires"
+        )));
+    }
+    Ok(name)
 }
 
 /// `e`, planned against a join's plan schema (`nl` left columns, then the

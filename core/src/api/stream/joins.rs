@@ -9,7 +9,9 @@ use datafusion_physical_expr::PhysicalExpr;
 use super::{DataStream, KeyedStream};
 use crate::error::{Result, WeirError};
 use crate::graph::TransformationKind;
-use crate::spec::{IntervalJoinSpec, JoinKind, OperatorSpec, RegularJoinSpec, WindowJoinSpec};
+use crate::spec::{
+    IntervalJoinSpec, JoinKind, OperatorSpec, RegularJoinSpec, TemporalJoinSpec, WindowJoinSpec,
+};
 use crate::time::{WindowAssigner, check_timestamp_column};
 
 impl KeyedStream {
@@ -60,6 +62,62 @@ impl KeyedStream {
             Arc::clone(&schema),
         );
         Ok(DataStream::new(l.env.clone(), id, schema, None))
+    }
+
+    /// An event-time temporal join with `versions`, a versioned table
+    /// keyed by its primary key (SQL's `JOIN v FOR SYSTEM_TIME AS OF
+    /// l.rowtime`): each row of this stream joins the row `versions` held
+    /// for its key at the row's event time — its latest row with an event
+    /// time not after it — once the watermark has passed that time; `kind`
+    /// `Left` keeps rows without one (right columns NULL). `versions` is
+    /// append-only (each row is its key's next version) or an upsert
+    /// changelog (`-D` ends the key; `-U` rows are ignored). `residual`,
+    /// over the output's columns, must hold for a pair to match. The output
+    /// is append-only and keeps this stream's event time; both inputs need
+    /// one.
+    pub fn temporal_join(
+        &self,
+        versions: &KeyedStream,
+        kind: JoinKind,
+        residual: Option<Arc<dyn PhysicalExpr>>,
+    ) -> Result<DataStream> {
+        let (l, r) = (&self.stream, &versions.stream);
+        let time = |s: &DataStream, side: &str| {
+            s.rowtime.clone().ok_or_else(|| {
+                s.in_context(WeirError::plan(format!(
+                    "the {side} input of a temporal join needs event time (a watermark)"
+                )))
+            })
+        };
+        let spec = TemporalJoinSpec {
+            kind,
+            left_keys: self.keys.clone(),
+            right_keys: versions.keys.clone(),
+            left_rowtime: time(l, "left")?,
+            right_rowtime: time(r, "versioned (right)")?,
+            left_schema: Arc::clone(&l.schema),
+            right_schema: Arc::clone(&r.schema),
+            residual,
+        };
+        spec.validate().map_err(|e| l.in_context(e))?;
+        let schema = spec.output_schema();
+        if let Some(c) = &spec.residual {
+            let t = c.data_type(&schema)?;
+            if t != arrow::datatypes::DataType::Boolean {
+                return Err(l.in_context(WeirError::plan(format!(
+                    "join condition {c} is {t}, not BOOLEAN"
+                ))));
+            }
+        }
+        let rowtime = spec.left_rowtime.clone();
+        let name = format!("{:?}", OperatorSpec::TemporalJoin(spec.clone()));
+        let id = l.env.add(
+            name,
+            TransformationKind::Operator(OperatorSpec::TemporalJoin(spec)),
+            vec![l.id, r.id],
+            Arc::clone(&schema),
+        );
+        Ok(DataStream::new(l.env.clone(), id, schema, Some(rowtime)))
     }
 
     /// Join with `other` on equal keys within the same window (tumbling,

@@ -63,3 +63,22 @@ changes = []
 for i in range(400):
     changes.append((i, rnd.randint(1, 30), rnd.randint(-500, 1000), ts(i * 1500 + rnd.randint(0, 1000))))
 write("transfers.csv", changes)
+
+# Price changes per product over the orders' time: a versioned table (each
+# row is its product's price from then on). Out of order by less than the
+# tables' 5 s watermark delay, so no change is late; no two changes of a
+# product share a time. p05 gets its first price only after 300 s.
+price_rows = []
+used = set()
+for i in range(240):
+    p = PRODUCTS[rnd.randrange(len(PRODUCTS))][0]
+    t = rnd.randint(0, 620000)
+    if (p == "p05" and t < 300000) or (p, t) in used:
+        continue
+    used.add((p, t))
+    price_rows.append((p, f"{rnd.randint(100, 9999) / 100:.2f}", t))
+for p, _, _ in PRODUCTS:
+    if p != "p05":
+        price_rows.append((p, "1.00", 0))
+price_rows.sort(key=lambda r: r[2] + rnd.randint(0, 3000))
+write("prices.csv", [(p, price, ts(t)) for p, price, t in price_rows])
