@@ -49,6 +49,7 @@ pub mod message;
 pub mod over_spec;
 pub mod process;
 pub mod spec;
+pub mod table_function;
 pub mod time;
 pub mod wire;
 

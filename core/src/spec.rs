@@ -616,6 +616,8 @@ pub enum OperatorSpec {
     LookupJoin(LookupJoinSpec),
     /// An event-time join with the versions of a versioned table.
     TemporalJoin(TemporalJoinSpec),
+    /// Each row with the rows a table function makes of it.
+    Lateral(crate::table_function::LateralSpec),
     /// Rows repeated per window, with its bounds.
     WindowAssign(WindowAssignSpec),
 }
@@ -794,6 +796,7 @@ impl fmt::Debug for OperatorSpec {
             OperatorSpec::KeyedProcess(p) => write!(f, "{p:?}"),
             OperatorSpec::RegularJoin(j) => write!(f, "{j:?}"),
             OperatorSpec::TemporalJoin(j) => write!(f, "{j:?}"),
+            OperatorSpec::Lateral(l) => write!(f, "{l:?}"),
             OperatorSpec::OverAggregate(o) => write!(
                 f,
                 "OverAggregate(partition [{}], order {}, {}, [{}])",

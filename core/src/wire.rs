@@ -660,6 +660,13 @@ enum OperatorWire {
         right_schema: Arc<Schema>,
         residual: Option<ExprNode>,
     },
+    Lateral {
+        input_schema: Arc<Schema>,
+        args: Vec<String>,
+        function: String,
+        names: Vec<String>,
+        outer: bool,
+    },
     WindowJoin(crate::spec::WindowJoinSpec),
     GroupAggregate(crate::spec::GroupAggregateSpec),
     TopN(crate::spec::TopNSpec),
@@ -673,6 +680,9 @@ fn closure_reason(spec: &OperatorSpec) -> Option<&'static str> {
         OperatorSpec::MapBatches(_) => Some("map_batches runs a Rust closure"),
         OperatorSpec::KeyedProcess(_) => Some("a process function is Rust code"),
         OperatorSpec::WindowProcess(_) => Some("a window process function is Rust code"),
+        OperatorSpec::Lateral(l) => {
+            (!l.function.builtin()).then_some("a user-defined table function is Rust code")
+        }
         OperatorSpec::WindowAggregate(w) => w
             .aggregates
             .iter()
@@ -745,6 +755,13 @@ impl Serialize for OperatorSpec {
                     .map(ExprNode::from_physical)
                     .transpose()
                     .map_err(S::Error::custom)?,
+            },
+            OperatorSpec::Lateral(l) if closure_reason(self).is_none() => OperatorWire::Lateral {
+                input_schema: Arc::clone(&l.input_schema),
+                args: l.args.clone(),
+                function: l.function.name().to_string(),
+                names: l.names.clone(),
+                outer: l.outer,
             },
             OperatorSpec::WindowJoin(j) => OperatorWire::WindowJoin(j.clone()),
             OperatorSpec::GroupAggregate(g) if closure_reason(self).is_none() => {
@@ -846,6 +863,21 @@ impl<'de> Deserialize<'de> for OperatorSpec {
                 }
                 OperatorSpec::TemporalJoin(spec)
             }
+            OperatorWire::Lateral {
+                input_schema,
+                args,
+                function,
+                names,
+                outer,
+            } => OperatorSpec::Lateral(crate::table_function::LateralSpec {
+                input_schema,
+                args,
+                function: crate::table_function::builtin_table_function(&function).ok_or_else(
+                    || D::Error::custom(format!("unknown built-in table function '{function}'")),
+                )?,
+                names,
+                outer,
+            }),
             OperatorWire::WindowJoin(j) => OperatorSpec::WindowJoin(j),
             OperatorWire::GroupAggregate(g) => OperatorSpec::GroupAggregate(g),
             OperatorWire::TopN(t) => OperatorSpec::TopN(t),

@@ -118,6 +118,12 @@ pub(crate) fn create(
                 ctx,
             )?)
         }
+        OperatorSpec::Lateral(l) => Box::new(crate::lateral::LateralOperator::try_new(
+            name,
+            l,
+            Arc::clone(&node.schema),
+            ctx,
+        )?),
         OperatorSpec::TemporalJoin(j) => {
             Box::new(crate::temporal_join::TemporalJoinOperator::try_new(
                 name,

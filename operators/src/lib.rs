@@ -28,6 +28,7 @@ pub mod count_window;
 pub mod formats;
 pub mod group_aggregate;
 pub mod join;
+pub mod lateral;
 pub mod lookup_join;
 pub mod nexmark;
 pub mod over;

@@ -15,6 +15,7 @@ pub struct Functions {
     scalars: BTreeMap<String, Arc<ScalarUDF>>,
     aggregates: BTreeMap<String, Arc<AggregateUDF>>,
     windows: BTreeMap<String, Arc<WindowUDF>>,
+    tables: BTreeMap<String, Arc<dyn weir_core::table_function::TableFunction>>,
 }
 
 impl Default for Functions {
@@ -23,6 +24,7 @@ impl Default for Functions {
             scalars: BTreeMap::new(),
             aggregates: BTreeMap::new(),
             windows: BTreeMap::new(),
+            tables: BTreeMap::new(),
         };
         for s in datafusion_functions::all_default_functions() {
             f.register_scalar(s);
@@ -64,6 +66,23 @@ impl Functions {
     /// Register (or replace) a window function.
     pub fn register_window(&mut self, f: Arc<WindowUDF>) {
         self.windows.insert(f.name().to_ascii_lowercase(), f);
+    }
+
+    /// Register (or replace) a table function, called in SQL as
+    /// `LATERAL TABLE(name(…))`.
+    pub fn register_table(&mut self, f: Arc<dyn weir_core::table_function::TableFunction>) {
+        self.tables.insert(f.name().to_ascii_lowercase(), f);
+    }
+
+    pub(crate) fn table(
+        &self,
+        name: &str,
+    ) -> Option<Arc<dyn weir_core::table_function::TableFunction>> {
+        self.tables.get(&name.to_ascii_lowercase()).cloned()
+    }
+
+    pub(crate) fn table_names(&self) -> Vec<String> {
+        self.tables.keys().cloned().collect()
     }
 
     pub(crate) fn scalar(&self, name: &str) -> Option<Arc<ScalarUDF>> {

@@ -502,6 +502,7 @@ impl<'a> Provider<'a> {
 
     /// Plan a query; types are coerced (DataFusion's analyzer).
     pub(crate) fn plan_query(&self, mut query: sql::Query) -> DfResult<LogicalPlan> {
+        lateral_tables(&mut query)?;
         name_field_accesses(&mut query);
         group_window_functions(&mut query)?;
         let plan = self
@@ -558,6 +559,28 @@ impl<'a> Provider<'a> {
 }
 
 impl ContextProvider for Provider<'_> {
+    fn get_table_function_source(
+        &self,
+        name: &str,
+        args: Vec<Expr>,
+    ) -> DfResult<Arc<dyn TableSource>> {
+        let Some(function) = self.functions.table(name) else {
+            return plan_err(format!(
+                "unknown table function '{name}'{}",
+                match self.functions.table_names().as_slice() {
+                    [] => " (no table functions are registered)".to_string(),
+                    names => format!("; registered: {}", names.join(", ")),
+                }
+            ));
+        };
+        let schema = Arc::new(Schema::new(function.fields()));
+        Ok(Arc::new(TableFunctionSource {
+            function,
+            args,
+            schema,
+        }))
+    }
+
     fn get_table_source(&self, name: TableReference) -> DfResult<Arc<dyn TableSource>> {
         let object = sql::ObjectName::from(vec![sql::Ident::new(name.table())]);
         match self.catalog.relation(&object) {
@@ -858,6 +881,118 @@ impl RelationPlanner for WindowTvfPlanner {
             plan,
             alias.clone(),
         ))))
+    }
+}
+
+/// Flink's lateral tables in the forms DataFusion plans: `UNNEST(a)`
+/// (which the Flink dialect reads as a table named UNNEST) becomes the
+/// UNNEST table factor, and `LATERAL TABLE(f(x))` the lateral table
+/// function `f(x)`; both are planned against the columns of the tables to
+/// their left.
+fn lateral_tables(query: &mut sql::Query) -> DfResult<()> {
+    struct Lateral(Option<DataFusionError>);
+    impl sql::VisitorMut for Lateral {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, t: &mut TableFactor) -> std::ops::ControlFlow<()> {
+            match t {
+                TableFactor::Table {
+                    name,
+                    alias,
+                    args: Some(args),
+                    ..
+                } if name.to_string().eq_ignore_ascii_case("unnest") => {
+                    let mut exprs = vec![];
+                    for a in &args.args {
+                        match a {
+                            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => exprs.push(e.clone()),
+                            other => {
+                                self.0 = Some(DataFusionError::Plan(format!(
+                                    "UNNEST takes arrays, not {other}"
+                                )));
+                                return std::ops::ControlFlow::Break(());
+                            }
+                        }
+                    }
+                    *t = TableFactor::UNNEST {
+                        alias: alias.take(),
+                        array_exprs: exprs,
+                        with_offset: false,
+                        with_offset_alias: None,
+                        with_ordinality: false,
+                    };
+                }
+                TableFactor::Function {
+                    lateral: true,
+                    name,
+                    args,
+                    alias,
+                    ..
+                } if name.to_string().eq_ignore_ascii_case("table") => {
+                    let call = match args.as_slice() {
+                        [FunctionArg::Unnamed(FunctionArgExpr::Expr(sql::Expr::Function(f)))] => {
+                            f.clone()
+                        }
+                        _ => {
+                            self.0 = Some(DataFusionError::Plan(
+                                "LATERAL TABLE(…) takes one call of a table function, as LATERAL TABLE(f(x))".into(),
+                            ));
+                            return std::ops::ControlFlow::Break(());
+                        }
+                    };
+                    *t = TableFactor::Function {
+                        lateral: true,
+                        name: call.name.clone(),
+                        args: call_args(&call)
+                            .into_iter()
+                            .map(|e| FunctionArg::Unnamed(FunctionArgExpr::Expr(e)))
+                            .collect(),
+                        with_ordinality: false,
+                        alias: alias.take(),
+                    };
+                }
+                _ => {}
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    use sql::VisitMut;
+    let mut v = Lateral(None);
+    let _ = query.visit(&mut v);
+    v.0.map_or(Ok(()), Err)
+}
+
+/// A table function called in a query (`LATERAL TABLE(f(x))`): what the
+/// lowering turns into a lateral join of the rows to its left.
+#[derive(Debug)]
+pub(crate) struct TableFunctionSource {
+    pub(crate) function: Arc<dyn weir_core::table_function::TableFunction>,
+    pub(crate) args: Vec<Expr>,
+    schema: SchemaRef,
+}
+
+impl TableSource for TableFunctionSource {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+}
+
+/// Whether `e` is the literal TRUE (`ON TRUE`).
+pub(crate) fn is_true(e: &Expr) -> bool {
+    matches!(
+        e,
+        Expr::Literal(datafusion_common::ScalarValue::Boolean(Some(true)), _)
+    )
+}
+
+/// The table function under a plan node, if it is a call of one.
+pub(crate) fn as_table_function(plan: &LogicalPlan) -> Option<&TableFunctionSource> {
+    match plan {
+        LogicalPlan::TableScan(scan) => {
+            let source: &dyn std::any::Any = scan.source.as_ref();
+            source.downcast_ref::<TableFunctionSource>()
+        }
+        LogicalPlan::SubqueryAlias(a) => as_table_function(&a.input),
+        _ => None,
     }
 }
 

@@ -22,6 +22,7 @@ use crate::spec::{
 use crate::time::{Trigger, WindowAssigner, Windows, check_timestamp_column, column_list};
 
 mod joins;
+mod lateral;
 mod over;
 
 pub use joins::IntervalJoinBuilder;

@@ -290,6 +290,7 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
         OperatorSpec::IntervalJoin(j) => vec![&j.left_schema, &j.right_schema],
         OperatorSpec::RegularJoin(j) => vec![&j.left_schema, &j.right_schema],
         OperatorSpec::TemporalJoin(j) => vec![&j.left_schema, &j.right_schema],
+        OperatorSpec::Lateral(l) => vec![&l.input_schema],
         OperatorSpec::OverAggregate(o) => vec![&o.input_schema],
         OperatorSpec::KeyedProcess(p) => match &p.second {
             Some(s) => vec![&p.input_schema, &s.schema],
@@ -449,6 +450,9 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
                     return Err(plan(format!("join condition {r} is {t}, not BOOLEAN")));
                 }
             }
+        }
+        OperatorSpec::Lateral(l) => {
+            same_columns(output, l.output_schema()?.as_ref(), "the output").map_err(plan)?;
         }
         OperatorSpec::TemporalJoin(j) => {
             j.validate()?;

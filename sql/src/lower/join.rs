@@ -185,6 +185,9 @@ impl Lowering<'_> {
                 )));
             }
         };
+        if let Some(stream) = self.lateral(j, kind)? {
+            return Ok(stream);
+        }
         // Equalities between the two sides in the condition are join keys.
         let mut on = j.on.clone();
         let mut others = vec![];
@@ -454,7 +457,7 @@ fn pair_columns(
 /// A join's result as the plan has it: the left input's plan columns, the
 /// right input's after the joined left's `left_width` columns (computed
 /// keys dropped), then the remaining conditions.
-fn join_output(
+pub(super) fn join_output(
     j: &datafusion_expr::logical_plan::Join,
     joined: DataStream,
     left_width: usize,
@@ -570,7 +573,12 @@ fn time_bounds(e: &Expr, schema: &DFSchema, lrt: usize, rrt: usize) -> Option<Ve
 
 /// A join key as a column name of its side: the column itself, or a
 /// computed column `name` added to `extra`.
-fn key_column(e: &Expr, schema: &DFSchema, name: &str, extra: &mut Vec<(Expr, String)>) -> String {
+pub(super) fn key_column(
+    e: &Expr,
+    schema: &DFSchema,
+    name: &str,
+    extra: &mut Vec<(Expr, String)>,
+) -> String {
     if let Expr::Column(c) = e
         && let Ok(i) = schema.index_of_column(c)
     {

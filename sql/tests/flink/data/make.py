@@ -4,6 +4,7 @@ and the files are the same.
 
     python make.py
 """
+import json
 import os
 import random
 from datetime import datetime, timedelta, timezone
@@ -82,3 +83,22 @@ for p, _, _ in PRODUCTS:
         price_rows.append((p, "1.00", 0))
 price_rows.sort(key=lambda r: r[2] + rnd.randint(0, 3000))
 write("prices.csv", [(p, price, ts(t)) for p, price, t in price_rows])
+
+# Orders with an array of tags (JSON lines): some empty, some NULL, one
+# with a NULL element.
+TAGS = ["gift", "rush", "fragile", "bulk", "promo"]
+tagged = []
+for i in range(400):
+    r = rnd.random()
+    if r < 0.1:
+        tags = None
+    elif r < 0.2:
+        tags = []
+    else:
+        tags = rnd.sample(TAGS, rnd.randint(1, 3))
+        if rnd.random() < 0.05:
+            tags.append(None)
+    tagged.append({"order_id": i, "qty": rnd.randint(1, 9), "tags": tags, "ts": ts(i * 500 + rnd.randint(0, 2000))})
+with open(os.path.join(HERE, "tagged.json"), "w") as f:
+    for t in tagged:
+        f.write(json.dumps(t) + "\n")
