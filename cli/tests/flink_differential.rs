@@ -57,6 +57,29 @@ fn weir_gives_flinks_rows_on_every_differential_case() {
     let data = suite().join("data").canonicalize().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let mut failures = vec![];
+    // Flink's side starts first and computes its rows while Weir runs the
+    // cases; it compares once `.weir-done` is written.
+    let flink = std::env::var_os("WEIR_TEST_PYFLINK").map(|python| {
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/flink_differential.py");
+        // Each case's verdict is echoed as it comes (the suite takes minutes).
+        let mut child = Command::new(python)
+            .arg(&script)
+            .arg(&data)
+            .arg(tmp.path())
+            .args(&cases)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run the Flink side");
+        let stderr = child.stderr.take().unwrap();
+        let errors = std::thread::spawn(move || {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut { stderr }, &mut text).ok();
+            text
+        });
+        (child, errors)
+    });
     let mut runs = 0;
     for case in &cases {
         let name = case.file_stem().unwrap().to_string_lossy().to_string();
@@ -94,29 +117,12 @@ fn weir_gives_flinks_rows_on_every_differential_case() {
             }
         }
     }
-    let Some(python) = std::env::var_os("WEIR_TEST_PYFLINK") else {
+    std::fs::write(tmp.path().join(".weir-done"), "").unwrap();
+    let Some((mut child, errors)) = flink else {
         eprintln!("WEIR_TEST_PYFLINK is not set: Flink's side is skipped");
         assert!(failures.is_empty(), "{}", failures.join("\n"));
         return;
     };
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/flink_differential.py");
-    // Each case's verdict is echoed as it comes (the suite takes minutes).
-    let mut child = Command::new(python)
-        .arg(&script)
-        .arg(&data)
-        .arg(tmp.path())
-        .args(&cases)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run the Flink side");
-    let stderr = child.stderr.take().unwrap();
-    let errors = std::thread::spawn(move || {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut { stderr }, &mut text).ok();
-        text
-    });
     let mut stdout = String::new();
     for line in std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap())) {
         let line = line.unwrap();

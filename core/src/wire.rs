@@ -674,6 +674,19 @@ enum OperatorWire {
     WindowAssign(crate::spec::WindowAssignSpec),
 }
 
+/// A join's residual condition on the wire.
+fn residual_node(r: &Option<Arc<dyn PhysicalExpr>>) -> Result<Option<ExprNode>> {
+    r.as_ref().map(ExprNode::from_physical).transpose()
+}
+
+/// A join's residual condition from the wire, over `schema`.
+fn residual_physical(
+    r: Option<ExprNode>,
+    schema: &Schema,
+) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+    r.map(|r| r.to_physical(schema)).transpose()
+}
+
 /// Why a spec cannot leave this process, if it cannot.
 fn closure_reason(spec: &OperatorSpec) -> Option<&'static str> {
     match spec {
@@ -732,12 +745,7 @@ impl Serialize for OperatorSpec {
                 right_keys: j.right_keys.clone(),
                 left_schema: Arc::clone(&j.left_schema),
                 right_schema: Arc::clone(&j.right_schema),
-                residual: j
-                    .residual
-                    .as_ref()
-                    .map(ExprNode::from_physical)
-                    .transpose()
-                    .map_err(S::Error::custom)?,
+                residual: residual_node(&j.residual).map_err(S::Error::custom)?,
                 state_ttl_ms: j.state_ttl_ms,
                 bounded: j.bounded,
             },
@@ -749,12 +757,7 @@ impl Serialize for OperatorSpec {
                 right_rowtime: j.right_rowtime.clone(),
                 left_schema: Arc::clone(&j.left_schema),
                 right_schema: Arc::clone(&j.right_schema),
-                residual: j
-                    .residual
-                    .as_ref()
-                    .map(ExprNode::from_physical)
-                    .transpose()
-                    .map_err(S::Error::custom)?,
+                residual: residual_node(&j.residual).map_err(S::Error::custom)?,
             },
             OperatorSpec::Lateral(l) if closure_reason(self).is_none() => OperatorWire::Lateral {
                 input_schema: Arc::clone(&l.input_schema),
@@ -827,12 +830,8 @@ impl<'de> Deserialize<'de> for OperatorSpec {
                     state_ttl_ms,
                     bounded,
                 };
-                if let Some(r) = residual {
-                    spec.residual = Some(
-                        r.to_physical(&spec.pair_schema())
-                            .map_err(D::Error::custom)?,
-                    );
-                }
+                spec.residual =
+                    residual_physical(residual, &spec.pair_schema()).map_err(D::Error::custom)?;
                 OperatorSpec::RegularJoin(spec)
             }
             OperatorWire::TemporalJoin {
@@ -855,12 +854,8 @@ impl<'de> Deserialize<'de> for OperatorSpec {
                     right_schema,
                     residual: None,
                 };
-                if let Some(r) = residual {
-                    spec.residual = Some(
-                        r.to_physical(&spec.output_schema())
-                            .map_err(D::Error::custom)?,
-                    );
-                }
+                spec.residual =
+                    residual_physical(residual, &spec.output_schema()).map_err(D::Error::custom)?;
                 OperatorSpec::TemporalJoin(spec)
             }
             OperatorWire::Lateral {
@@ -1108,6 +1103,48 @@ mod tests {
             let got = rebuilt.evaluate(&batch()).unwrap().into_array(3).unwrap();
             assert_eq!(want.as_ref(), got.as_ref(), "{e}");
         }
+    }
+
+    #[test]
+    fn temporal_and_lateral_joins_round_trip() {
+        use crate::spec::{JoinKind, TemporalJoinSpec};
+        let times = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new(
+                "ts",
+                DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None),
+                false,
+            ),
+        ]));
+        let spec = TemporalJoinSpec {
+            kind: JoinKind::Left,
+            left_keys: vec!["k".into()],
+            right_keys: vec!["k".into()],
+            left_rowtime: "ts".into(),
+            right_rowtime: "ts".into(),
+            left_schema: Arc::clone(&times),
+            right_schema: Arc::clone(&times),
+            residual: None,
+        };
+        let residual = plan_expr(&col("k").gt(col("right_k")), &spec.output_schema()).unwrap();
+        let spec = TemporalJoinSpec {
+            residual: Some(residual),
+            ..spec
+        };
+        let text = serde_json::to_string(&OperatorSpec::TemporalJoin(spec.clone())).unwrap();
+        let back: OperatorSpec = serde_json::from_str(&text).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{spec:?}"));
+        let list = Field::new_list("tags", Field::new("item", DataType::Utf8, true), true);
+        let lateral = crate::table_function::LateralSpec {
+            input_schema: Arc::new(Schema::new(vec![list])),
+            args: vec!["tags".into()],
+            function: crate::table_function::Unnest::arc(),
+            names: vec!["tag".into()],
+            outer: true,
+        };
+        let text = serde_json::to_string(&OperatorSpec::Lateral(lateral.clone())).unwrap();
+        let back: OperatorSpec = serde_json::from_str(&text).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{lateral:?}"));
     }
 
     #[test]

@@ -654,7 +654,11 @@ fn split(sides: &mut [Side; 2], input: usize) -> (&mut Side, &mut Side) {
 }
 
 /// Columns `..width` of `batch` at `rows`.
-fn gather_this(batch: &RecordBatch, width: usize, rows: &[u32]) -> Result<Vec<ArrayRef>> {
+pub(crate) fn gather_this(
+    batch: &RecordBatch,
+    width: usize,
+    rows: &[u32],
+) -> Result<Vec<ArrayRef>> {
     let idx = UInt32Array::from(rows.to_vec());
     Ok(batch.columns()[..width]
         .iter()

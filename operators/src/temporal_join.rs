@@ -19,8 +19,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array};
-use arrow::compute::{concat_batches, filter_record_batch, not, take};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
+use arrow::compute::{concat_batches, filter_record_batch, not};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 use datafusion_physical_expr::PhysicalExpr;
@@ -314,12 +314,7 @@ fn pairs_batch(
     rows: &[u32],
     right: Vec<ArrayRef>,
 ) -> Result<RecordBatch> {
-    let idx = UInt32Array::from(rows.to_vec());
-    let mut columns = left
-        .columns()
-        .iter()
-        .map(|c| take(c.as_ref(), &idx, None))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let mut columns = crate::regular_join::gather_this(left, left.num_columns(), rows)?;
     columns.extend(right);
     Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
 }

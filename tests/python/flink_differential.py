@@ -13,8 +13,9 @@ to 10 significant digits, timestamps without trailing zeros). A case's
 Top-N pick rows by arrival). A case not marked `-- updating` must be
 append-only on Flink too.
 
-Prints `ok NAME MODE (n rows)` or `FAIL NAME MODE: …` per case and mode;
-exits 1 if any failed.
+Flink's side runs while Weir's runs are still going: the comparisons wait
+for WEIR_OUT/.weir-done. Prints `ok NAME MODE (n rows)` or `FAIL NAME
+MODE: …` per case and mode; exits 1 if any failed.
 """
 import collections
 import csv
@@ -23,7 +24,6 @@ import os
 import re
 import sys
 
-from pyflink.table import EnvironmentSettings, TableEnvironment
 
 
 def header(text, key):
@@ -71,6 +71,8 @@ TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d)(:\d\d)?(\.\d+)?$")
 def canon(s):
     if s is None or s == "":
         return "NULL"
+    if s in ("TRUE", "FALSE", "True", "False", "true", "false"):
+        return s.lower()
     if NUMBER.match(s):
         x = float(s)
         if x == int(x) and abs(x) < 1e15:
@@ -121,6 +123,8 @@ def pick(values, columns):
 
 
 def flink_rows(text, mode, columns, data):
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
     settings = (
         EnvironmentSettings.in_batch_mode() if mode == "batch" else EnvironmentSettings.in_streaming_mode()
     )
@@ -168,9 +172,25 @@ def clean(counter):
     return collections.Counter({k: v for k, v in counter.items() if v != 0})
 
 
+def wait_for_weir(weir_out):
+    """Flink's side runs while Weir's does: the test writes `.weir-done`
+    into WEIR_OUT once every Weir run has ended."""
+    import time
+
+    marker = os.path.join(weir_out, ".weir-done")
+    deadline = time.time() + 3600
+    while not os.path.exists(marker):
+        if time.time() > deadline:
+            raise SystemExit("Weir's runs did not end within an hour")
+        time.sleep(0.2)
+
+
 def main():
     data, weir_out, cases = sys.argv[1], sys.argv[2], sys.argv[3:]
     failed = 0
+    # Flink's rows of every case and mode first (one JVM), then, once Weir
+    # has written its files, the comparisons.
+    runs = []
     for case in cases:
         name = os.path.splitext(os.path.basename(case))[0]
         text = open(case).read()
@@ -180,34 +200,42 @@ def main():
         for mode in modes:
             try:
                 flink, updates = flink_rows(text, mode, columns, data)
-                flink = clean(flink)
-                weir = clean(weir_rows(os.path.join(weir_out, f"{name}.{mode}"), columns))
+                runs.append((name, mode, columns, updating, (clean(flink), updates), None))
             except Exception as e:  # a case that fails is reported, the rest still run
-                # Java's exceptions: the lines that say what failed.
-                causes = [l.strip() for l in str(e).splitlines() if "Exception:" in l][:3]
-                print(f"FAIL {name} {mode}: {type(e).__name__}: {' | '.join(causes) or str(e)[:2000]}", flush=True)
-                failed += 1
-                continue
-            problems = []
-            if updates and not updating and mode == "streaming":
-                problems.append("Flink's result is updating but the case is not marked `-- updating`")
-            negative = [k for k, v in flink.items() if v < 0]
-            if negative:
-                problems.append(f"Flink retracted rows it never sent, e.g. {negative[:3]}")
-            if not flink:
-                problems.append("Flink's result is empty: the case tests nothing")
-            if flink != weir:
-                missing = list((flink - weir).elements())
-                extra = list((weir - flink).elements())
-                problems.append(
-                    f"{sum(weir.values())} rows from Weir, {sum(flink.values())} from Flink; "
-                    f"missing from Weir e.g. {missing[:4]}; only in Weir e.g. {extra[:4]}"
-                )
-            if problems:
-                failed += 1
-                print(f"FAIL {name} {mode}: " + "; ".join(problems), flush=True)
-            else:
-                print(f"ok {name} {mode} ({sum(flink.values())} rows)", flush=True)
+                runs.append((name, mode, columns, updating, None, e))
+    wait_for_weir(weir_out)
+    for name, mode, columns, updating, result, error in runs:
+        try:
+            if error is not None:
+                raise error
+            flink, updates = result
+            weir = clean(weir_rows(os.path.join(weir_out, f"{name}.{mode}"), columns))
+        except Exception as e:  # a case that fails is reported, the rest still run
+            # Java's exceptions: the lines that say what failed.
+            causes = [l.strip() for l in str(e).splitlines() if "Exception:" in l][:3]
+            print(f"FAIL {name} {mode}: {type(e).__name__}: {' | '.join(causes) or str(e)[:2000]}", flush=True)
+            failed += 1
+            continue
+        problems = []
+        if updates and not updating and mode == "streaming":
+            problems.append("Flink's result is updating but the case is not marked `-- updating`")
+        negative = [k for k, v in flink.items() if v < 0]
+        if negative:
+            problems.append(f"Flink retracted rows it never sent, e.g. {negative[:3]}")
+        if not flink:
+            problems.append("Flink's result is empty: the case tests nothing")
+        if flink != weir:
+            missing = list((flink - weir).elements())
+            extra = list((weir - flink).elements())
+            problems.append(
+                f"{sum(weir.values())} rows from Weir, {sum(flink.values())} from Flink; "
+                f"missing from Weir e.g. {missing[:4]}; only in Weir e.g. {extra[:4]}"
+            )
+        if problems:
+            failed += 1
+            print(f"FAIL {name} {mode}: " + "; ".join(problems), flush=True)
+        else:
+            print(f"ok {name} {mode} ({sum(flink.values())} rows)", flush=True)
     sys.exit(1 if failed else 0)
 
 

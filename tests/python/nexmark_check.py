@@ -8,10 +8,16 @@ integer arithmetic on epoch milliseconds — over the event files, and the
 two results must be equal as multisets (changelogs collapsed first).
 
     python nexmark_check.py path/to/weir [events] [queries…]
+
+With WEIR_TEST_PYFLINK set (the python of a venv with PyFlink 2.3), Flink
+itself runs the same query texts over the same events (dumped as CSV,
+nexmark_flink.py), in streaming and in batch mode, and Weir's rows must
+equal Flink's too.
 """
 
 import collections
 import decimal
+import json
 import os
 import re
 import subprocess
@@ -20,6 +26,9 @@ import tempfile
 
 import duckdb
 import pyarrow.parquet as pq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flink_differential import canon  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 NEXMARK = os.path.join(ROOT, "sql", "nexmark")
@@ -49,6 +58,18 @@ INSERT INTO person_out SELECT * FROM person;
 INSERT INTO auction_out SELECT * FROM auction;
 END;
 """
+
+# The same events as CSV for Flink (which has no Parquet format here): one
+# file per table, in event order, so Flink's watermarks see no late event.
+DUMP_CSV = DUMP.replace("'parallelism.default' = '2'", "'parallelism.default' = '1'").replace(
+    "'format' = 'parquet'", "'format' = 'csv'")
+
+# Queries Flink cannot run here, and why.
+FLINK_SKIPS = {
+    "q13": "Flink's filesystem connector is no lookup source",
+    "q14": "count_char is a UDF of the Nexmark jar, which this Flink lacks",
+}
+FLINK_BATCH_SKIPS = {"q11": "Flink's batch mode has no session group windows"}
 
 TS = "epoch_ms(dateTime)"
 
@@ -271,7 +292,11 @@ def check(weir, events, queries, work):
     with open(side, "w") as f:
         # Half the keys, so some bids find no side row.
         f.writelines(f"{k},value-{k}\n" for k in range(0, 10000, 2))
+    flink = os.environ.get("WEIR_TEST_PYFLINK")
+    if flink:
+        runs = start_flink(flink, weir, events, queries, work)
     failures = []
+    results = {}
     for q in queries:
         out = os.path.join(work, q)
         if q in EXTRA:
@@ -288,6 +313,7 @@ def check(weir, events, queries, work):
         )
         run(weir, "SET 'parallelism.default' = '2';\n" + ddl(events) + text, work)
         got = weir_rows(out, COMPARED.get(q))
+        results[q] = got
         want = collections.Counter(
             tuple(norm(v) for v in row) for row in db.execute(reference).fetchall()
         )
@@ -304,8 +330,77 @@ def check(weir, events, queries, work):
             print(failures[-1])
         if n == 0:
             failures.append(f"{q}: the reference has no rows; the check proves nothing")
+    if flink:
+        failures += compare_with_flink(queries, runs, results)
     if failures:
         raise SystemExit("\n".join(failures))
+
+
+def as_text(v):
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def start_flink(flink, weir, events, queries, work):
+    """Flink's runs of the queries over the same events, streaming and
+    batch, started at once (two JVMs beside Weir's runs)."""
+    csv_dir = os.path.join(work, "events-csv")
+    run(weir, ddl(events) + DUMP_CSV.format(out=csv_dir), work)
+    runnable = [q for q in queries if q in REFERENCE and q not in FLINK_SKIPS]
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nexmark_flink.py")
+    runs = []
+    for mode in ("streaming", "batch"):
+        out = os.path.join(work, f"flink-{mode}.json")
+        log = open(os.path.join(work, f"flink-{mode}.log"), "w+")
+        p = subprocess.Popen([flink, script, csv_dir, out, mode, *runnable], stdout=log,
+                             stderr=subprocess.STDOUT, text=True)
+        runs.append((mode, p, out, log, runnable))
+    return runs
+
+
+def compare_with_flink(queries, runs, results):
+    """Weir's rows of each query against Flink's."""
+    for q in queries:
+        if q in FLINK_SKIPS:
+            print(f"{q}: not run on Flink: {FLINK_SKIPS[q]}")
+    failures = []
+    for mode, p, out, log, runnable in runs:
+        p.wait()
+        log.seek(0)
+        text = log.read()
+        print("".join(l + "\n" for l in text.splitlines() if l.startswith("flink ")), end="")
+        if p.returncode != 0 or not os.path.exists(out):
+            failures.append(f"Flink ({mode}) failed:\n{text[-3000:]}")
+            continue
+        with open(out) as f:
+            got_flink = json.load(f)
+        for q in runnable:
+            r = got_flink.get(q)
+            if isinstance(r, dict):
+                if mode == "batch" and q in FLINK_BATCH_SKIPS:
+                    print(f"{q}: not run on Flink in batch mode: {FLINK_BATCH_SKIPS[q]}")
+                else:
+                    failures.append(f"{q}: Flink ({mode}) failed: {r['error'][:500]}")
+                    print(failures[-1])
+                continue
+            cols = COMPARED.get(q)
+            want = collections.Counter()
+            for values, n in r:
+                key = tuple(canon(v) for v in values)
+                want[tuple(key[i] for i in cols) if cols else key] += n
+            have = collections.Counter({tuple(canon(as_text(v)) for v in k): n for k, n in results[q].items()})
+            if want == have:
+                print(f"{q}: {sum(want.values())} rows equal to Flink ({mode})")
+            else:
+                missing = list((want - have).items())[:3]
+                extra = list((have - want).items())[:3]
+                failures.append(f"{q}: Weir {sum(have.values())} rows, Flink ({mode}) {sum(want.values())}; "
+                                f"missing e.g. {missing}; unexpected e.g. {extra}")
+                print(failures[-1])
+    return failures
 
 
 if __name__ == "__main__":

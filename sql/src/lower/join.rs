@@ -375,18 +375,25 @@ impl Lowering<'_> {
 /// The left column a temporal join reads its table as of (its name in the
 /// left input).
 fn as_of_column(parts: &[String], left: &DFSchema) -> Result<String> {
-    let column = match parts {
-        [name] => Column::new_unqualified(name),
-        [.., q, name] => Column::new(Some(q.as_str()), name),
+    // Unquoted identifiers are compared as DataFusion normalizes them.
+    let same = |a: &str, b: &str| a == b || a.eq_ignore_ascii_case(b);
+    let (qualifier, name) = match parts {
+        [name] => (None, name),
+        [.., q, name] => (Some(q), name),
         [] => return Err(WeirError::plan("FOR SYSTEM_TIME AS OF needs a column")),
     };
-    let at = left.index_of_column(&column).map_err(|_| {
-        WeirError::plan(format!(
-            "FOR SYSTEM_TIME AS OF {}: no such column of the join's other input",
-            parts.join(".")
-        ))
-    })?;
-    Ok(left.field(at).name().clone())
+    left.iter()
+        .find(|(q, f)| {
+            same(f.name(), name)
+                && qualifier.is_none_or(|want| q.is_some_and(|q| same(q.table(), want)))
+        })
+        .map(|(_, f)| f.name().clone())
+        .ok_or_else(|| {
+            WeirError::plan(format!(
+                "FOR SYSTEM_TIME AS OF {}: no such column of the join's other input",
+                parts.join(".")
+            ))
+        })
 }
 
 /// The catalog table under a plan, when it is one (not a view).
