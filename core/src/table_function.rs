@@ -7,7 +7,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, UInt32Array, new_null_array};
+use arrow::array::{Array, ArrayRef, AsArray, UInt32Array};
 use arrow::compute::take;
 use arrow::datatypes::{DataType, Field, SchemaRef};
 
@@ -48,19 +48,32 @@ pub trait TableFunction: Send + Sync + fmt::Debug {
     }
 }
 
-/// SQL's `UNNEST(a, b, …)`: one row per element of the arrays, zipped —
-/// the longest array of a row sets its number of rows, shorter ones give
-/// NULLs; a NULL or empty array gives none (a row of NULLs when outer).
+/// SQL's `UNNEST(a, b, …) [WITH ORDINALITY]`: one row per element of the
+/// arrays (or entry of the maps), zipped — the longest of a row sets its
+/// number of rows, shorter ones give NULLs; a NULL or empty one gives none
+/// (a row of NULLs when outer). An array of ROWs gives the rows' fields as
+/// columns, a map its key and value, as in Flink; `WITH ORDINALITY` adds
+/// each element's position (from 1, an INT).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Unnest;
+pub struct Unnest {
+    /// `WITH ORDINALITY`.
+    pub ordinality: bool,
+}
 
 impl Unnest {
     /// The function, shared.
     pub fn arc() -> Arc<dyn TableFunction> {
-        Arc::new(Unnest)
+        Arc::new(Unnest::default())
+    }
+
+    /// `UNNEST … WITH ORDINALITY`, shared.
+    pub fn with_ordinality() -> Arc<dyn TableFunction> {
+        Arc::new(Unnest { ordinality: true })
     }
 }
 
+/// An UNNEST argument's element offsets and values: arrays' elements,
+/// maps' entries (a struct of key and value).
 fn list_parts(a: &ArrayRef, i: usize) -> Result<(Vec<usize>, ArrayRef)> {
     let offsets = |o: &[usize], values: ArrayRef| (o.to_vec(), values);
     match a.data_type() {
@@ -74,16 +87,46 @@ fn list_parts(a: &ArrayRef, i: usize) -> Result<(Vec<usize>, ArrayRef)> {
             let o: Vec<usize> = l.value_offsets().iter().map(|&x| x as usize).collect();
             Ok(offsets(&o, Arc::clone(l.values())))
         }
-        other => Err(WeirError::plan(format!(
-            "UNNEST argument {} is {other}, not an ARRAY",
-            i + 1
-        ))),
+        DataType::Map(_, _) => {
+            let m = a.as_map();
+            let o: Vec<usize> = m.value_offsets().iter().map(|&x| x as usize).collect();
+            Ok(offsets(&o, Arc::new(m.entries().clone())))
+        }
+        other => Err(not_unnestable(i, other)),
     }
+}
+
+fn not_unnestable(i: usize, t: &DataType) -> WeirError {
+    WeirError::plan(format!(
+        "UNNEST argument {} is {t}, not an ARRAY or a MAP",
+        i + 1
+    ))
+}
+
+/// The columns an element of `t` makes: a ROW's (or a map entry's) fields,
+/// else the element itself.
+fn element_fields(i: usize, t: &DataType) -> Result<Vec<Field>> {
+    let element = match t {
+        DataType::List(f) | DataType::LargeList(f) => f.data_type(),
+        DataType::Map(f, _) => f.data_type(),
+        other => return Err(not_unnestable(i, other)),
+    };
+    Ok(match element {
+        DataType::Struct(fields) => fields
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect(),
+        other => vec![Field::new(format!("f{i}"), other.clone(), true)],
+    })
 }
 
 impl TableFunction for Unnest {
     fn name(&self) -> &str {
-        "unnest"
+        if self.ordinality {
+            "unnest_with_ordinality"
+        } else {
+            "unnest"
+        }
     }
 
     /// None without argument types: an element's type is its array's.
@@ -93,20 +136,16 @@ impl TableFunction for Unnest {
 
     fn fields_for(&self, args: &[DataType]) -> Result<Vec<Field>> {
         if args.is_empty() {
-            return Err(WeirError::plan("UNNEST needs at least one ARRAY"));
+            return Err(WeirError::plan("UNNEST needs at least one ARRAY or MAP"));
         }
-        args.iter()
-            .enumerate()
-            .map(|(i, t)| match t {
-                DataType::List(f) | DataType::LargeList(f) => {
-                    Ok(Field::new(format!("f{i}"), f.data_type().clone(), true))
-                }
-                other => Err(WeirError::plan(format!(
-                    "UNNEST argument {} is {other}, not an ARRAY",
-                    i + 1
-                ))),
-            })
-            .collect()
+        let mut fields = vec![];
+        for (i, t) in args.iter().enumerate() {
+            fields.extend(element_fields(i, t)?);
+        }
+        if self.ordinality {
+            fields.push(Field::new("ordinality", DataType::Int32, false));
+        }
+        Ok(fields)
     }
 
     fn eval(&self, args: &[ArrayRef]) -> Result<TableRows> {
@@ -124,26 +163,43 @@ impl TableFunction for Unnest {
             }
         };
         let mut rows = Vec::new();
+        let mut positions: Vec<i32> = Vec::new();
         let mut picks: Vec<Vec<Option<u32>>> = vec![Vec::new(); args.len()];
         for r in 0..n {
             let most = (0..args.len()).map(|a| len(a, r)).max().unwrap_or(0);
             for e in 0..most {
                 rows.push(r as u32);
+                positions.push(e as i32 + 1);
                 for (a, p) in picks.iter_mut().enumerate() {
                     p.push((e < len(a, r)).then(|| (parts[a].0[r] + e) as u32));
                 }
             }
         }
-        let columns = picks
-            .into_iter()
-            .zip(&parts)
-            .map(|(p, (_, values))| {
-                if p.is_empty() {
-                    return Ok(new_null_array(values.data_type(), 0));
+        let mut columns = Vec::new();
+        for (p, (_, values)) in picks.into_iter().zip(&parts) {
+            let picked = take(values.as_ref(), &UInt32Array::from(p), None)?;
+            match picked.data_type() {
+                // A ROW's fields (a map entry's key and value) as columns;
+                // a missing element is a row of NULLs.
+                DataType::Struct(_) => {
+                    let s = picked.as_struct();
+                    for c in s.columns() {
+                        columns.push(match s.nulls() {
+                            Some(nulls) if nulls.null_count() > 0 => {
+                                let keep =
+                                    arrow::array::BooleanArray::new(nulls.inner().clone(), None);
+                                arrow::compute::nullif(c, &arrow::compute::not(&keep)?)?
+                            }
+                            _ => Arc::clone(c),
+                        });
+                    }
                 }
-                Ok(take(values.as_ref(), &UInt32Array::from(p), None)?)
-            })
-            .collect::<Result<Vec<_>>>()?;
+                _ => columns.push(picked),
+            }
+        }
+        if self.ordinality {
+            columns.push(Arc::new(arrow::array::Int32Array::from(positions)));
+        }
         Ok(TableRows { rows, columns })
     }
 
@@ -154,7 +210,11 @@ impl TableFunction for Unnest {
 
 /// The built-in table function called `name`, if there is one.
 pub fn builtin_table_function(name: &str) -> Option<Arc<dyn TableFunction>> {
-    name.eq_ignore_ascii_case("unnest").then(Unnest::arc)
+    match name.to_ascii_lowercase().as_str() {
+        "unnest" => Some(Unnest::arc()),
+        "unnest_with_ordinality" => Some(Unnest::with_ordinality()),
+        _ => None,
+    }
 }
 
 /// A lateral join with a table function: each input row with each row

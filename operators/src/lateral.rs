@@ -236,7 +236,7 @@ mod tests {
         let a =
             ListArray::from_iter_primitive::<Int64Type, _, _>(vec![Some(vec![Some(1), Some(2)])]);
         let b = ListArray::from_iter_primitive::<Int64Type, _, _>(vec![Some(vec![Some(7)])]);
-        let made = Unnest.eval(&[Arc::new(a), Arc::new(b)]).unwrap();
+        let made = Unnest::default().eval(&[Arc::new(a), Arc::new(b)]).unwrap();
         assert_eq!(made.rows, [0, 0]);
         let second = made.columns[1]
             .as_any()

@@ -386,18 +386,63 @@ fn parse_ident(parser: &mut Parser) -> Result<Ident, ParserError> {
     }
 }
 
-/// A column type: sqlparser's, plus Flink's `ROW<name TYPE, …>` and
-/// `MAP<K, V>`.
+/// A column type: sqlparser's, plus Flink's `ROW<name TYPE, …>`,
+/// `MAP<K, V>` and `ARRAY<T>` of any of them (`>>` closes two).
 fn parse_type(parser: &mut Parser) -> Result<DataType, ParserError> {
+    let mut owed = 0;
+    let t = parse_nested_type(parser, &mut owed)?;
+    if owed > 0 {
+        return Err(ParserError::ParserError(
+            "a `>>` closes more types than were opened".into(),
+        ));
+    }
+    Ok(t)
+}
+
+/// Consume one closing `>`: owed from a `>>` already read, or the next
+/// token (a `>>` closes this one and owes the next).
+fn close_angle(parser: &mut Parser, owed: &mut usize) -> bool {
+    if *owed > 0 {
+        *owed -= 1;
+        return true;
+    }
+    if parser.consume_token(&Token::Gt) {
+        return true;
+    }
+    if parser.consume_token(&Token::ShiftRight) {
+        *owed += 1;
+        return true;
+    }
+    false
+}
+
+fn parse_nested_type(parser: &mut Parser, owed: &mut usize) -> Result<DataType, ParserError> {
     let [first, second] = parser.peek_tokens();
+    let expect_close = |parser: &mut Parser, owed: &mut usize| {
+        if close_angle(parser, owed) {
+            Ok(())
+        } else {
+            let t = parser.peek_token();
+            parser.expected(">", t)
+        }
+    };
     if is_word(&first, "MAP") && second == Token::Lt {
         parser.next_token();
         parser.next_token();
-        let key = parse_type(parser)?;
+        let key = parse_nested_type(parser, owed)?;
         parser.expect_token(&Token::Comma)?;
-        let value = parse_type(parser)?;
-        parser.expect_token(&Token::Gt)?;
+        let value = parse_nested_type(parser, owed)?;
+        expect_close(parser, owed)?;
         return Ok(DataType::Map(Box::new(key), Box::new(value)));
+    }
+    if is_word(&first, "ARRAY") && second == Token::Lt {
+        parser.next_token();
+        parser.next_token();
+        let element = parse_nested_type(parser, owed)?;
+        expect_close(parser, owed)?;
+        return Ok(DataType::Array(
+            sqlparser::ast::ArrayElemTypeDef::AngleBracket(Box::new(element)),
+        ));
     }
     if !(is_word(&first, "ROW") && second == Token::Lt) {
         return parser.parse_data_type();
@@ -409,10 +454,10 @@ fn parse_type(parser: &mut Parser) -> Result<DataType, ParserError> {
         let name = parse_ident(parser)?;
         fields.push(sqlparser::ast::StructField {
             field_name: Some(name),
-            field_type: parse_type(parser)?,
+            field_type: parse_nested_type(parser, owed)?,
             options: None,
         });
-        if parser.consume_token(&Token::Gt) {
+        if close_angle(parser, owed) {
             break;
         }
         parser.expect_token(&Token::Comma)?;

@@ -199,6 +199,95 @@ impl UserDefinedLogicalNodeCore for LookupTable {
     }
 }
 
+/// `UNNEST(a, …) [WITH ORDINALITY]` beside the tables to its left: the
+/// arrays (outer references to their columns) and the columns it makes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LateralUnnest {
+    /// The arrays or maps.
+    pub args: Vec<Expr>,
+    /// `WITH ORDINALITY`.
+    pub ordinality: bool,
+    schema: DFSchemaRef,
+}
+
+impl LateralUnnest {
+    fn new(args: Vec<Expr>, ordinality: bool) -> DfResult<Self> {
+        use datafusion_expr::ExprSchemable;
+        let empty = DFSchema::empty();
+        let types = args
+            .iter()
+            .map(|a| a.get_type(&empty))
+            .collect::<DfResult<Vec<_>>>()?;
+        let function = weir_core::table_function::Unnest { ordinality };
+        let fields = weir_core::table_function::TableFunction::fields_for(&function, &types)
+            .map_err(|e| DataFusionError::Plan(e.to_string()))?;
+        let schema = Arc::new(DFSchema::try_from(Schema::new(fields))?);
+        Ok(Self {
+            args,
+            ordinality,
+            schema,
+        })
+    }
+
+    /// The table function it calls.
+    pub fn function(&self) -> Arc<dyn weir_core::table_function::TableFunction> {
+        Arc::new(weir_core::table_function::Unnest {
+            ordinality: self.ordinality,
+        })
+    }
+}
+
+impl PartialOrd for LateralUnnest {
+    fn partial_cmp(&self, _other: &Self) -> Option<std::cmp::Ordering> {
+        None
+    }
+}
+
+impl UserDefinedLogicalNodeCore for LateralUnnest {
+    fn name(&self) -> &str {
+        "LateralUnnest"
+    }
+
+    fn inputs(&self) -> Vec<&LogicalPlan> {
+        vec![]
+    }
+
+    fn schema(&self) -> &DFSchemaRef {
+        &self.schema
+    }
+
+    fn expressions(&self) -> Vec<Expr> {
+        self.args.clone()
+    }
+
+    fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let args: Vec<String> = self.args.iter().map(|a| a.to_string()).collect();
+        write!(f, "LateralUnnest({})", args.join(", "))?;
+        if self.ordinality {
+            write!(f, " WITH ORDINALITY")?;
+        }
+        Ok(())
+    }
+
+    fn with_exprs_and_inputs(&self, exprs: Vec<Expr>, _inputs: Vec<LogicalPlan>) -> DfResult<Self> {
+        Ok(Self {
+            args: exprs,
+            ordinality: self.ordinality,
+            schema: Arc::clone(&self.schema),
+        })
+    }
+}
+
+/// The lateral UNNEST under a plan node, if it is one.
+pub(crate) fn as_lateral_unnest(plan: &LogicalPlan) -> Option<&LateralUnnest> {
+    match plan {
+        LogicalPlan::Extension(e) => e.node.as_any().downcast_ref::<LateralUnnest>(),
+        LogicalPlan::SubqueryAlias(a) => as_lateral_unnest(&a.input),
+        LogicalPlan::Subquery(s) => as_lateral_unnest(&s.subquery),
+        _ => None,
+    }
+}
+
 /// The lookup table under a plan node, if it is one.
 pub(crate) fn as_lookup_table(plan: &LogicalPlan) -> Option<&LookupTable> {
     match plan {
@@ -710,6 +799,32 @@ impl RelationPlanner for WindowTvfPlanner {
                 alias.clone(),
             ))));
         }
+        if let TableFactor::UNNEST {
+            alias,
+            array_exprs,
+            with_ordinality,
+            with_offset: false,
+            ..
+        } = &relation
+        {
+            // Planned here, not by DataFusion: its columns come from the
+            // arrays' element types (a ROW's fields, a map's key and value)
+            // and WITH ORDINALITY adds one. The arrays are columns of the
+            // tables to the left (outer references).
+            let empty = DFSchema::empty();
+            let args = array_exprs
+                .iter()
+                .map(|e| ctx.sql_to_expr(e.clone(), &empty))
+                .collect::<DfResult<Vec<_>>>()?;
+            let node = LateralUnnest::new(args, *with_ordinality)?;
+            let plan = LogicalPlan::Extension(Extension {
+                node: Arc::new(node),
+            });
+            return Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(
+                plan,
+                alias.clone(),
+            ))));
+        }
         let TableFactor::TableFunction {
             expr: sql::Expr::Function(f),
             alias,
@@ -899,8 +1014,10 @@ fn lateral_tables(query: &mut sql::Query) -> DfResult<()> {
                     name,
                     alias,
                     args: Some(args),
+                    with_ordinality,
                     ..
                 } if name.to_string().eq_ignore_ascii_case("unnest") => {
+                    let with_ordinality = *with_ordinality;
                     let mut exprs = vec![];
                     for a in &args.args {
                         match a {
@@ -918,7 +1035,7 @@ fn lateral_tables(query: &mut sql::Query) -> DfResult<()> {
                         array_exprs: exprs,
                         with_offset: false,
                         with_offset_alias: None,
-                        with_ordinality: false,
+                        with_ordinality,
                     };
                 }
                 TableFactor::Function {

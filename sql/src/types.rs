@@ -241,6 +241,23 @@ mod tests {
     }
 
     #[test]
+    fn nested_types_close_with_double_angle_brackets() {
+        let t = table(
+            "CREATE TABLE t (a ARRAY<ROW<x INT, y ARRAY<STRING>>>, b MAP<STRING, ARRAY<INT>>, \
+             c ROW<m MAP<INT, ROW<z BIGINT>>>) WITH ('connector' = 'datagen')",
+        );
+        let s = physical_schema(&t).unwrap();
+        let Arrow::List(a) = s.field(0).data_type() else {
+            panic!("{:?}", s.field(0))
+        };
+        assert!(matches!(a.data_type(), Arrow::Struct(f) if f.len() == 2));
+        assert!(matches!(s.field(1).data_type(), Arrow::Map(_, _)));
+        assert!(matches!(s.field(2).data_type(), Arrow::Struct(f) if f.len() == 1));
+        let e = crate::parse("CREATE TABLE t (a ARRAY<INT>>) WITH ('connector' = 'datagen')");
+        assert!(e.is_err());
+    }
+
+    #[test]
     fn an_unsupported_type_names_the_column_and_where_it_is() {
         let t = table("CREATE TABLE t (\n  a INT,\n  b GEOGRAPHY\n)");
         let e = physical_schema(&t).unwrap_err();

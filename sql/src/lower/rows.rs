@@ -66,7 +66,7 @@ impl Lowering<'_> {
         kind: weir_core::spec::JoinKind,
     ) -> Result<Option<DataStream>> {
         use weir_core::spec::JoinKind;
-        use weir_core::table_function::{TableFunction, Unnest};
+        use weir_core::table_function::TableFunction;
         // Filters pushed into the lateral side (`ON TRUE`, WHERE
         // conditions on its columns) run after the join.
         let mut node = j.right.as_ref();
@@ -74,6 +74,7 @@ impl Lowering<'_> {
         loop {
             match node {
                 LogicalPlan::SubqueryAlias(a) => node = &a.input,
+                LogicalPlan::Subquery(s) => node = &s.subquery,
                 LogicalPlan::Filter(f) => {
                     if !crate::planner::is_true(&f.predicate) {
                         pushed.push(requalify(&f.predicate, f.input.schema(), j.right.schema())?);
@@ -88,8 +89,8 @@ impl Lowering<'_> {
         let (function, args): (Arc<dyn TableFunction>, Vec<Expr>) =
             if let Some(t) = crate::planner::as_table_function(node) {
                 (Arc::clone(&t.function), t.args.clone())
-            } else if let Some(args) = unnest_args(node)? {
-                (Unnest::arc(), args)
+            } else if let Some(u) = crate::planner::as_lateral_unnest(node) {
+                (u.function(), u.args.clone())
             } else {
                 return Ok(None);
             };
@@ -204,56 +205,4 @@ fn outer_as_column(e: Expr) -> Expr {
     })
     .map(|t| t.data)
     .unwrap_or_else(|e| Expr::Literal(ScalarValue::Utf8(Some(e.to_string())), None))
-}
-
-/// The arrays a lateral `UNNEST(…)` plan unnests (DataFusion plans it as
-/// an Unnest over a projection of the outer columns, renamed above), if
-/// `plan` is one.
-fn unnest_args(plan: &LogicalPlan) -> Result<Option<Vec<Expr>>> {
-    match plan {
-        LogicalPlan::SubqueryAlias(a) => unnest_args(&a.input),
-        LogicalPlan::Subquery(s) => unnest_args(&s.subquery),
-        LogicalPlan::Projection(p) => {
-            let Some(args) = unnest_args(&p.input)? else {
-                return Ok(None);
-            };
-            // Above the unnest only renames, in order.
-            if !renames_only(p) {
-                return Err(unsupported(format!(
-                    "expressions inside a lateral UNNEST ({}); compute them in the SELECT list",
-                    p.expr
-                        .iter()
-                        .map(|e| e.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-            Ok(Some(args))
-        }
-        LogicalPlan::Unnest(u) => {
-            let LogicalPlan::Projection(p) = u.input.as_ref() else {
-                return Ok(None);
-            };
-            if !matches!(p.input.as_ref(), LogicalPlan::EmptyRelation(_)) {
-                return Ok(None);
-            }
-            if !u.struct_type_columns.is_empty() {
-                return Err(unsupported("UNNEST of a ROW (arrays are unnested)"));
-            }
-            if u.list_type_columns.len() != p.expr.len()
-                || u.list_type_columns.iter().any(|(_, l)| l.depth != 1)
-            {
-                return Err(unsupported(
-                    "UNNEST of nested arrays or of other values than arrays",
-                ));
-            }
-            Ok(Some(
-                u.list_type_columns
-                    .iter()
-                    .map(|(i, _)| p.expr[*i].clone().unalias())
-                    .collect(),
-            ))
-        }
-        _ => Ok(None),
-    }
 }

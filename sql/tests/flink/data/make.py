@@ -102,3 +102,19 @@ for i in range(400):
 with open(os.path.join(HERE, "tagged.json"), "w") as f:
     for t in tagged:
         f.write(json.dumps(t) + "\n")
+
+# Baskets (JSON lines): an array of ROWs (sku, n) and a map of attributes,
+# either NULL or empty now and then.
+baskets = []
+for i in range(300):
+    r = rnd.random()
+    items = None if r < 0.08 else [] if r < 0.15 else [
+        {"sku": f"s{rnd.randint(0, 20)}", "n": None if rnd.random() < 0.05 else rnd.randint(1, 5)}
+        for _ in range(rnd.randint(1, 4))
+    ]
+    r = rnd.random()
+    attrs = None if r < 0.1 else {k: rnd.randint(0, 9) for k in rnd.sample(["color", "size", "gift", "fast"], rnd.randint(0, 3))}
+    baskets.append({"basket_id": i, "items": items, "attrs": attrs, "ts": ts(i * 700 + rnd.randint(0, 2000))})
+with open(os.path.join(HERE, "baskets.json"), "w") as f:
+    for b in baskets:
+        f.write(json.dumps(b) + "\n")
