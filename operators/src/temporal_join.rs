@@ -138,16 +138,21 @@ impl TemporalJoinOperator {
     fn encode_keys(&self, batch: &RecordBatch, keys: &[usize]) -> Result<(Rows, Vec<bool>)> {
         let columns: Vec<ArrayRef> = keys.iter().map(|&i| Arc::clone(batch.column(i))).collect();
         let rows = self.key_converter.convert_columns(&columns)?;
-        let null: Vec<bool> = (0..batch.num_rows())
-            .map(|r| columns.iter().any(|c| c.is_null(r)))
-            .collect();
+        // Rows with a NULL key match nothing: one pass only over key
+        // columns that have NULLs.
+        let mut null = vec![false; batch.num_rows()];
+        for c in columns.iter().filter(|c| c.null_count() > 0) {
+            for (r, n) in null.iter_mut().enumerate() {
+                *n |= c.is_null(r);
+            }
+        }
         Ok((rows, null))
     }
 
     /// New versions from a batch of the right input (`deleted` per row
     /// given for restored tombstones).
     fn add_versions(&mut self, batch: &RecordBatch, deleted: Option<&BooleanArray>) -> Result<()> {
-        let (keys, null) = self.encode_keys(batch, &self.right_keys.clone())?;
+        let (keys, null) = self.encode_keys(batch, &self.right_keys)?;
         let rows = self
             .row_converter
             .convert_columns(&batch.columns()[..self.right_width])?;
