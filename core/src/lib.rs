@@ -45,6 +45,7 @@ pub mod functions;
 pub mod graph;
 pub mod join_spec;
 pub mod keys;
+pub mod match_spec;
 pub mod message;
 pub mod over_spec;
 pub mod process;

@@ -22,6 +22,7 @@ use crate::time::{WindowAssigner, column_list};
 
 pub use crate::connector::{ConnectorSource, SinkSpec};
 pub use crate::join_spec::{JoinKind, RegularJoinSpec, TemporalJoinSpec};
+pub use crate::match_spec::MatchRecognizeSpec;
 pub use crate::over_spec::{OverAggregateSpec, OverFrame};
 
 /// Batches held in memory, carried by the job: an in-memory source (Flink's
@@ -620,6 +621,8 @@ pub enum OperatorSpec {
     Lateral(crate::table_function::LateralSpec),
     /// Rows repeated per window, with its bounds.
     WindowAssign(WindowAssignSpec),
+    /// Row pattern recognition per partition (`MATCH_RECOGNIZE`).
+    MatchRecognize(MatchRecognizeSpec),
 }
 
 /// A keyed window whose rows are all handed to a function when it fires.
@@ -797,6 +800,7 @@ impl fmt::Debug for OperatorSpec {
             OperatorSpec::RegularJoin(j) => write!(f, "{j:?}"),
             OperatorSpec::TemporalJoin(j) => write!(f, "{j:?}"),
             OperatorSpec::Lateral(l) => write!(f, "{l:?}"),
+            OperatorSpec::MatchRecognize(m) => write!(f, "{m}"),
             OperatorSpec::OverAggregate(o) => write!(
                 f,
                 "OverAggregate(partition [{}], order {}, {}, [{}])",

@@ -639,6 +639,7 @@ enum OperatorWire {
     WindowAggregate(crate::spec::WindowAggregateSpec),
     IntervalJoin(crate::spec::IntervalJoinSpec),
     OverAggregate(crate::spec::OverAggregateSpec),
+    MatchRecognize(crate::spec::MatchRecognizeSpec),
     RegularJoin {
         kind: crate::spec::JoinKind,
         left_keys: Vec<String>,
@@ -736,6 +737,7 @@ impl Serialize for OperatorSpec {
                 OperatorWire::WindowAggregate(w.clone())
             }
             OperatorSpec::IntervalJoin(j) => OperatorWire::IntervalJoin(j.clone()),
+            OperatorSpec::MatchRecognize(m) => OperatorWire::MatchRecognize(m.clone()),
             OperatorSpec::OverAggregate(o) if closure_reason(self).is_none() => {
                 OperatorWire::OverAggregate(o.clone())
             }
@@ -810,6 +812,7 @@ impl<'de> Deserialize<'de> for OperatorSpec {
             OperatorWire::WindowAggregate(w) => OperatorSpec::WindowAggregate(w),
             OperatorWire::IntervalJoin(j) => OperatorSpec::IntervalJoin(j),
             OperatorWire::OverAggregate(o) => OperatorSpec::OverAggregate(o),
+            OperatorWire::MatchRecognize(m) => OperatorSpec::MatchRecognize(m),
             OperatorWire::RegularJoin {
                 kind,
                 left_keys,

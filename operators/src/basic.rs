@@ -104,6 +104,14 @@ pub(crate) fn create(
             Arc::clone(&node.schema),
             ctx,
         )?),
+        OperatorSpec::MatchRecognize(m) => {
+            Box::new(crate::match_recognize::MatchRecognizeOperator::try_new(
+                name,
+                m,
+                Arc::clone(&node.schema),
+                ctx,
+            )?)
+        }
         OperatorSpec::OverAggregate(o) => Box::new(crate::over::OverAggregateOperator::try_new(
             name,
             o,

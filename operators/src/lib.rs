@@ -30,6 +30,8 @@ pub mod group_aggregate;
 pub mod join;
 pub mod lateral;
 pub mod lookup_join;
+mod match_nfa;
+pub mod match_recognize;
 pub mod nexmark;
 pub mod over;
 mod pane_buffer;

@@ -27,6 +27,7 @@ mod catalog;
 mod connectors;
 mod functions;
 mod lower;
+mod match_recognize;
 mod planner;
 mod session;
 mod types;
@@ -75,6 +76,11 @@ impl Dialect for FlinkDialect {
 
     /// `JOIN t FOR SYSTEM_TIME AS OF s.proc_time`: a lookup join.
     fn supports_table_versioning(&self) -> bool {
+        true
+    }
+
+    /// `MATCH_RECOGNIZE (…)`: row pattern recognition.
+    fn supports_match_recognize(&self) -> bool {
         true
     }
 
@@ -260,7 +266,15 @@ fn sql_error(e: ParserError) -> SqlError {
 /// Parse a script of `;`-separated statements.
 pub fn parse(sql: &str) -> Result<Vec<WeirStatement>, SqlError> {
     let dialect = FlinkDialect;
-    let mut parser = Parser::new(&dialect).try_with_sql(sql).map_err(sql_error)?;
+    let mut tokens = sqlparser::tokenizer::Tokenizer::new(&dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| SqlError {
+            line: Some(e.location.line),
+            column: Some(e.location.column),
+            message: e.message,
+        })?;
+    match_recognize::move_within(&mut tokens);
+    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
     let mut statements = Vec::new();
     loop {
         while parser.consume_token(&Token::SemiColon) {}

@@ -27,9 +27,11 @@ use weir_core::time::{WatermarkStrategy, WindowAssigner};
 use weir_core::{Result, WeirError};
 
 use crate::catalog::{Catalog, TableEntry};
+use crate::match_recognize::as_match_recognize;
 use crate::planner::{TvfWindow, WindowTvf, as_window_tvf};
 
 mod join;
+mod match_recognize;
 mod over;
 mod rows;
 
@@ -245,6 +247,10 @@ impl<'a> Lowering<'a> {
             LogicalPlan::Extension(_) if as_window_tvf(plan).is_some() => {
                 let tvf = as_window_tvf(plan).expect("checked");
                 self.window_rows(tvf)
+            }
+            LogicalPlan::Extension(_) if as_match_recognize(plan).is_some() => {
+                let m = as_match_recognize(plan).expect("checked");
+                self.match_recognize(m)
             }
             LogicalPlan::Join(j) => self.join(j),
             LogicalPlan::Window(w) => self.over(w),

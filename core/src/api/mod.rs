@@ -46,5 +46,6 @@ mod stream;
 pub use env::StreamExecutionEnvironment;
 pub use expr::plan_expr;
 pub use stream::{
-    ConnectedStreams, DataStream, DataStreamSink, IntervalJoinBuilder, KeyedStream, WindowedStream,
+    ConnectedStreams, DataStream, DataStreamSink, IntervalJoinBuilder, KeyedStream, MatchRecognize,
+    WindowedStream,
 };

@@ -23,6 +23,8 @@ use crate::time::{Trigger, WindowAssigner, Windows, check_timestamp_column, colu
 
 mod joins;
 mod lateral;
+mod match_recognize;
+pub use match_recognize::MatchRecognize;
 mod over;
 
 pub use joins::IntervalJoinBuilder;

@@ -292,6 +292,7 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
         OperatorSpec::TemporalJoin(j) => vec![&j.left_schema, &j.right_schema],
         OperatorSpec::Lateral(l) => vec![&l.input_schema],
         OperatorSpec::OverAggregate(o) => vec![&o.input_schema],
+        OperatorSpec::MatchRecognize(m) => vec![&m.input_schema],
         OperatorSpec::KeyedProcess(p) => match &p.second {
             Some(s) => vec![&p.input_schema, &s.schema],
             None => vec![&p.input_schema],
@@ -436,6 +437,10 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
                 (&j.left_keys, &j.right_keys),
                 (&j.left_rowtime, &j.right_rowtime),
             )?;
+        }
+        OperatorSpec::MatchRecognize(m) => {
+            m.validate()?;
+            same_columns(output, m.output_schema()?.as_ref(), "the output").map_err(plan)?;
         }
         OperatorSpec::OverAggregate(o) => {
             o.validate()?;
