@@ -1,4 +1,5 @@
 -- MATCH_RECOGNIZE: per user, a run of rising quantities and the drop after it (LAST with an offset in DEFINE; Flink's default AFTER MATCH SKIP TO NEXT ROW).
+-- modes: streaming batch
 CREATE TABLE orders (
   order_id BIGINT, user_id INT, product STRING, amount DECIMAL(10, 2), qty INT, ts TIMESTAMP(3),
   WATERMARK FOR ts AS ts - INTERVAL '5' SECOND

@@ -1,4 +1,5 @@
 -- MATCH_RECOGNIZE: a small order, one or two mid-sized ones, then a large one; matches never overlap; aggregates and MATCH_ROWTIME as measures.
+-- modes: streaming batch
 CREATE TABLE orders (
   order_id BIGINT, user_id INT, product STRING, amount DECIMAL(10, 2), qty INT, ts TIMESTAMP(3),
   WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
