@@ -139,6 +139,24 @@ pub struct MatchRecognizeOperator {
     key_ids: Vec<usize>,
 }
 
+/// The order of rows by (partition id, `then`, arrival).
+fn partition_order(ids: &[usize], then: ArrayRef) -> Result<UInt32Array> {
+    let ids = UInt64Array::from_iter_values(ids.iter().map(|&k| k as u64));
+    let arrival = UInt32Array::from_iter_values(0..ids.len() as u32);
+    let column = |values: ArrayRef| SortColumn {
+        values,
+        options: None,
+    };
+    Ok(lexsort_to_indices(
+        &[
+            column(Arc::new(ids)),
+            column(then),
+            column(Arc::new(arrival)),
+        ],
+        None,
+    )?)
+}
+
 /// `take` with absent rows as NULL.
 fn gather(column: &ArrayRef, at: &[Option<u32>]) -> Result<ArrayRef> {
     Ok(take(
@@ -241,24 +259,8 @@ impl MatchRecognizeOperator {
         }
         let keys = self.keyed.keys(&batch);
         self.intern(&keys)?;
-        let ids = UInt64Array::from_iter_values(self.key_ids.iter().map(|&k| k as u64));
-        let order = lexsort_to_indices(
-            &[
-                SortColumn {
-                    values: Arc::new(ids),
-                    options: None,
-                },
-                SortColumn {
-                    values: Arc::new(arrow::array::Int64Array::from(ts.clone())),
-                    options: None,
-                },
-                SortColumn {
-                    values: Arc::new(UInt32Array::from_iter_values(0..batch.num_rows() as u32)),
-                    options: None,
-                },
-            ],
-            None,
-        )?;
+        let time = Arc::new(arrow::array::Int64Array::from(ts.clone()));
+        let order = partition_order(&self.key_ids, time)?;
         let sorted = arrow::compute::take_record_batch(&batch, &order)?;
         let pids: Vec<usize> = order
             .values()
@@ -596,16 +598,8 @@ impl Operator for MatchRecognizeOperator {
             let ts = vec![now_ms(); batch.num_rows()];
             return self.work(batch, ts, out);
         };
-        let ts = timestamps(batch.column(at), &name)?;
-        let late = ts.iter().filter(|&&t| t <= self.watermark).count();
-        let batch = if late > 0 {
-            self.late_dropped += late as u64;
-            let wm = self.watermark;
-            let keep: BooleanArray = ts.iter().map(|&t| Some(t > wm)).collect();
-            filter_record_batch(&batch, &keep)?
-        } else {
-            batch
-        };
+        let ts = timestamps(batch.column(at), &name)?.to_vec();
+        let batch = crate::window::drop_late(batch, &ts, self.watermark, &mut self.late_dropped)?;
         if batch.num_rows() > 0 {
             self.waiting.push(batch);
         }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
-use arrow::compute::{SortColumn, lexsort_to_indices, take};
+use arrow::compute::take;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use weir_core::{Result, WeirError};
 
@@ -100,20 +100,7 @@ impl MatchRecognizeOperator {
         let rows = batch.project(&(0..width).collect::<Vec<_>>())?;
         let keys = self.keyed.keys(&rows);
         self.intern(&keys)?;
-        let ids = UInt64Array::from_iter_values(self.key_ids.iter().map(|&k| k as u64));
-        let order = lexsort_to_indices(
-            &[
-                SortColumn {
-                    values: Arc::new(ids),
-                    options: None,
-                },
-                SortColumn {
-                    values: Arc::new(seq.clone()),
-                    options: None,
-                },
-            ],
-            None,
-        )?;
+        let order = super::partition_order(&self.key_ids, Arc::new(seq.clone()))?;
         let sorted = arrow::compute::take_record_batch(&rows, &order)?;
         let pids: Vec<usize> = order
             .values()

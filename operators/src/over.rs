@@ -469,16 +469,8 @@ impl Operator for OverAggregateOperator {
             self.intern(&batch)?;
             return self.work(batch, &ts, out);
         };
-        let ts = timestamps(batch.column(at), &name)?;
-        let late = ts.iter().filter(|&&t| t <= self.watermark).count();
-        let batch = if late > 0 {
-            self.late_dropped += late as u64;
-            let wm = self.watermark;
-            let keep: arrow::array::BooleanArray = ts.iter().map(|&t| Some(t > wm)).collect();
-            filter_record_batch(&batch, &keep)?
-        } else {
-            batch
-        };
+        let ts = timestamps(batch.column(at), &name)?.to_vec();
+        let batch = crate::window::drop_late(batch, &ts, self.watermark, &mut self.late_dropped)?;
         if batch.num_rows() > 0 {
             self.waiting.push(batch);
         }

@@ -248,6 +248,23 @@ impl Aggregates {
     }
 }
 
+/// The rows of `batch` (times `ts`) after the watermark `watermark`; the
+/// others are late, counted into `dropped`.
+pub(crate) fn drop_late(
+    batch: RecordBatch,
+    ts: &[i64],
+    watermark: i64,
+    dropped: &mut u64,
+) -> Result<RecordBatch> {
+    let late = ts.iter().filter(|&&t| t <= watermark).count();
+    if late == 0 {
+        return Ok(batch);
+    }
+    *dropped += late as u64;
+    let keep: BooleanArray = ts.iter().map(|&t| Some(t > watermark)).collect();
+    Ok(arrow::compute::filter_record_batch(&batch, &keep)?)
+}
+
 /// Table `meta`: an operator's event-time clock (`watermark`) at a barrier.
 pub(crate) fn meta_table(watermark: i64) -> Result<StateTable> {
     let batch = RecordBatch::try_new(
