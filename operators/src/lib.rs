@@ -330,6 +330,18 @@ pub(crate) fn restore_two_inputs(
     Ok((rows, watermark))
 }
 
+/// `array` as type `to` (itself when it already is).
+pub(crate) fn cast_to(
+    array: arrow::array::ArrayRef,
+    to: &arrow::datatypes::DataType,
+) -> Result<arrow::array::ArrayRef> {
+    Ok(if array.data_type() == to {
+        array
+    } else {
+        arrow::compute::cast(&array, to)?
+    })
+}
+
 /// Indices of the named columns in `schema`.
 pub(crate) fn column_indices(
     schema: &arrow::datatypes::Schema,

@@ -275,6 +275,11 @@ impl Nfa {
         }
     }
 
+    /// `WITHIN`, ms.
+    pub(crate) fn within(&self) -> Option<i64> {
+        self.within
+    }
+
     /// Take the row `seq` at time `ts`: partial matches it times out die,
     /// one starts at it, and each takes it where its variable accepts it.
     /// `accepts(threads, asks)` answers, for each (partial match index,
@@ -425,25 +430,25 @@ mod tests {
         }
     }
 
-    /// Run `pattern` over rows whose accepted variables are given per row
-    /// (conditions that depend only on the row): the matches' rows.
+    /// Feed rows whose accepted variables are given per row (conditions
+    /// that depend only on the row) to `nfa`, row `i` at time `i`.
+    fn feed(nfa: &Nfa, state: &mut Run, rows: &[&[usize]], out: &mut Vec<Found>) {
+        for (i, ok) in rows.iter().enumerate() {
+            let accepts = |_: &[Thread], asks: &[(usize, usize)]| {
+                Ok(asks.iter().map(|(_, v)| ok.contains(v)).collect())
+            };
+            nfa.step(state, i as u64, i as i64, accepts, out).unwrap();
+        }
+    }
+
+    /// Run `pattern` over `rows`: the matches' rows.
     fn run(pattern: MatchPattern, skip: AfterMatchSkip, rows: &[&[usize]]) -> Vec<Vec<(u64, u16)>> {
         let mut vars = vec![];
         pattern.variables(&mut vars);
         let n = vars.iter().max().unwrap() + 1;
         let nfa = Nfa::new(&pattern, n, skip, None).unwrap();
-        let mut state = Run::default();
         let mut out = vec![];
-        for (i, ok) in rows.iter().enumerate() {
-            nfa.step(
-                &mut state,
-                i as u64,
-                i as i64,
-                |_, asks| Ok(asks.iter().map(|(_, v)| ok.contains(v)).collect()),
-                &mut out,
-            )
-            .unwrap();
-        }
+        feed(&nfa, &mut Run::default(), rows, &mut out);
         out.into_iter().map(|f| f.rows).collect()
     }
 
@@ -515,17 +520,7 @@ mod tests {
         let nfa = Nfa::new(&p, 4, AfterMatchSkip::PastLastRow, Some(10)).unwrap();
         let mut state = Run::default();
         let mut out = vec![];
-        let rows: &[&[usize]] = &[&[0], &[1, 3]];
-        for (i, ok) in rows.iter().enumerate() {
-            nfa.step(
-                &mut state,
-                i as u64,
-                i as i64,
-                |_, asks| Ok(asks.iter().map(|(_, v)| ok.contains(v)).collect()),
-                &mut out,
-            )
-            .unwrap();
-        }
+        feed(&nfa, &mut state, &[&[0], &[1, 3]], &mut out);
         assert!(out.is_empty(), "{out:?}");
         // WITHIN: the watermark times the partial match out.
         nfa.advance(&mut state, 10, &mut out);

@@ -22,7 +22,7 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array, UInt64Array};
-use arrow::compute::{SortColumn, concat_batches, filter_record_batch, lexsort_to_indices, take};
+use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion_common::ScalarValue;
 use datafusion_physical_expr::PhysicalExpr;
@@ -90,7 +90,7 @@ struct Case<'a> {
 }
 
 impl Case<'_> {
-    fn rows_of(&self, var: Option<usize>) -> impl Iterator<Item = u64> + '_ {
+    fn rows_of(&self, var: Option<usize>) -> impl DoubleEndedIterator<Item = u64> + '_ {
         self.rows
             .iter()
             .chain(self.current.as_ref())
@@ -314,7 +314,7 @@ impl MatchRecognizeOperator {
                             current: Some((s, 0)),
                         })
                         .collect();
-                    evaluate(d, &chunk, base, &cases, true).map(Some)
+                    evaluate(d, &chunk, base, &cases).map(Some)
                 }
                 _ => Ok(None),
             })
@@ -347,7 +347,7 @@ impl MatchRecognizeOperator {
                             current: Some((seq, v as u16)),
                         })
                         .collect();
-                    let ok = evaluate(d, &chunk, base, &cases, true)?;
+                    let ok = evaluate(d, &chunk, base, &cases)?;
                     for (n, &a) in at.iter().enumerate() {
                         answers[a] = ok.value(n);
                     }
@@ -396,11 +396,7 @@ impl MatchRecognizeOperator {
             )?;
             let value = m.expr.evaluate(&batch)?.into_array(rows)?;
             let want = self.output_schema.field(columns.len()).data_type();
-            columns.push(if value.data_type() == want {
-                value
-            } else {
-                arrow::compute::cast(&value, want)?
-            });
+            columns.push(crate::cast_to(value, want)?);
         }
         let batch = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
@@ -412,18 +408,14 @@ impl MatchRecognizeOperator {
         let Some((at, name)) = self.rowtime.clone() else {
             return Ok(());
         };
-        let all = concat_batches(&self.input_schema, &self.waiting)?;
-        self.waiting.clear();
-        let ts = timestamps(all.column(at), &name)?;
-        let ready: BooleanArray = ts.iter().map(|&t| Some(t <= w)).collect();
-        let rest = filter_record_batch(&all, &arrow::compute::not(&ready)?)?;
-        if rest.num_rows() > 0 {
-            self.waiting.push(rest);
-        }
-        let ready = filter_record_batch(&all, &ready)?;
-        let ts = timestamps(ready.column(at), &name)?.to_vec();
-        if ready.num_rows() > 0 {
+        if let Some(ready) =
+            crate::window::take_ready(&mut self.waiting, &self.input_schema, (at, &name), w)?
+        {
+            let ts = timestamps(ready.column(at), &name)?.to_vec();
             self.work(ready, ts, out)?;
+        }
+        if self.nfa.within().is_none() {
+            return Ok(());
         }
         // WITHIN: partial matches the watermark timed out.
         let mut measured = Measured {
@@ -477,11 +469,7 @@ fn navigation(
         } else {
             ScalarValue::iter_to_array(values)?
         };
-        return Ok(if array.data_type() == field.data_type() {
-            array
-        } else {
-            arrow::compute::cast(&array, field.data_type())?
-        });
+        return crate::cast_to(array, field.data_type());
     }
     let column = chunk
         .column_by_name(n.column.as_deref().unwrap_or_default())
@@ -496,12 +484,7 @@ fn navigation(
                     .and_then(|(s, _)| s.checked_sub(n.offset as u64))
                     .and_then(index),
                 NavKind::First => c.rows_of(n.var).nth(offset).and_then(index),
-                _ => {
-                    let rows: Vec<u64> = c.rows_of(n.var).collect();
-                    rows.len()
-                        .checked_sub(offset + 1)
-                        .and_then(|i| index(rows[i]))
-                }
+                _ => c.rows_of(n.var).rev().nth(offset).and_then(index),
             }
         })
         .collect();
@@ -509,15 +492,9 @@ fn navigation(
 }
 
 /// Evaluate `c` for each case; NULL is false.
-fn evaluate(
-    c: &Compiled,
-    chunk: &RecordBatch,
-    base: u64,
-    cases: &[Case],
-    with_row: bool,
-) -> Result<BooleanArray> {
+fn evaluate(c: &Compiled, chunk: &RecordBatch, base: u64, cases: &[Case]) -> Result<BooleanArray> {
     let mut columns: Vec<ArrayRef> = vec![];
-    if with_row {
+    {
         let at: Vec<Option<u32>> = cases
             .iter()
             .map(|k| k.current.map(|(s, _)| (s - base) as u32))

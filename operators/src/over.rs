@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array, UInt64Array};
-use arrow::compute::{SortColumn, concat, concat_batches, filter_record_batch, lexsort_to_indices};
+use arrow::compute::{SortColumn, concat, concat_batches, lexsort_to_indices};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion_common::ScalarValue;
 use datafusion_expr::Accumulator;
@@ -237,12 +237,7 @@ impl OverAggregateOperator {
         let width = columns.len();
         for (a, v) in values.into_iter().enumerate() {
             let want = self.output_schema.field(width + a).data_type();
-            let array = ScalarValue::iter_to_array(v)?;
-            columns.push(if array.data_type() == want {
-                array
-            } else {
-                arrow::compute::cast(&array, want)?
-            });
+            columns.push(crate::cast_to(ScalarValue::iter_to_array(v)?, want)?);
         }
         let result = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
@@ -255,22 +250,11 @@ impl OverAggregateOperator {
         let Some((at, name)) = self.rowtime.clone() else {
             return Ok(());
         };
-        if self.waiting.is_empty() {
+        let Some(ready) =
+            crate::window::take_ready(&mut self.waiting, &self.input_schema, (at, &name), w)?
+        else {
             return Ok(());
-        }
-        let all = concat_batches(&self.input_schema, &self.waiting)?;
-        self.waiting.clear();
-        let ts = timestamps(all.column(at), &name)?;
-        let ready: arrow::array::BooleanArray = ts.iter().map(|&t| Some(t <= w)).collect();
-        let later = arrow::compute::not(&ready)?;
-        let rest = filter_record_batch(&all, &later)?;
-        if rest.num_rows() > 0 {
-            self.waiting.push(rest);
-        }
-        let ready = filter_record_batch(&all, &ready)?;
-        if ready.num_rows() == 0 {
-            return Ok(());
-        }
+        };
         self.intern(&ready)?;
         let ids = UInt64Array::from_iter_values(self.key_ids.iter().map(|&k| k as u64));
         let arrival = UInt32Array::from_iter_values(0..ready.num_rows() as u32);

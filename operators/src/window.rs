@@ -248,6 +248,29 @@ impl Aggregates {
     }
 }
 
+/// The rows of `waiting` that the watermark `w` has passed (event-time
+/// column `at`, named `name`), taken out as one batch; the others stay.
+pub(crate) fn take_ready(
+    waiting: &mut Vec<RecordBatch>,
+    schema: &SchemaRef,
+    (at, name): (usize, &str),
+    w: i64,
+) -> Result<Option<RecordBatch>> {
+    if waiting.is_empty() {
+        return Ok(None);
+    }
+    let all = arrow::compute::concat_batches(schema, waiting.iter())?;
+    waiting.clear();
+    let ts = timestamps(all.column(at), name)?;
+    let ready: BooleanArray = ts.iter().map(|&t| Some(t <= w)).collect();
+    let rest = arrow::compute::filter_record_batch(&all, &arrow::compute::not(&ready)?)?;
+    if rest.num_rows() > 0 {
+        waiting.push(rest);
+    }
+    let ready = arrow::compute::filter_record_batch(&all, &ready)?;
+    Ok((ready.num_rows() > 0).then_some(ready))
+}
+
 /// The rows of `batch` (times `ts`) after the watermark `watermark`; the
 /// others are late, counted into `dropped`.
 pub(crate) fn drop_late(

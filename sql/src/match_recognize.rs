@@ -18,10 +18,8 @@ use std::sync::Arc;
 
 use arrow::datatypes::{Field, FieldRef, Schema};
 use datafusion_common::{DFSchema, DFSchemaRef, DataFusionError};
-use datafusion_expr::logical_plan::builder::LogicalTableSource;
 use datafusion_expr::planner::RelationPlannerContext;
-use datafusion_expr::{Expr, LogicalPlan, LogicalPlanBuilder, UserDefinedLogicalNodeCore};
-use datafusion_optimizer::Analyzer;
+use datafusion_expr::{Expr, LogicalPlan, UserDefinedLogicalNodeCore};
 use sqlparser::ast as sql;
 use sqlparser::tokenizer::{Token, TokenWithSpan, Word};
 use weir_core::match_spec::{AfterMatchSkip, MatchPattern, NavAggregate, NavKind, Navigation};
@@ -421,9 +419,8 @@ impl Navigations<'_> {
                     NavKind::Aggregate(a) => {
                         let a = match (a, &target.1) {
                             (NavAggregate::Count, None) => NavAggregate::CountRows,
-                            (a, None) => {
+                            (_, None) => {
                                 self.error = Some(format!("{name}(*) is not an aggregate"));
-                                let _ = a;
                                 return;
                             }
                             (a, Some(_)) => a,
@@ -543,29 +540,9 @@ fn plan_expr(
     expr: sql::Expr,
     schema: &Schema,
 ) -> DfResult<Expr> {
-    let dfschema = DFSchema::try_from(schema.clone())?;
-    let e = ctx.sql_to_expr(expr, &dfschema)?;
-    let source = Arc::new(LogicalTableSource::new(Arc::new(schema.clone())));
-    let plan = LogicalPlanBuilder::scan("t", source, None)?
-        .project(vec![e.alias("__e")])?
-        .build()?;
-    let plan = Analyzer::new().execute_and_check(plan, &Default::default(), |_, _| {})?;
-    let LogicalPlan::Projection(mut p) = plan else {
-        return plan_err("an expression planned as something else");
-    };
-    use datafusion_common::tree_node::{Transformed, TreeNode};
-    Ok(p.expr
-        .remove(0)
-        .unalias()
-        .transform(|e| {
-            Ok(match e {
-                Expr::Column(c) if c.relation.is_some() => Transformed::yes(Expr::Column(
-                    datafusion_common::Column::new_unqualified(c.name),
-                )),
-                other => Transformed::no(other),
-            })
-        })?
-        .data)
+    let e = ctx.sql_to_expr(expr, &DFSchema::try_from(schema.clone())?)?;
+    let options = ctx.context_provider().options().clone();
+    crate::planner::coerce_expr(e, schema, "__e", &options)
 }
 
 /// Plan the clause over its planned input.

@@ -618,32 +618,43 @@ impl<'a> Provider<'a> {
     pub(crate) fn plan_expr(&self, expr: sql::Expr, schema: &Schema, name: &str) -> DfResult<Expr> {
         let source = Arc::new(LogicalTableSource::new(Arc::new(schema.clone())));
         let scan = LogicalPlanBuilder::scan("t", source, None)?.build()?;
-        let dfschema = Arc::clone(scan.schema());
         let e = self
             .sql_to_rel()
-            .sql_to_expr(expr, &dfschema, &mut PlannerContext::new())?;
-        let plan = LogicalPlanBuilder::from(scan)
-            .project(vec![e.alias(name)])?
-            .build()?;
-        let plan = Analyzer::new().execute_and_check(plan, &self.options, |_, _| {})?;
-        match plan {
-            LogicalPlan::Projection(mut p) => {
-                use datafusion_common::tree_node::{Transformed, TreeNode};
-                // Columns of the table itself: no qualifier.
-                let e = p.expr.remove(0).unalias().transform(|e| {
-                    Ok(match e {
-                        Expr::Column(c) if c.relation.is_some() => Transformed::yes(Expr::Column(
-                            datafusion_common::Column::new_unqualified(c.name),
-                        )),
-                        other => Transformed::no(other),
-                    })
-                })?;
-                Ok(e.data)
-            }
-            other => Err(DataFusionError::Internal(format!(
-                "expression planned as {other}"
-            ))),
+            .sql_to_expr(expr, scan.schema(), &mut PlannerContext::new())?;
+        coerce_expr(e, schema, name, &self.options)
+    }
+}
+
+/// `e` over a table of `schema`, types coerced by DataFusion's analyzer,
+/// its columns unqualified.
+pub(crate) fn coerce_expr(
+    e: Expr,
+    schema: &Schema,
+    name: &str,
+    options: &ConfigOptions,
+) -> DfResult<Expr> {
+    let source = Arc::new(LogicalTableSource::new(Arc::new(schema.clone())));
+    let plan = LogicalPlanBuilder::scan("t", source, None)?
+        .project(vec![e.alias(name)])?
+        .build()?;
+    let plan = Analyzer::new().execute_and_check(plan, options, |_, _| {})?;
+    match plan {
+        LogicalPlan::Projection(mut p) => {
+            use datafusion_common::tree_node::{Transformed, TreeNode};
+            // Columns of the table itself: no qualifier.
+            let e = p.expr.remove(0).unalias().transform(|e| {
+                Ok(match e {
+                    Expr::Column(c) if c.relation.is_some() => Transformed::yes(Expr::Column(
+                        datafusion_common::Column::new_unqualified(c.name),
+                    )),
+                    other => Transformed::no(other),
+                })
+            })?;
+            Ok(e.data)
         }
+        other => Err(DataFusionError::Internal(format!(
+            "expression planned as {other}"
+        ))),
     }
 }
 
