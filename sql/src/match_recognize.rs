@@ -200,18 +200,6 @@ pub(crate) fn as_match_recognize(plan: &LogicalPlan) -> Option<&MatchRecognizeNo
     }
 }
 
-/// The parts of a `TableFactor::MatchRecognize`.
-pub(crate) struct Clause<'a> {
-    pub table: &'a sql::TableFactor,
-    pub partition_by: &'a [sql::Expr],
-    pub order_by: &'a [sql::OrderByExpr],
-    pub measures: &'a [sql::Measure],
-    pub rows_per_match: &'a Option<sql::RowsPerMatch>,
-    pub after_match_skip: &'a Option<sql::AfterMatchSkip>,
-    pub pattern: &'a sql::MatchRecognizePattern,
-    pub symbols: &'a [sql::SymbolDefinition],
-}
-
 fn column_name(e: &sql::Expr, what: &str) -> DfResult<String> {
     match e {
         sql::Expr::Identifier(i) => Ok(i.value.clone()),
@@ -223,7 +211,7 @@ fn column_name(e: &sql::Expr, what: &str) -> DfResult<String> {
 }
 
 /// The pattern as Weir's, its variables numbered in order of appearance.
-fn pattern(p: &sql::MatchRecognizePattern, vars: &mut Vec<String>) -> DfResult<MatchPattern> {
+fn to_pattern(p: &sql::MatchRecognizePattern, vars: &mut Vec<String>) -> DfResult<MatchPattern> {
     use sql::MatchRecognizePattern as P;
     use sql::RepetitionQuantifier as Q;
     Ok(match p {
@@ -243,14 +231,14 @@ fn pattern(p: &sql::MatchRecognizePattern, vars: &mut Vec<String>) -> DfResult<M
         P::Concat(parts) => MatchPattern::Concat(
             parts
                 .iter()
-                .map(|x| pattern(x, vars))
+                .map(|x| to_pattern(x, vars))
                 .collect::<DfResult<_>>()?,
         ),
-        P::Group(inner) => pattern(inner, vars)?,
+        P::Group(inner) => to_pattern(inner, vars)?,
         P::Alternation(parts) => MatchPattern::Alternation(
             parts
                 .iter()
-                .map(|x| pattern(x, vars))
+                .map(|x| to_pattern(x, vars))
                 .collect::<DfResult<_>>()?,
         ),
         P::Repetition(inner, q) => {
@@ -272,7 +260,7 @@ fn pattern(p: &sql::MatchRecognizePattern, vars: &mut Vec<String>) -> DfResult<M
                 return plan_err(format!("the quantifier {q} takes no row"));
             }
             MatchPattern::Repeat {
-                inner: Box::new(pattern(inner, vars)?),
+                inner: Box::new(to_pattern(inner, vars)?),
                 min,
                 max,
                 greedy,
@@ -545,14 +533,28 @@ fn plan_expr(
     crate::planner::coerce_expr(e, schema, "__e", &options)
 }
 
-/// Plan the clause over its planned input.
+/// Plan a `MATCH_RECOGNIZE` relation (`None` for any other): the node
+/// over its planned input, and the relation's alias.
 pub(crate) fn plan(
     ctx: &mut dyn RelationPlannerContext,
-    input: LogicalPlan,
-    c: Clause,
-) -> DfResult<LogicalPlan> {
-    let _ = c.table;
-    if matches!(c.rows_per_match, Some(sql::RowsPerMatch::AllRows(_))) {
+    relation: &sql::TableFactor,
+) -> DfResult<Option<(LogicalPlan, Option<sql::TableAlias>)>> {
+    let sql::TableFactor::MatchRecognize {
+        table,
+        partition_by,
+        order_by,
+        measures,
+        rows_per_match,
+        after_match_skip,
+        pattern,
+        symbols,
+        alias,
+    } = relation
+    else {
+        return Ok(None);
+    };
+    let input = ctx.plan(table.as_ref().clone())?;
+    if matches!(rows_per_match, Some(sql::RowsPerMatch::AllRows(_))) {
         return plan_err(
             "ALL ROWS PER MATCH is not supported (nor in Flink); use ONE ROW PER MATCH",
         );
@@ -561,14 +563,14 @@ pub(crate) fn plan(
     let row_schema = Schema::new(fields.clone());
     let has = |n: &str| row_schema.index_of(n).is_ok();
     let mut keys = vec![];
-    for k in c.partition_by {
+    for k in partition_by {
         let k = column_name(k, "a PARTITION BY entry")?;
         if !has(&k) {
             return plan_err(format!("PARTITION BY {k}: no such column"));
         }
         keys.push(k);
     }
-    let order = match c.order_by {
+    let order = match order_by.as_slice() {
         [o] if o.options.asc != Some(false) => column_name(&o.expr, "ORDER BY")?,
         [] => return plan_err("ORDER BY a time attribute is required"),
         [_] => return plan_err("ORDER BY must be a time attribute, ascending"),
@@ -578,7 +580,7 @@ pub(crate) fn plan(
         return plan_err(format!("ORDER BY {order}: no such column"));
     }
     let mut variables = vec![];
-    let pattern = pattern(c.pattern, &mut variables)?;
+    let pattern = to_pattern(pattern, &mut variables)?;
     if pattern.ends_greedy() {
         return plan_err(
             "greedy quantifiers are not allowed as the last element of a pattern (as in Flink): finish it with a simple variable or a reluctant quantifier",
@@ -586,7 +588,7 @@ pub(crate) fn plan(
     }
     let mut defines_sql: HashMap<usize, sql::Expr> = HashMap::new();
     let mut within_ms = None;
-    for s in c.symbols {
+    for s in symbols {
         if s.symbol.value == WITHIN && s.symbol.quote_style == Some('"') {
             let e = ctx.sql_to_expr(s.definition.clone(), &DFSchema::empty())?;
             let Some(ms) = crate::lower::interval_literal(&e) else {
@@ -649,9 +651,9 @@ pub(crate) fn plan(
     for k in &keys {
         out.push((None, Arc::new(row_schema.field_with_name(k)?.clone())));
     }
-    let mut measures = vec![];
+    let mut planned = vec![];
     let mut rowtime_measure = None;
-    for m in c.measures {
+    for m in measures {
         let is_rowtime = matches!(&m.expr, sql::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("MATCH_ROWTIME"));
         let (e, navs) = rewrite(&m.expr, None)?;
         let schema = Schema::new(nav_fields(&navs)?);
@@ -663,7 +665,7 @@ pub(crate) fn plan(
             rowtime_measure = Some(name.clone());
         }
         out.push((None, Arc::new(Field::new(&name, t, true))));
-        measures.push((
+        planned.push((
             PlannedMatchExpr {
                 expr,
                 navigations: navs,
@@ -671,14 +673,14 @@ pub(crate) fn plan(
             name,
         ));
     }
-    let skip = match c.after_match_skip {
+    let skip = match after_match_skip {
         None | Some(sql::AfterMatchSkip::ToNextRow) => AfterMatchSkip::ToNextRow,
         Some(sql::AfterMatchSkip::PastLastRow) => AfterMatchSkip::PastLastRow,
         Some(sql::AfterMatchSkip::ToFirst(v) | sql::AfterMatchSkip::ToLast(v)) => {
             let Some(at) = variables.iter().position(|x| *x == v.value) else {
                 return plan_err(format!("AFTER MATCH SKIP TO {v}: no such variable"));
             };
-            if matches!(c.after_match_skip, Some(sql::AfterMatchSkip::ToFirst(_))) {
+            if matches!(after_match_skip, Some(sql::AfterMatchSkip::ToFirst(_))) {
                 AfterMatchSkip::ToFirst(at)
             } else {
                 AfterMatchSkip::ToLast(at)
@@ -693,13 +695,14 @@ pub(crate) fn plan(
         variables,
         pattern,
         defines,
-        measures,
+        measures: planned,
         skip,
         within_ms,
         rowtime_measure,
         schema,
     };
-    Ok(LogicalPlan::Extension(datafusion_expr::Extension {
+    let plan = LogicalPlan::Extension(datafusion_expr::Extension {
         node: Arc::new(node),
-    }))
+    });
+    Ok(Some((plan, alias.clone())))
 }

@@ -836,33 +836,9 @@ impl RelationPlanner for WindowTvfPlanner {
                 alias.clone(),
             ))));
         }
-        if let TableFactor::MatchRecognize {
-            table,
-            partition_by,
-            order_by,
-            measures,
-            rows_per_match,
-            after_match_skip,
-            pattern,
-            symbols,
-            alias,
-        } = &relation
-        {
-            let input = ctx.plan(table.as_ref().clone())?;
-            let clause = crate::match_recognize::Clause {
-                table,
-                partition_by,
-                order_by,
-                measures,
-                rows_per_match,
-                after_match_skip,
-                pattern,
-                symbols,
-            };
-            let plan = crate::match_recognize::plan(ctx, input, clause)?;
+        if let Some((plan, alias)) = crate::match_recognize::plan(ctx, &relation)? {
             return Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(
-                plan,
-                alias.clone(),
+                plan, alias,
             ))));
         }
         let TableFactor::TableFunction {
