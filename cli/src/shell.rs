@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::array::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use weir_core::graph::JobClient;
-use weir_core::spec::{CHANGELOG_COLUMN, CollectHandle, SinkSpec};
+use weir_core::spec::{CollectHandle, SinkSpec};
 use weir_sql::{SqlSession, StatementResult};
 
 /// Run the shell over stdin; `init` statements run first.
@@ -211,7 +211,7 @@ type Rows = Vec<(String, Vec<String>)>;
 
 fn rows_of(b: &RecordBatch) -> Result<(Vec<String>, Rows), String> {
     let schema = b.schema();
-    let op = schema.index_of(CHANGELOG_COLUMN).ok();
+    let op = weir_core::spec::is_changelog_schema(&schema).then(|| schema.fields().len() - 1);
     let options = FormatOptions::default().with_null("NULL");
     let formatters = b
         .columns()
@@ -226,22 +226,26 @@ fn rows_of(b: &RecordBatch) -> Result<(Vec<String>, Rows), String> {
         .filter(|(i, _)| Some(*i) != op)
         .map(|(_, f)| f.name().clone())
         .collect();
-    let ops = op.map(|i| b.column(i).as_string::<i32>().clone());
+    let ops = match op {
+        Some(_) => Some(weir_core::changelog::row_kinds(b).map_err(|e| e.to_string())?),
+        None => None,
+    };
     let rows = (0..b.num_rows())
         .map(|r| {
-            let kind = ops
-                .as_ref()
-                .filter(|o| o.is_valid(r))
-                .map_or("+I".to_string(), |o| o.value(r).to_string());
+            let kind = match ops {
+                Some(o) => weir_core::changelog::row_kind_at(o, r).map_err(|e| e.to_string())?,
+                None => weir_core::spec::RowKind::Insert,
+            }
+            .to_string();
             let values = formatters
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| Some(*i) != op)
                 .map(|(_, f)| f.value(r).to_string())
                 .collect();
-            (kind, values)
+            Ok((kind, values))
         })
-        .collect();
+        .collect::<Result<_, String>>()?;
     Ok((names, rows))
 }
 

@@ -86,7 +86,7 @@ INSERT INTO rows_out SELECT * FROM src;",
             };
             format!(
                 "{}|({}, {name}, {weight})",
-                v["_op"].as_str().unwrap(),
+                v["op"].as_str().unwrap(),
                 v["id"]
             )
         })

@@ -286,7 +286,8 @@ fn changelog(script: &str) -> Vec<String> {
             let values: Vec<String> = (0..n - 1)
                 .map(|c| arrow::util::display::array_value_to_string(b.column(c), r).unwrap())
                 .collect();
-            let kind = b.column(n - 1).as_string::<i32>().value(r).to_string();
+            let kinds = weir_core::changelog::row_kinds(&b).unwrap();
+            let kind = weir_core::changelog::row_kind_at(kinds, r).unwrap();
             out.push(format!("{kind}[{}]", values.join(", ")));
         }
     }

@@ -63,7 +63,7 @@ fn script(case: &Path, out: &Path, prelude: &str) -> String {
 }
 
 /// Every committed row under `out` (sorted; rows of a subfolder prefixed
-/// with its name and `|`). A changelog (files whose last column is `_op`)
+/// with its name and `|`). A changelog (files whose last column is `op`)
 /// is collapsed into the table it describes: `+I`/`+U` add a row, `-U`/`-D`
 /// take one away; a row taken more often than added is reported.
 fn read_rows(out: &Path) -> Vec<String> {

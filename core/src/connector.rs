@@ -422,6 +422,10 @@ pub struct ConnectorSource {
     /// Rows the job carries with it (an in-memory source).
     #[serde(default, with = "crate::wire::batches")]
     pub batches: Vec<RecordBatch>,
+    /// What its rows carry: append-only, or a changelog (a CDC format, an
+    /// upsert table) ending with the row kind.
+    #[serde(default)]
+    pub changelog: crate::changelog::ChangelogMode,
 }
 
 impl ConnectorSource {
@@ -441,7 +445,14 @@ impl ConnectorSource {
             bounded,
             planned,
             batches: vec![],
+            changelog: crate::changelog::ChangelogMode::Append,
         }
+    }
+
+    /// The same source, declaring that its rows carry `mode`.
+    pub fn with_changelog(mut self, mode: crate::changelog::ChangelogMode) -> Self {
+        self.changelog = mode;
+        self
     }
 
     /// Show it as `display` in plans.

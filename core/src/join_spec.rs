@@ -9,7 +9,7 @@ use arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion_physical_expr::PhysicalExpr;
 
 use crate::error::{Result, WeirError};
-use crate::spec::{changelog_field, is_changelog_schema};
+use crate::spec::{is_changelog_schema, row_kind_field};
 
 /// Which rows of a join are kept without a partner.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -165,7 +165,7 @@ impl RegularJoinSpec {
             .map(|f| f.as_ref().clone())
             .collect();
         if self.updating() {
-            fields.push(changelog_field());
+            fields.push(row_kind_field());
         }
         Arc::new(Schema::new(fields))
     }

@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod changelog;
 pub mod channel;
 pub mod checkpoint;
 pub mod cluster;

@@ -125,6 +125,11 @@ impl SourceSpec {
         }
     }
 
+    /// What the source's rows carry, as its connector declared it.
+    pub fn changelog_mode(&self) -> ChangelogMode {
+        self.connector().changelog.clone()
+    }
+
     /// The connector source this reads through.
     pub fn connector(&self) -> &ConnectorSource {
         match self {
@@ -176,8 +181,16 @@ impl From<MemorySourceSpec> for SourceSpec {
     /// The `memory` connector over the batches (Flink's `fromData`).
     fn from(m: MemorySourceSpec) -> Self {
         let display = format!("memory({} batches)", m.batches.len());
+        // Batches ending with the row kind are a changelog (Flink's
+        // `fromChangelogStream`).
+        let mode = if is_changelog_schema(&m.schema) {
+            ChangelogMode::Retract
+        } else {
+            ChangelogMode::Append
+        };
         let mut c = ConnectorSource::new("memory", m.schema, m.bounded, serde_json::Value::Null)
-            .with_display(display);
+            .with_display(display)
+            .with_changelog(mode);
         c.batches = m.batches;
         SourceSpec::Connector(c)
     }
@@ -458,23 +471,9 @@ pub struct WindowAggregateSpec {
     pub late_data_tag: Option<String>,
 }
 
-/// The column of a changelog stream saying what each row does: `+I`
-/// (insert), `-U` (retract the row before an update), `+U` (the row after
-/// an update), `-D` (delete) — Flink's `RowKind`.
-pub const CHANGELOG_COLUMN: &str = "_op";
-
-/// The row-kind column a changelog stream ends with.
-pub fn changelog_field() -> Field {
-    Field::new(CHANGELOG_COLUMN, DataType::Utf8, false)
-}
-
-/// Whether rows of `schema` are a changelog (it ends with the row kind).
-pub fn is_changelog_schema(schema: &Schema) -> bool {
-    schema
-        .fields()
-        .last()
-        .is_some_and(|f| f.name() == CHANGELOG_COLUMN)
-}
+pub use crate::changelog::{
+    ChangelogMode, ROW_KIND_COLUMN, RowKind, is_changelog_schema, row_kind_field,
+};
 
 /// A keyed aggregation over an unbounded input (SQL's `GROUP BY` without a
 /// window): per key, the aggregates of every row so far.
@@ -488,14 +487,32 @@ pub struct GroupAggregateSpec {
     pub input_schema: SchemaRef,
     /// Streaming: after each batch, emit the changed keys as a changelog
     /// (`+I` for a new key, `-U`/`+U` for a changed one; a final
-    /// [`CHANGELOG_COLUMN`]). Batch: emit each key's final row once, at
+    /// [`ROW_KIND_COLUMN`]). Batch: emit each key's final row once, at
     /// the end of the input.
     pub changelog: bool,
-    /// The input is itself a changelog (its last column `_op`): `-U`/`-D`
-    /// rows are taken back out. Only COUNT and SUM can do that; a key whose
-    /// rows are all retracted is deleted (`-D`).
+    /// The input is itself a changelog (it ends with the row kind):
+    /// `-U`/`-D` rows are taken back out. Only COUNT and SUM can do that; a
+    /// key whose rows are all retracted is deleted (`-D`).
     #[serde(default)]
     pub retractions: bool,
+    /// Streaming into an upsert consumer keyed by [`Self::keys`]: a changed
+    /// key emits only its new row (`+U`, no `-U`), Flink's upsert mode.
+    #[serde(default)]
+    pub upsert: bool,
+}
+
+impl GroupAggregateSpec {
+    /// What the output carries: append-only in batch mode, else updates,
+    /// retracting or upserting by the group keys.
+    pub fn changelog_mode(&self) -> ChangelogMode {
+        match (self.changelog, self.upsert) {
+            (false, _) => ChangelogMode::Append,
+            (true, false) => ChangelogMode::Retract,
+            (true, true) => ChangelogMode::Upsert {
+                key: self.keys.clone(),
+            },
+        }
+    }
 }
 
 /// The first rows per key by an ordering (SQL's `ROW_NUMBER() OVER
@@ -518,7 +535,7 @@ pub struct TopNSpec {
     /// Schema of the input.
     pub input_schema: SchemaRef,
     /// Streaming: a changelog of the kept rows as they change (a final
-    /// [`CHANGELOG_COLUMN`]). Batch: the final rows, once, at the end.
+    /// [`ROW_KIND_COLUMN`]). Batch: the final rows, once, at the end.
     pub changelog: bool,
     /// Rows that are final once the watermark passes a time (an
     /// append-only result), else `None`.
@@ -711,6 +728,40 @@ impl fmt::Debug for KeyedProcessSpec {
 }
 
 impl OperatorSpec {
+    /// What the output carries, given the inputs' modes: append-only,
+    /// retracting or upserting, as each operator declares it. Stateless
+    /// operators pass their input's mode on; user functions (which cannot
+    /// declare) keep it when their output keeps the row kind.
+    pub fn changelog_mode(&self, inputs: &[ChangelogMode], output: &Schema) -> ChangelogMode {
+        let input = ChangelogMode::merge(inputs);
+        match self {
+            OperatorSpec::Filter { .. }
+            | OperatorSpec::Project { .. }
+            | OperatorSpec::Lateral(_) => input,
+            OperatorSpec::MapBatches(_) | OperatorSpec::KeyedProcess(_) => {
+                match (is_changelog_schema(output), input) {
+                    (false, _) => ChangelogMode::Append,
+                    (true, ChangelogMode::Append) => ChangelogMode::Retract,
+                    (true, m) => m,
+                }
+            }
+            OperatorSpec::GroupAggregate(g) => g.changelog_mode(),
+            OperatorSpec::TopN(t) if t.changelog => ChangelogMode::Retract,
+            OperatorSpec::RegularJoin(j) if j.updating() => ChangelogMode::Retract,
+            OperatorSpec::TopN(_)
+            | OperatorSpec::RegularJoin(_)
+            | OperatorSpec::WindowAggregate(_)
+            | OperatorSpec::IntervalJoin(_)
+            | OperatorSpec::WindowJoin(_)
+            | OperatorSpec::WindowProcess(_)
+            | OperatorSpec::OverAggregate(_)
+            | OperatorSpec::LookupJoin(_)
+            | OperatorSpec::TemporalJoin(_)
+            | OperatorSpec::WindowAssign(_)
+            | OperatorSpec::MatchRecognize(_) => ChangelogMode::Append,
+        }
+    }
+
     /// Number of inputs the operator reads.
     pub fn input_count(&self) -> usize {
         match self {

@@ -290,7 +290,7 @@ impl LateralSpec {
         let mut fields = crate::join_spec::data_fields(&self.input_schema);
         fields.extend(self.function_fields()?);
         if crate::spec::is_changelog_schema(&self.input_schema) {
-            fields.push(crate::spec::changelog_field());
+            fields.push(crate::spec::row_kind_field());
         }
         Ok(Arc::new(arrow::datatypes::Schema::new(fields)))
     }

@@ -50,7 +50,8 @@ fn planned_source(t: &TableDescriptor, upsert: bool) -> Result<SourceSpec> {
             planned(&plan)?,
         )
         .with_display(display)
-        .with_options(t.options.clone()),
+        .with_options(t.options.clone())
+        .with_changelog(source::changelog_mode(&plan)),
     ))
 }
 
@@ -200,6 +201,11 @@ impl ConnectorFactory for UpsertKafka {
 
     fn accepts_changelog(&self, _: &TableDescriptor) -> Result<bool> {
         Ok(true)
+    }
+
+    /// Its PRIMARY KEY: the message key.
+    fn sink_upsert_key(&self, t: &TableDescriptor) -> Result<Option<Vec<String>>> {
+        Ok(Some(t.primary_key.clone()).filter(|k| !k.is_empty()))
     }
 
     fn check_source(&self, source: &ConnectorSource) -> Result<()> {

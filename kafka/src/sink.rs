@@ -36,6 +36,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use weir_core::changelog::RowKind;
 use weir_core::{Result, WeirError};
 use weir_operators::formats::{RowEncoder, formats};
 use weir_operators::{Operator, Output, StateTable};
@@ -126,7 +127,7 @@ impl KafkaSink {
                 .iter()
                 .map(|f| f.as_ref().clone())
                 .collect();
-            f.push(weir_core::spec::changelog_field());
+            f.push(weir_core::spec::row_kind_field());
             Arc::new(Schema::new(f))
         } else {
             value_schema
@@ -244,16 +245,15 @@ impl KafkaSink {
     /// as part of a checkpoint's transaction when `txn` is given.
     fn send(&mut self, batch: &RecordBatch, txn: Option<&str>) -> Result<()> {
         let producer = self.producer()?;
-        // upsert-kafka: -U rows are dropped, -D rows become tombstones.
+        // upsert-kafka: -U rows are dropped (none come from an upserting
+        // input), -D rows become tombstones.
         let upsert = !self.plan.upsert_key.is_empty()
             && weir_core::spec::is_changelog_schema(&batch.schema());
         let filtered;
         let batch = if upsert {
             let kinds = batch.column(batch.num_columns() - 1);
-            let keep = arrow::compute::kernels::cmp::neq(
-                kinds,
-                &arrow::array::StringArray::new_scalar("-U"),
-            )?;
+            let before = arrow::array::Int8Array::new_scalar(RowKind::UpdateBefore.as_i8());
+            let keep = arrow::compute::kernels::cmp::neq(kinds, &before)?;
             filtered = arrow::compute::filter_record_batch(batch, &keep)?;
             &filtered
         } else {
@@ -261,7 +261,8 @@ impl KafkaSink {
         };
         let deletes: Vec<bool> = if upsert {
             let kinds = batch.column(batch.num_columns() - 1);
-            arrow::compute::kernels::cmp::eq(kinds, &arrow::array::StringArray::new_scalar("-D"))?
+            let delete = arrow::array::Int8Array::new_scalar(RowKind::Delete.as_i8());
+            arrow::compute::kernels::cmp::eq(kinds, &delete)?
                 .values()
                 .iter()
                 .collect()

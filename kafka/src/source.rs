@@ -381,12 +381,22 @@ impl KafkaSource {
     }
 }
 
+/// What a Kafka table's source yields: a changelog for a changelog format
+/// or an upsert table (its upserts are turned into retractions with the
+/// rows it keeps per key), else rows to append.
+pub(crate) fn changelog_mode(plan: &KafkaPlan) -> weir_core::spec::ChangelogMode {
+    if plan.upsert_key.is_empty() {
+        weir_operators::formats::produced_changelog(&plan.format)
+    } else {
+        weir_core::spec::ChangelogMode::Retract
+    }
+}
+
 /// The rows a Kafka table's source produces: the physical columns, the
 /// metadata columns (named as declared, of the connector's types), then
 /// the row kind for a changelog format or an upsert table.
 pub(crate) fn rows_schema(plan: &KafkaPlan) -> SchemaRef {
-    let produced = weir_operators::formats::produced_schema(&plan.format, &plan.schema);
-    let changelog = !plan.upsert_key.is_empty() || weir_core::spec::is_changelog_schema(&produced);
+    let changelog = changelog_mode(plan).is_updating();
     let mut f: Vec<Field> = plan
         .schema
         .fields()
@@ -402,7 +412,7 @@ pub(crate) fn rows_schema(plan: &KafkaPlan) -> SchemaRef {
         f.push(Field::new(&m.name, t, true));
     }
     if changelog {
-        f.push(weir_core::spec::changelog_field());
+        f.push(weir_core::spec::row_kind_field());
     }
     Arc::new(Schema::new(f))
 }

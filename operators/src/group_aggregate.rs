@@ -24,14 +24,14 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, RecordBatch, StringArray, UInt32Array};
+use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt32Array};
 use arrow::compute::{interleave, take};
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use datafusion_expr::EmitTo;
 use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
-use weir_core::spec::GroupAggregateSpec;
+use weir_core::spec::{GroupAggregateSpec, RowKind};
 use weir_core::{Result, WeirError};
 
 use crate::window::{Accumulation, Aggregates};
@@ -123,6 +123,8 @@ pub struct GroupAggregateOperator {
     /// The input is a changelog: its retractions are subtracted, and a
     /// hidden last aggregate counts each key's rows.
     retractions: bool,
+    /// Upsert mode: a changed key emits `+U` without `-U`.
+    upsert: bool,
     /// Per id: whether the key has rows (always, without retractions).
     alive: Vec<bool>,
     /// Batch mode over an insert-only input: one accumulation updated in
@@ -166,6 +168,7 @@ impl GroupAggregateOperator {
             key_groups: KeyGroupFilter::new(ctx),
             batch_size: ctx.config.batch_size.max(1),
             retractions: spec.retractions,
+            upsert: spec.upsert,
             alive: vec![],
             direct,
             name,
@@ -190,11 +193,7 @@ impl GroupAggregateOperator {
         if !self.retractions {
             return Ok(vec![(batch.clone(), false)]);
         }
-        let op = batch.column(batch.num_columns() - 1).as_string::<i32>();
-        let adds: arrow::array::BooleanArray = op
-            .iter()
-            .map(|o| Some(matches!(o, Some("+I") | Some("+U"))))
-            .collect();
+        let adds = weir_core::changelog::additions(weir_core::changelog::row_kinds(batch)?);
         let subs = arrow::compute::not(&adds)?;
         Ok(vec![
             (arrow::compute::filter_record_batch(batch, &adds)?, false),
@@ -231,7 +230,7 @@ impl GroupAggregateOperator {
         &self,
         keys: &[ArrayRef],
         values: &[ArrayRef],
-        op: Option<&str>,
+        kind: Option<RowKind>,
     ) -> Result<RecordBatch> {
         let rows = keys.first().or(values.first()).map_or(0, |c| c.len());
         let mut columns: Vec<ArrayRef> = self.aggregates.output_keys(keys.to_vec());
@@ -245,8 +244,8 @@ impl GroupAggregateOperator {
                 arrow::compute::cast(v, f.data_type())?
             });
         }
-        if let Some(op) = op {
-            columns.push(Arc::new(StringArray::from(vec![op; rows])));
+        if let Some(kind) = kind {
+            columns.push(weir_core::changelog::row_kind_repeat(kind, rows));
         }
         Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
     }
@@ -387,8 +386,13 @@ impl GroupAggregateOperator {
                         .collect::<std::result::Result<_, _>>()?)
                 };
                 let ks = pick(keys, &changed)?;
-                out.collect(self.output(&ks, &pick(old_values, &old_changed)?, Some("-U"))?)?;
-                out.collect(self.output(&ks, &pick(new_values, &changed)?, Some("+U"))?)?;
+                // Upsert mode: the new row alone replaces the key's row.
+                if !self.upsert {
+                    let old = pick(old_values, &old_changed)?;
+                    out.collect(self.output(&ks, &old, Some(RowKind::UpdateBefore))?)?;
+                }
+                let new = pick(new_values, &changed)?;
+                out.collect(self.output(&ks, &new, Some(RowKind::UpdateAfter))?)?;
             }
             if !deleted.is_empty() {
                 let index = UInt32Array::from(deleted);
@@ -401,7 +405,7 @@ impl GroupAggregateOperator {
                     .iter()
                     .map(|c| take(c, &index, None))
                     .collect::<std::result::Result<_, _>>()?;
-                out.collect(self.output(&ks, &vs, Some("-D"))?)?;
+                out.collect(self.output(&ks, &vs, Some(RowKind::Delete))?)?;
             }
         }
         // New keys, and keys back after all their rows were retracted.
@@ -416,7 +420,8 @@ impl GroupAggregateOperator {
                     .map(|c| take(c, &index, None))
                     .collect::<std::result::Result<_, _>>()?)
             };
-            out.collect(self.output(&pick(keys)?, &pick(new_values)?, Some("+I"))?)?;
+            let (ks, vs) = (pick(keys)?, pick(new_values)?);
+            out.collect(self.output(&ks, &vs, Some(RowKind::Insert))?)?;
         }
         Ok(())
     }

@@ -24,54 +24,20 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array};
 use arrow::compute::take;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 use datafusion_expr::EmitTo;
 use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
-use weir_core::spec::{CHANGELOG_COLUMN, JoinKind, RegularJoinSpec};
+use weir_core::spec::{JoinKind, RegularJoinSpec};
 use weir_core::{Result, WeirError};
 
 use crate::process::now_ms;
 use crate::{Operator, OperatorContext, Output, StateTable};
 
-/// Flink's row kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Insert,
-    UpdateBefore,
-    UpdateAfter,
-    Delete,
-}
-
-impl Kind {
-    pub(crate) fn parse(s: Option<&str>, at: &str) -> Result<Self> {
-        match s {
-            Some("+I") => Ok(Kind::Insert),
-            Some("-U") => Ok(Kind::UpdateBefore),
-            Some("+U") => Ok(Kind::UpdateAfter),
-            Some("-D") => Ok(Kind::Delete),
-            other => Err(WeirError::Execution(format!(
-                "{at}: row kind {other:?} is not one of +I, -U, +U, -D"
-            ))),
-        }
-    }
-
-    pub(crate) fn accumulates(self) -> bool {
-        matches!(self, Kind::Insert | Kind::UpdateAfter)
-    }
-
-    fn code(self) -> &'static str {
-        match self {
-            Kind::Insert => "+I",
-            Kind::UpdateBefore => "-U",
-            Kind::UpdateAfter => "+U",
-            Kind::Delete => "-D",
-        }
-    }
-}
+pub(crate) use weir_core::changelog::RowKind as Kind;
 
 /// One distinct row of a side under one key.
 struct Entry {
@@ -205,7 +171,7 @@ enum Pick {
 struct Emitted {
     this: Vec<Option<u32>>,
     other: Vec<Option<(usize, usize)>>,
-    kinds: Vec<&'static str>,
+    kinds: Vec<Kind>,
 }
 
 impl Emitted {
@@ -219,7 +185,7 @@ impl Emitted {
                 Pick::Other(k, e) => Some((k, e)),
                 _ => None,
             });
-            self.kinds.push(kind.code());
+            self.kinds.push(kind);
         }
     }
 }
@@ -382,16 +348,14 @@ impl RegularJoinOperator {
         }
         self.sweep(now);
         let kinds: Option<Vec<Kind>> = if self.sides[input].changelog {
-            let op = batch
-                .column(batch.num_columns() - 1)
-                .as_string_opt::<i32>()
-                .ok_or_else(|| {
-                    WeirError::Execution(format!("{}: {CHANGELOG_COLUMN} is not text", self.name))
-                })?;
+            let op = weir_core::changelog::row_kinds(&batch)
+                .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
             Some(
-                op.iter()
-                    .map(|k| Kind::parse(k, &self.name))
-                    .collect::<Result<_>>()?,
+                op.values()
+                    .iter()
+                    .map(|&k| Kind::from_i8(k))
+                    .collect::<Result<_>>()
+                    .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?,
             )
         } else {
             None
@@ -419,7 +383,7 @@ impl RegularJoinOperator {
                 .iter()
                 .map(|&(k, e)| other_side.keys[k][e].count)
                 .sum();
-            if kind.accumulates() {
+            if kind.is_addition() {
                 if matched.is_empty() {
                     if this_outer {
                         emitted.push(me, Pick::Null, Kind::Insert, 1);
@@ -503,7 +467,7 @@ impl RegularJoinOperator {
         let outer = self.sides[input].outer;
         let key_ids = std::mem::take(&mut self.key_ids);
         for (row, &k) in key_ids.iter().enumerate() {
-            let accumulates = kinds.is_none_or(|v| v[row].accumulates());
+            let accumulates = kinds.is_none_or(|v| v[row].is_addition());
             if self.null_key[k] {
                 if outer && accumulates {
                     emitted.push(Pick::This(row as u32), Pick::Null, Kind::Insert, 1);
@@ -598,7 +562,7 @@ impl RegularJoinOperator {
             [other_cols, this_cols].concat()
         };
         if self.updating {
-            columns.push(Arc::new(StringArray::from(emitted.kinds)));
+            columns.push(weir_core::changelog::row_kind_array(emitted.kinds));
         }
         let joined = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;

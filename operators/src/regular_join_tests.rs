@@ -1,10 +1,10 @@
 use super::*;
-use arrow::array::{Int64Array, StringArray};
+use arrow::array::Int64Array;
 use arrow::util::display::array_value_to_string;
 use datafusion_physical_expr::expressions::{BinaryExpr, Column};
 use weir_core::config::WeirConfig;
 use weir_core::keys::KeyGroupRange;
-use weir_core::spec::changelog_field;
+use weir_core::spec::row_kind_field;
 
 fn schema(changelog: bool) -> SchemaRef {
     let mut fields = vec![
@@ -12,7 +12,7 @@ fn schema(changelog: bool) -> SchemaRef {
         Field::new("v", DataType::Int64, false),
     ];
     if changelog {
-        fields.push(changelog_field());
+        fields.push(row_kind_field());
     }
     Arc::new(Schema::new(fields))
 }
@@ -36,7 +36,10 @@ fn changes(r: &[(&str, i64, i64)]) -> RecordBatch {
         vec![
             Arc::new(Int64Array::from_iter_values(r.iter().map(|x| x.1))),
             Arc::new(Int64Array::from_iter_values(r.iter().map(|x| x.2))),
-            Arc::new(StringArray::from_iter_values(r.iter().map(|x| x.0))),
+            weir_core::changelog::row_kind_array(
+                r.iter()
+                    .map(|x| weir_core::changelog::RowKind::from_short_string(x.0).unwrap()),
+            ),
         ],
     )
     .unwrap()
@@ -78,7 +81,9 @@ fn lines(out: &[RecordBatch]) -> Vec<String> {
         let width = b.num_columns() - usize::from(changelog);
         for r in 0..b.num_rows() {
             let kind = if changelog {
-                b.column(width).as_string::<i32>().value(r).to_string()
+                weir_core::changelog::row_kind_at(weir_core::changelog::row_kinds(b).unwrap(), r)
+                    .unwrap()
+                    .to_string()
             } else {
                 "+I".into()
             };

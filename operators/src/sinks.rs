@@ -10,7 +10,6 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::array::AsArray;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -100,6 +99,10 @@ enum FileWriter {
     },
 }
 
+/// The column a changelog written to files in retract mode has its row
+/// kind in, as Flink's short strings (`+I`, `-U`, `+U`, `-D`).
+pub const WRITTEN_ROW_KIND: &str = "op";
+
 /// Writes the rows of one subtask into files made visible atomically, with
 /// two-phase commit when the job checkpoints:
 ///
@@ -122,7 +125,11 @@ pub(crate) struct FileSink {
     subtask: usize,
     parallelism: usize,
     format: FileFormat,
+    /// The schema of the rows written (a changelog's row kind as text).
     schema: SchemaRef,
+    /// For a changelog written to a format without row kinds: rows get
+    /// their kind as text in a final column [`WRITTEN_ROW_KIND`].
+    kinds_as_text: bool,
     /// Sequence number of the next file.
     pub(crate) seq: u64,
     /// The open file: (in-progress path, final path, writer).
@@ -146,9 +153,24 @@ impl FileSink {
         format: FileFormat,
         schema: SchemaRef,
     ) -> Result<Self> {
+        let kinds_as_text = weir_core::spec::is_changelog_schema(&schema)
+            && !matches!(&format, FileFormat::Rows { format, .. }
+                if crate::formats::formats().get(format).is_ok_and(|f| f.changelog()));
+        let schema = if kinds_as_text {
+            if schema.index_of(WRITTEN_ROW_KIND).is_ok() {
+                return Err(WeirError::plan(format!(
+                    "{name}: a changelog file has its row kind in a column '{WRITTEN_ROW_KIND}'; \
+                     the rows already have a column of that name"
+                )));
+            }
+            weir_core::changelog::short_string_schema(&schema, WRITTEN_ROW_KIND)
+        } else {
+            schema
+        };
         let (dir, remote) = crate::storage::RemoteFolder::for_sink(dir)?;
         std::fs::create_dir_all(&dir).map_err(|e| WeirError::io(dir.display().to_string(), e))?;
         Ok(Self {
+            kinds_as_text,
             name,
             dir,
             remote,
@@ -349,6 +371,11 @@ impl Operator for FileSink {
     fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
         let location = || format!("{}: {}", self.name, self.dir.display());
         let location = location();
+        let batch = if self.kinds_as_text {
+            weir_core::changelog::with_short_string_kinds(&batch, WRITTEN_ROW_KIND)?
+        } else {
+            batch
+        };
         let written = match self.open()? {
             FileWriter::Parquet(w) => {
                 w.write(&batch)
@@ -528,8 +555,8 @@ impl Operator for PrintSink {
         // A changelog prints its row kind in front, as Flink's print does
         // (`-U[0, 1]`), not as a value.
         let kinds = weir_core::spec::is_changelog_schema(&batch.schema())
-            .then(|| batch.column(batch.num_columns() - 1).as_string_opt::<i32>())
-            .flatten();
+            .then(|| weir_core::changelog::row_kinds(&batch))
+            .transpose()?;
         let width = batch.num_columns() - usize::from(kinds.is_some());
         let formatters = batch.columns()[..width]
             .iter()
@@ -542,7 +569,10 @@ impl Operator for PrintSink {
                 .iter()
                 .map(|f| f.value(row).to_string())
                 .collect();
-            let kind = kinds.map_or("+I", |k| k.value(row));
+            let kind = match kinds {
+                Some(k) => weir_core::changelog::row_kind_at(k, row)?,
+                None => weir_core::spec::RowKind::Insert,
+            };
             // A closed stdout (piped into `head`) must not fail the job.
             let _ = writeln!(lock, "{}{kind}[{}]", self.prefix, values.join(", "));
         }

@@ -158,12 +158,8 @@ impl TemporalJoinOperator {
             .convert_columns(&batch.columns()[..self.right_width])?;
         let times = timestamps(batch.column(self.right_time.0), &self.right_time.1)?;
         let kinds = if self.right_changelog && deleted.is_none() {
-            let ops = batch
-                .column(self.right_width)
-                .as_string_opt::<i32>()
-                .ok_or_else(|| {
-                    WeirError::Execution(format!("{}: the row kind is not a string", self.name))
-                })?;
+            let ops = weir_core::changelog::row_kinds(batch)
+                .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
             Some(ops)
         } else {
             None
@@ -174,9 +170,11 @@ impl TemporalJoinOperator {
             }
             let tombstone = match (kinds, deleted) {
                 (Some(ops), _) => {
-                    match Kind::parse(ops.is_valid(i).then(|| ops.value(i)), &self.name)? {
+                    match Kind::from_i8(ops.value(i))
+                        .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?
+                    {
                         Kind::UpdateBefore => continue,
-                        k => !k.accumulates(),
+                        k => !k.is_addition(),
                     }
                 }
                 (None, Some(d)) => d.value(i),

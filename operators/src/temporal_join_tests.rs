@@ -1,10 +1,10 @@
 use super::*;
-use arrow::array::{Int64Array, StringArray};
+use arrow::array::Int64Array;
 use arrow::util::display::array_value_to_string;
 use datafusion_physical_expr::expressions::{BinaryExpr, Column};
 use weir_core::config::WeirConfig;
 use weir_core::keys::KeyGroupRange;
-use weir_core::spec::changelog_field;
+use weir_core::spec::row_kind_field;
 
 /// `(k, ts, v)`, plus the row kind for a changelog.
 fn schema(changelog: bool) -> SchemaRef {
@@ -14,7 +14,7 @@ fn schema(changelog: bool) -> SchemaRef {
         Field::new("v", DataType::Int64, false),
     ];
     if changelog {
-        fields.push(changelog_field());
+        fields.push(row_kind_field());
     }
     Arc::new(Schema::new(fields))
 }
@@ -38,7 +38,10 @@ fn changes(r: &[(&str, i64, i64, i64)]) -> RecordBatch {
             Arc::new(Int64Array::from_iter_values(r.iter().map(|x| x.1))),
             Arc::new(Int64Array::from_iter_values(r.iter().map(|x| x.2))),
             Arc::new(Int64Array::from_iter_values(r.iter().map(|x| x.3))),
-            Arc::new(StringArray::from_iter_values(r.iter().map(|x| x.0))),
+            weir_core::changelog::row_kind_array(
+                r.iter()
+                    .map(|x| weir_core::changelog::RowKind::from_short_string(x.0).unwrap()),
+            ),
         ],
     )
     .unwrap()

@@ -26,10 +26,11 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt32Array, UInt64Array};
 use arrow::compute::{SortColumn, SortOptions, concat_batches, lexsort_to_indices};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{OwnedRow, RowConverter, SortField};
+use weir_core::changelog::RowKind;
 use weir_core::spec::{FinalRows, TopNSpec};
 use weir_core::{Result, WeirError};
 
@@ -235,14 +236,14 @@ impl TopNOperator {
         &self,
         rows: &RecordBatch,
         numbers: &[u64],
-        op: Option<&[&str]>,
+        kinds: Option<&[RowKind]>,
     ) -> Result<RecordBatch> {
         let mut columns: Vec<ArrayRef> = rows.columns().to_vec();
         if self.row_number {
             columns.push(Arc::new(UInt64Array::from(numbers.to_vec())));
         }
-        if let Some(op) = op {
-            columns.push(Arc::new(StringArray::from(op.to_vec())));
+        if let Some(kinds) = kinds {
+            columns.push(weir_core::changelog::row_kind_array(kinds.iter().copied()));
         }
         Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
     }
@@ -273,17 +274,17 @@ impl TopNOperator {
         let cmp = arrow::array::make_comparator(order.as_ref(), order.as_ref(), options)?;
         let mut current = has_old.then_some(0usize);
         let mut picks: Vec<u32> = vec![];
-        let mut kinds: Vec<&str> = vec![];
+        let mut kinds: Vec<RowKind> = vec![];
         for r in usize::from(has_old)..all.num_rows() {
             match current {
                 Some(c) if cmp(r, c) == std::cmp::Ordering::Greater => continue,
                 Some(c) => {
                     picks.extend([c as u32, r as u32]);
-                    kinds.extend(["-U", "+U"]);
+                    kinds.extend([RowKind::UpdateBefore, RowKind::UpdateAfter]);
                 }
                 None => {
                     picks.push(r as u32);
-                    kinds.push("+I");
+                    kinds.push(RowKind::Insert);
                 }
             }
             current = Some(r);
@@ -347,7 +348,7 @@ impl TopNOperator {
         let at_rank = self.row_number || self.limit == 1;
         let emit = |rows: &RecordBatch,
                     at: &[usize],
-                    kind: &dyn Fn(usize) -> &'static str,
+                    kind: &dyn Fn(usize) -> RowKind,
                     out: &mut Vec<RecordBatch>|
          -> Result<()> {
             if at.is_empty() {
@@ -356,7 +357,7 @@ impl TopNOperator {
             let index = UInt32Array::from_iter_values(at.iter().map(|&i| i as u32));
             let picked = arrow::compute::take_record_batch(rows, &index)?;
             let numbers: Vec<u64> = at.iter().map(|&i| i as u64 + 1).collect();
-            let kinds: Vec<&str> = at.iter().map(|&i| kind(i)).collect();
+            let kinds: Vec<RowKind> = at.iter().map(|&i| kind(i)).collect();
             out.push(self.output(&picked, &numbers, Some(&kinds))?);
             Ok(())
         };
@@ -365,9 +366,9 @@ impl TopNOperator {
             &removed,
             &|i| {
                 if new_content.contains(&old_content[i]) || (at_rank && added.contains(&i)) {
-                    "-U"
+                    RowKind::UpdateBefore
                 } else {
-                    "-D"
+                    RowKind::Delete
                 }
             },
             out,
@@ -377,9 +378,9 @@ impl TopNOperator {
             &added,
             &|i| {
                 if old_content.contains(&new_content[i]) || (at_rank && removed.contains(&i)) {
-                    "+U"
+                    RowKind::UpdateAfter
                 } else {
-                    "+I"
+                    RowKind::Insert
                 }
             },
             out,
@@ -654,7 +655,7 @@ mod tests {
         };
         let mut fields: Vec<Field> = input().fields().iter().map(|f| (**f).clone()).collect();
         fields.push(Field::new("rn", DataType::UInt64, false));
-        fields.push(weir_core::spec::changelog_field());
+        fields.push(weir_core::spec::row_kind_field());
         let ctx = OperatorContext {
             task_name: "dedup".into(),
             subtask: 0,
@@ -672,9 +673,14 @@ mod tests {
                     let t = b
                         .column(0)
                         .as_primitive::<arrow::datatypes::TimestampMillisecondType>();
-                    let k = b.column(3).as_string::<i32>();
+                    let k = weir_core::changelog::row_kinds(b).unwrap();
                     (0..b.num_rows())
-                        .map(|i| (k.value(i).to_string(), t.value(i)))
+                        .map(|i| {
+                            (
+                                RowKind::from_i8(k.value(i)).unwrap().to_string(),
+                                t.value(i),
+                            )
+                        })
                         .collect::<Vec<_>>()
                 })
                 .collect()

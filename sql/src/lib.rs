@@ -13,8 +13,9 @@
 //!    catalog, window TVFs and lookup tables as extension nodes;
 //! 4. lowering (`lower`): logical plans to the DataStream graph —
 //!    DataFusion physical expressions for projections and filters, Weir's
-//!    window, group, Top-N and join operators, changelogs in an `_op`
-//!    column; connectors (`connectors`) turn `WITH` options into sources
+//!    window, group, Top-N and join operators; each stream's changelog
+//!    mode (append-only, retracting, upserting) is what its operator
+//!    declares, the row kind an Int8 column of a reserved name; connectors (`connectors`) turn `WITH` options into sources
 //!    and sinks;
 //! 5. the [`SqlSession`]: statements in order, one job of the inserts.
 //!

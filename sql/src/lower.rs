@@ -21,7 +21,7 @@ use datafusion_expr::{Aggregate, Expr, LogicalPlan, case, cast, lit};
 use datafusion_physical_expr::{PhysicalExpr, create_physical_expr};
 use weir_core::api::{DataStream, StreamExecutionEnvironment};
 use weir_core::spec::{
-    AggregateFunction, AggregateSpec, CHANGELOG_COLUMN, ComputedSourceSpec, SourceSpec,
+    AggregateFunction, AggregateSpec, ComputedSourceSpec, ROW_KIND_COLUMN, SourceSpec,
 };
 use weir_core::time::{WatermarkStrategy, WindowAssigner};
 use weir_core::{Result, WeirError};
@@ -538,9 +538,9 @@ impl<'a> Lowering<'a> {
                 .map(|(n, e)| Ok((physical(e, &physical_schema)?, n.clone())))
                 .collect::<Result<Vec<_>>>()?;
             // A changelog source's row kind stays last.
-            if weir_core::spec::is_changelog_schema(&spec.schema()) {
+            if spec.changelog_mode().is_updating() {
                 let at = entry.scan_schema.fields().len();
-                exprs.push((column(CHANGELOG_COLUMN, at), CHANGELOG_COLUMN.to_string()));
+                exprs.push((column(ROW_KIND_COLUMN, at), ROW_KIND_COLUMN.to_string()));
             }
             spec = SourceSpec::Computed(ComputedSourceSpec {
                 inner: Box::new(spec),
@@ -748,8 +748,8 @@ impl<'a> Lowering<'a> {
         }
         if changelog {
             post.push((
-                physical(&c(CHANGELOG_COLUMN), &out_df)?,
-                CHANGELOG_COLUMN.into(),
+                physical(&c(ROW_KIND_COLUMN), &out_df)?,
+                ROW_KIND_COLUMN.into(),
             ));
         }
         let names: Vec<&str> = post.iter().map(|(_, n)| n.as_str()).collect();
@@ -1045,13 +1045,10 @@ fn group_keys(a: &Aggregate, pre: &mut Vec<(Expr, String)>) -> Result<Vec<String
         .collect()
 }
 
-/// Whether a stream is a changelog (its last column is `_op`).
+/// Whether a stream carries updates, as the operator producing it
+/// declared (it then ends with the row kind).
 pub(crate) fn is_changelog(stream: &DataStream) -> bool {
-    stream
-        .schema()
-        .fields()
-        .last()
-        .is_some_and(|f| f.name() == CHANGELOG_COLUMN)
+    stream.changelog_mode().is_updating()
 }
 
 enum GroupOut {
@@ -1065,10 +1062,10 @@ fn column(name: &str, i: usize) -> Arc<dyn PhysicalExpr> {
     Arc::new(datafusion_physical_expr::expressions::Column::new(name, i))
 }
 
-/// The `_op` column of a changelog stream, passed on by a projection.
+/// The row-kind column of a changelog stream, passed on by a projection.
 fn changelog_column(stream: &DataStream) -> (Arc<dyn PhysicalExpr>, String) {
     let at = stream.schema().fields().len() - 1;
-    (column(CHANGELOG_COLUMN, at), CHANGELOG_COLUMN.to_string())
+    (column(ROW_KIND_COLUMN, at), ROW_KIND_COLUMN.to_string())
 }
 
 /// `stream` with the columns `extra` computes (planned against `schema`,

@@ -361,6 +361,11 @@ impl SqlSession {
             }
         }
         let full_schema = Arc::new(arrow::datatypes::Schema::new(fields));
+        weir_core::changelog::check_user_schema(
+            &full_schema,
+            &format!("table '{}'", definition.name),
+        )
+        .map_err(weir_err)?;
         let watermark = match &definition.watermark {
             None => None,
             Some((column, expr)) => Some(watermark_def(column, expr, &full_schema)?),
@@ -516,6 +521,10 @@ impl SqlSession {
             let sink = self.connectors.sink(table).map_err(weir_err)?;
             let stream = lowering.lower(&insert.plan).map_err(weir_err)?;
             check_changelog_sink(&self.connectors, table, &stream)?;
+            // An upsert sink by the query's group keys gets upserts.
+            if let Some(key) = self.connectors.sink_upsert_key(table).map_err(weir_err)? {
+                stream.upsert_by(&key);
+            }
             stream.sink_to(sink, &insert.table).map_err(weir_err)?;
         }
         for (i, q) in self.queries.iter().enumerate() {

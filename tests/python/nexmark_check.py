@@ -248,12 +248,13 @@ def weir_rows(folder, columns=None):
                 continue
             table = pq.read_table(os.path.join(dirpath, f))
             names = table.column_names
-            changelog = names and names[-1] == "_op"
+            # A changelog written to files has its row kind as text in "op".
+            changelog = names and names[-1] == "op"
             for row in table.to_pylist():
-                values = tuple(norm(row[n]) for n in names if n != "_op")
+                values = tuple(norm(row[n]) for n in (names[:-1] if changelog else names))
                 if columns:
                     values = tuple(values[i] for i in columns)
-                op = row["_op"] if changelog else "+I"
+                op = row["op"] if changelog else "+I"
                 counts[values] += 1 if op in ("+I", "+U") else -1
     bad = [r for r, n in counts.items() if n < 0]
     assert not bad, f"rows retracted more often than inserted: {bad[:3]}"

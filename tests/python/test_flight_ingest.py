@@ -122,7 +122,9 @@ class Totals:
         c = flight.FlightClient(f"grpc://{addr}")
         infos = {tuple(i.descriptor.path): i for i in c.list_flights(options=options())}
         info = infos[(b"totals",)]
-        assert info.schema.names == ["k", "n", "s", "_op"], info.schema
+        # A changelog ends with the row kind: Int8, Flink's RowKind byte values.
+        assert info.schema.names == ["k", "n", "s", "$row_kind"], info.schema
+        assert str(info.schema.field("$row_kind").type) == "int8", info.schema
         self.stream = c.do_get(info.endpoints[0].ticket, options=options())
         threading.Thread(target=self.follow, daemon=True).start()
 
@@ -135,7 +137,7 @@ class Totals:
             with self.lock:
                 for row in chunk.data.to_pylist():
                     self.rows += 1
-                    if row["_op"] in ("+I", "+U"):
+                    if row["$row_kind"] in (0, 2):  # +I, +U
                         self.state[row["k"]] = (row["n"], row["s"])
                     else:
                         self.state.pop(row["k"], None)

@@ -176,6 +176,11 @@ impl StreamExecutionEnvironment {
     ) -> usize {
         let mut state = self.lock();
         let id = state.transformations.len();
+        let modes: Vec<_> = inputs
+            .iter()
+            .map(|&i| state.transformations[i].changelog.clone())
+            .collect();
+        let changelog = kind.changelog_mode(&modes, &schema);
         state.transformations.push(Transformation {
             id,
             name,
@@ -186,6 +191,7 @@ impl StreamExecutionEnvironment {
             schema,
             chaining: ChainingStrategy::Always,
             side_outputs: vec![],
+            changelog,
         });
         id
     }

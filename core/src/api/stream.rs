@@ -26,6 +26,7 @@ mod lateral;
 mod match_recognize;
 pub use match_recognize::MatchRecognize;
 mod over;
+mod upsert;
 
 pub use joins::IntervalJoinBuilder;
 
@@ -94,6 +95,12 @@ impl DataStream {
         &self.schema
     }
 
+    /// What the stream carries (append-only, retracting, upserting), as
+    /// the operator producing it declared.
+    pub fn changelog_mode(&self) -> crate::spec::ChangelogMode {
+        self.env.transformation(self.id).changelog
+    }
+
     /// The event-time column, if any.
     pub fn rowtime(&self) -> Option<&str> {
         self.rowtime.as_deref()
@@ -132,7 +139,7 @@ impl DataStream {
     /// about updates in the wrong place names.
     pub fn updates_from(&self) -> Vec<String> {
         let all = self.env.transformations();
-        let changelog = |id: usize| crate::spec::is_changelog_schema(&all[id].schema);
+        let changelog = |id: usize| all[id].changelog.is_updating();
         let mut stack = vec![self.id];
         let mut seen = std::collections::HashSet::new();
         let mut found = Vec::new();
@@ -640,8 +647,8 @@ impl KeyedStream {
     /// Aggregate every row so far per key (SQL's unbounded `GROUP BY`).
     /// In streaming mode the output is a changelog: after each input batch
     /// the keys it changed, `+I` for a new key, `-U` (old row) then `+U`
-    /// (new row) for a changed one, in a final `_op` column
-    /// ([`crate::spec::CHANGELOG_COLUMN`]); unchanged results are not
+    /// (new row) for a changed one, in a final row-kind column
+    /// ([`crate::spec::ROW_KIND_COLUMN`]); unchanged results are not
     /// re-emitted. In batch mode each key's final row, once, at the end of
     /// the input. Output columns: the keys, then the aggregates. An input
     /// that is itself a changelog is aggregated with its retractions
@@ -662,11 +669,7 @@ impl KeyedStream {
         }
         let changelog = input.env.config().runtime_mode == crate::config::RuntimeMode::Streaming;
         if changelog {
-            fields.push(Field::new(
-                crate::spec::CHANGELOG_COLUMN,
-                arrow::datatypes::DataType::Utf8,
-                false,
-            ));
+            fields.push(crate::spec::row_kind_field());
         }
         let mut seen = std::collections::HashSet::new();
         for f in &fields {
@@ -677,11 +680,7 @@ impl KeyedStream {
                 )));
             }
         }
-        let retractions = input
-            .schema
-            .fields()
-            .last()
-            .is_some_and(|f| f.name() == crate::spec::CHANGELOG_COLUMN);
+        let retractions = input.changelog_mode().is_updating();
         if retractions
             && let Some(a) = aggregates.iter().find(|a| {
                 !matches!(
@@ -700,6 +699,7 @@ impl KeyedStream {
             input_schema: Arc::clone(&input.schema),
             changelog,
             retractions,
+            upsert: false,
         };
         let name = format!(
             "GroupAggregate(keys [{}], [{}])",
@@ -721,7 +721,7 @@ impl KeyedStream {
     /// Keep the first `limit` rows per key by `order` (column, descending,
     /// nulls first; ties keep arrival order): Flink's Top-N, and its
     /// deduplication with `limit` 1. With `row_number`, the output gets that
-    /// column (the row's 1-based position). Streaming: a changelog (`_op`)
+    /// column (the row's 1-based position). Streaming: a changelog (row kind)
     /// as the kept rows change; batch: the final rows at the end.
     pub fn top_n(
         &self,
@@ -832,11 +832,7 @@ impl KeyedStream {
         let changelog = final_rows.is_none()
             && input.env.config().runtime_mode == crate::config::RuntimeMode::Streaming;
         if changelog {
-            fields.push(Field::new(
-                crate::spec::CHANGELOG_COLUMN,
-                arrow::datatypes::DataType::Utf8,
-                false,
-            ));
+            fields.push(crate::spec::row_kind_field());
         }
         let spec = crate::spec::TopNSpec {
             keys: self.keys.clone(),

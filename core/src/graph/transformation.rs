@@ -1,8 +1,9 @@
 //! Transformations: what the DataStream API records, one per API call.
 
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
 
 use super::Partitioner;
+use crate::changelog::ChangelogMode;
 use crate::spec::{OperatorSpec, SinkSpec, SourceSpec};
 use crate::time::WatermarkStrategy;
 
@@ -61,6 +62,26 @@ pub struct Transformation {
     pub chaining: ChainingStrategy,
     /// Side outputs the operator declares: tag and schema.
     pub side_outputs: Vec<(String, SchemaRef)>,
+    /// What the output carries, as the transformation declares it
+    /// ([`TransformationKind::changelog_mode`]).
+    pub changelog: ChangelogMode,
+}
+
+impl TransformationKind {
+    /// The changelog mode of the output, given the inputs' modes and the
+    /// output schema: what each kind of transformation declares.
+    pub fn changelog_mode(&self, inputs: &[ChangelogMode], output: &Schema) -> ChangelogMode {
+        match self {
+            TransformationKind::Source { spec, .. } => spec.changelog_mode(),
+            TransformationKind::Operator(o) => o.changelog_mode(inputs, output),
+            TransformationKind::Partition(_) | TransformationKind::Union => {
+                ChangelogMode::merge(inputs)
+            }
+            TransformationKind::Sink(_) | TransformationKind::SideOutput(_) => {
+                ChangelogMode::Append
+            }
+        }
+    }
 }
 
 impl Transformation {

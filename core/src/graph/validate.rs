@@ -13,7 +13,9 @@ use super::job_graph::vertex_label;
 use super::{JobGraph, Partitioner, StreamNodeKind};
 use crate::error::{Result, WeirError};
 use crate::keys::is_hashable_key_type;
-use crate::spec::{AggregateSpec, CHANGELOG_COLUMN, OperatorSpec, SecondInput};
+use crate::spec::{
+    AggregateSpec, ChangelogMode, OperatorSpec, ROW_KIND_COLUMN, SecondInput, is_changelog_schema,
+};
 use crate::time::{Trigger, WindowAssigner, check_timestamp_column, column_list};
 
 /// Longest job name accepted, in bytes.
@@ -368,7 +370,6 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
             keys_in(input, &g.keys, "group").map_err(plan)?;
             keys_out(input, &g.keys, output).map_err(plan)?;
             aggregates_in(input, &g.aggregates, output)?;
-            changelog_column(g.changelog, output)?;
         }
         OperatorSpec::TopN(t) => {
             if t.limit == 0 {
@@ -387,7 +388,6 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
                 })?;
             }
             keys_out(input, &t.keys, output).map_err(plan)?;
-            changelog_column(t.changelog, output)?;
         }
         OperatorSpec::WindowAssign(w) => {
             w.assigner.validate()?;
@@ -482,13 +482,55 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
     Ok(())
 }
 
-fn changelog_column(changelog: bool, output: &Schema) -> Result<()> {
-    let last = output.fields().last();
-    let has =
-        last.is_some_and(|f| f.name() == CHANGELOG_COLUMN && *f.data_type() == DataType::Utf8);
-    if changelog && !has {
+/// A source's rows end with the row kind exactly when it declares a
+/// changelog.
+fn source_layout(spec: &crate::spec::SourceSpec) -> Result<()> {
+    let mode = spec.changelog_mode();
+    let schema = spec.schema();
+    let ends = is_changelog_schema(&schema);
+    let reserved = schema
+        .fields()
+        .iter()
+        .filter(|f| f.name() == ROW_KIND_COLUMN)
+        .count();
+    if mode.is_updating() != ends || reserved > usize::from(ends) {
         return Err(WeirError::plan(format!(
-            "a changelog operator's output must end with '{CHANGELOG_COLUMN}' Utf8; it has ({})",
+            "the {} source declares {mode} rows, so they must {}end with '{ROW_KIND_COLUMN}' \
+             Int8 (and have no other column of that name); they have ({})",
+            spec.connector().connector,
+            if mode.is_updating() { "" } else { "not " },
+            column_list(&schema)
+        )));
+    }
+    Ok(())
+}
+
+/// The output layout agrees with the mode the operator declares for its
+/// inputs: an updating output ends with the row kind, an append-only one
+/// has none, and no other column takes the reserved name.
+fn changelog_layout(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) -> Result<()> {
+    let modes: Vec<ChangelogMode> = inputs
+        .iter()
+        .map(|s| {
+            if is_changelog_schema(s) {
+                ChangelogMode::Retract
+            } else {
+                ChangelogMode::Append
+            }
+        })
+        .collect();
+    let mode = spec.changelog_mode(&modes, output);
+    let ends = is_changelog_schema(output);
+    let reserved = output
+        .fields()
+        .iter()
+        .filter(|f| f.name() == ROW_KIND_COLUMN)
+        .count();
+    if mode.is_updating() != ends || reserved > usize::from(ends) {
+        return Err(WeirError::plan(format!(
+            "the operator's output is {mode}, so it must {}end with '{ROW_KIND_COLUMN}' Int8 \
+             (and have no other column of that name); it has ({})",
+            if mode.is_updating() { "" } else { "not " },
             column_list(output)
         )));
     }
@@ -553,8 +595,10 @@ pub(crate) fn check_nodes(job: &JobGraph) -> Result<()> {
                             same_columns(&node.schema, &spec.schema(), "the source's output")
                                 .map_err(WeirError::plan)
                         })
+                        .and_then(|_| source_layout(spec))
                 }
-                StreamNodeKind::Operator(spec) => check_operator(spec, &inputs, &node.schema),
+                StreamNodeKind::Operator(spec) => check_operator(spec, &inputs, &node.schema)
+                    .and_then(|_| changelog_layout(spec, &inputs, &node.schema)),
                 StreamNodeKind::Sink(_) => match inputs.len() {
                     1 => Ok(()),
                     k => Err(WeirError::plan(format!(

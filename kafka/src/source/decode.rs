@@ -14,6 +14,7 @@ use arrow::datatypes::{DataType, Field, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use rdkafka::Timestamp;
 use rdkafka::message::{Headers, Message};
+use weir_core::changelog::RowKind;
 use weir_core::connector::MetadataColumn;
 use weir_core::connector::Options;
 use weir_core::{Result, WeirError};
@@ -26,7 +27,7 @@ impl KafkaSource {
     /// latest value of each key — a new key +I, a later value -U of the
     /// old and +U of the new, a tombstone -D of the old (of an unknown key:
     /// nothing) — as lines to decode, and their row kinds.
-    pub(super) fn normalize(&mut self, polled: &mut Polled) -> Vec<&'static str> {
+    pub(super) fn normalize(&mut self, polled: &mut Polled) -> Vec<RowKind> {
         let latest = self.latest.as_mut().expect("upsert");
         let mut kinds = vec![];
         let mut emit = |polled_values: &mut Records,
@@ -35,7 +36,7 @@ impl KafkaSource {
                         key: &[u8],
                         value: &[u8],
                         origin: &Origin,
-                        kind: &'static str| {
+                        kind: RowKind| {
             polled_values.push(value);
             polled_keys.push(key);
             origins.push(origin.clone());
@@ -49,12 +50,30 @@ impl KafkaSource {
             let (values, keys, origins) =
                 (&mut polled.values, &mut polled.keys, &mut polled.origins);
             match (old, value) {
-                (None, Some(v)) => emit(values, keys, origins, &key, &v, &origin, "+I"),
+                (None, Some(v)) => emit(values, keys, origins, &key, &v, &origin, RowKind::Insert),
                 (Some((_, _, o)), Some(v)) => {
-                    emit(values, keys, origins, &key, &o, &origin, "-U");
-                    emit(values, keys, origins, &key, &v, &origin, "+U");
+                    emit(
+                        values,
+                        keys,
+                        origins,
+                        &key,
+                        &o,
+                        &origin,
+                        RowKind::UpdateBefore,
+                    );
+                    emit(
+                        values,
+                        keys,
+                        origins,
+                        &key,
+                        &v,
+                        &origin,
+                        RowKind::UpdateAfter,
+                    );
                 }
-                (Some((_, _, o)), None) => emit(values, keys, origins, &key, &o, &origin, "-D"),
+                (Some((_, _, o)), None) => {
+                    emit(values, keys, origins, &key, &o, &origin, RowKind::Delete)
+                }
                 (None, None) => {}
             }
         }
@@ -69,7 +88,7 @@ impl KafkaSource {
     pub(super) fn decode(
         &mut self,
         polled: &Polled,
-        kinds: Option<Vec<&'static str>>,
+        kinds: Option<Vec<RowKind>>,
     ) -> Result<(RecordBatch, Option<Vec<usize>>)> {
         let parts = self.parts()?;
         let value = self.decode_part(&parts.value, &polled.values, &polled.origins, "value")?;
@@ -136,7 +155,7 @@ impl KafkaSource {
                     value.num_rows()
                 )));
             }
-            columns.push(Arc::new(StringArray::from(kinds)));
+            columns.push(weir_core::changelog::row_kind_array(kinds));
         }
         Ok((
             RecordBatch::try_new(Arc::clone(&self.rows_schema), columns)?,

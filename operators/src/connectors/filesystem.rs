@@ -65,7 +65,7 @@ impl ConnectorFactory for Filesystem {
                 "sink.changelog-mode",
                 OneOf(&["append", "retract"]),
                 Some("append"),
-                "'retract' writes updates with their _op column",
+                "'retract' writes updates with their row kind (+I, -U, +U, -D) in a final column 'op'",
             ),
         ];
         options.extend([
@@ -657,7 +657,8 @@ fn monitored_source(t: &TableDescriptor, interval_ms: i64) -> Result<SourceSpec>
             false,
             serde_json::to_value(FilePlan::Monitored(plan)).unwrap_or_default(),
         )
-        .with_display(format!("{f}({path}) [watched every {interval_ms} ms]")),
+        .with_display(format!("{f}({path}) [watched every {interval_ms} ms]"))
+        .with_changelog(crate::formats::produced_changelog(&f)),
     ))
 }
 

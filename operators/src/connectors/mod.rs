@@ -101,6 +101,12 @@ pub trait ConnectorFactory: Send + Sync {
     fn accepts_changelog(&self, _table: &TableDescriptor) -> Result<bool> {
         Ok(false)
     }
+    /// The key its sink writes updates by, when it is an upsert sink (an
+    /// upsert table's PRIMARY KEY): the planner then asks the query for an
+    /// upserting stream by that key (no `-U` rows) where it can produce one.
+    fn sink_upsert_key(&self, _table: &TableDescriptor) -> Result<Option<Vec<String>>> {
+        Ok(None)
+    }
     /// All rows of a bounded table, read now (a lookup join's side table).
     fn read_bounded(&self, _table: &TableDescriptor) -> Option<Result<MemorySourceSpec>> {
         None
@@ -289,6 +295,11 @@ impl Connectors {
     /// Whether a sink table takes a changelog.
     pub fn accepts_changelog(&self, t: &TableDescriptor) -> Result<bool> {
         self.factory(t)?.accepts_changelog(t)
+    }
+
+    /// The key a sink table upserts by, if it is an upsert sink.
+    pub fn sink_upsert_key(&self, t: &TableDescriptor) -> Result<Option<Vec<String>>> {
+        self.factory(t)?.sink_upsert_key(t)
     }
 
     /// All rows of a bounded table (a lookup join's side table).

@@ -344,9 +344,12 @@ impl TextSourceSpec {
     pub fn into_source(self) -> SourceSpec {
         let display = format!("{}({})", self.format, describe_files(&self.files));
         let schema = crate::formats::produced_schema(&self.format, &self.schema);
+        let changelog = crate::formats::produced_changelog(&self.format);
         let planned = serde_json::to_value(FilePlan::Text(self)).unwrap_or_default();
         SourceSpec::Connector(
-            ConnectorSource::new("filesystem", schema, true, planned).with_display(display),
+            ConnectorSource::new("filesystem", schema, true, planned)
+                .with_display(display)
+                .with_changelog(changelog),
         )
     }
 }

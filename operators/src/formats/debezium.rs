@@ -18,7 +18,7 @@ use arrow::buffer::NullBuffer;
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use weir_core::connector::{ConnectorOption, OptionKind, Options};
-use weir_core::spec::{changelog_field, is_changelog_schema};
+use weir_core::spec::{RowKind, is_changelog_schema, row_kind_field};
 use weir_core::{Result, WeirError};
 
 use super::{FormatFactory, RowDecoder, RowEncoder, flag};
@@ -122,7 +122,7 @@ impl FormatFactory for DebeziumJson {
         let inner =
             super::json::Json.decoder(&Arc::new(outer), &json_options(options), batch_size)?;
         let mut out: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-        out.push(changelog_field());
+        out.push(row_kind_field());
         Ok(Box::new(DebeziumDecoder {
             inner,
             include,
@@ -198,7 +198,7 @@ impl DebeziumDecoder {
         let after = envelope.column(1).as_struct();
         let op = envelope.column(2).as_string::<i32>();
         let mut picks: Vec<(usize, usize)> = Vec::with_capacity(envelope.len());
-        let mut kinds: Vec<&'static str> = Vec::with_capacity(envelope.len());
+        let mut kinds: Vec<RowKind> = Vec::with_capacity(envelope.len());
         for r in 0..envelope.len() {
             let event = self.events + r as u64 + 1;
             let bad = |m: String| WeirError::Execution(format!("change event {event}: {m}"));
@@ -209,16 +209,17 @@ impl DebeziumDecoder {
                 ""
             };
             let outcome = match code {
-                "c" | "r" if present(after) => Ok(vec![((1, r), "+I")]),
-                "u" if present(before) && present(after) => {
-                    Ok(vec![((0, r), "-U"), ((1, r), "+U")])
-                }
+                "c" | "r" if present(after) => Ok(vec![((1, r), RowKind::Insert)]),
+                "u" if present(before) && present(after) => Ok(vec![
+                    ((0, r), RowKind::UpdateBefore),
+                    ((1, r), RowKind::UpdateAfter),
+                ]),
                 "u" if !present(before) => Err(bad(
                     "the \"before\" field of an update is null; a Postgres source table needs \
                      REPLICA IDENTITY FULL"
                         .into(),
                 )),
-                "d" if present(before) => Ok(vec![((0, r), "-D")]),
+                "d" if present(before) => Ok(vec![((0, r), RowKind::Delete)]),
                 "d" => Err(bad(
                     "the \"before\" field of a delete is null; a Postgres source table needs \
                      REPLICA IDENTITY FULL"
@@ -249,7 +250,7 @@ impl DebeziumDecoder {
             let sides: [&dyn Array; 2] = [before.column(i).as_ref(), after.column(i).as_ref()];
             columns.push(arrow::compute::interleave(&sides, &picks)?);
         }
-        columns.push(Arc::new(StringArray::from(kinds)));
+        columns.push(weir_core::changelog::row_kind_array(kinds));
         RecordBatch::try_new(Arc::clone(&self.schema), columns).map_err(|e| {
             // A NOT NULL column given null in an event.
             WeirError::Execution(format!(
@@ -292,10 +293,8 @@ impl DebeziumEncoder {
         let n = batch.num_rows();
         // Insert-like rows (+I, +U) are "c" events, retractions "d".
         let inserts: Vec<bool> = if self.changelog {
-            let kinds = batch.column(self.width).as_string::<i32>();
-            (0..n)
-                .map(|r| kinds.is_null(r) || kinds.value(r).starts_with('+'))
-                .collect()
+            let kinds = weir_core::changelog::row_kinds(batch)?;
+            kinds.values().iter().map(|&k| k & 1 == 0).collect()
         } else {
             vec![true; n]
         };
@@ -359,14 +358,15 @@ mod tests {
         for b in batches {
             let ids = b.column(0).as_primitive::<arrow::datatypes::Int64Type>();
             let names = b.column(1).as_string::<i32>();
-            let kinds = b.column(2).as_string::<i32>();
+            let kinds = b.column(2).as_primitive::<arrow::datatypes::Int8Type>();
             for r in 0..b.num_rows() {
                 let name = if names.is_null(r) {
                     "null"
                 } else {
                     names.value(r)
                 };
-                out.push(format!("{}[{}, {name}]", kinds.value(r), ids.value(r)));
+                let kind = RowKind::from_i8(kinds.value(r)).unwrap();
+                out.push(format!("{kind}[{}, {name}]", ids.value(r)));
             }
         }
         out
@@ -417,14 +417,19 @@ mod tests {
             .iter()
             .map(|f| f.as_ref().clone())
             .collect();
-        fields.push(changelog_field());
+        fields.push(row_kind_field());
         let with_kind = Arc::new(Schema::new(fields));
         let batch = RecordBatch::try_new(
             Arc::clone(&with_kind),
             vec![
                 Arc::new(Int64Array::from(vec![1, 1, 1, 1])),
                 Arc::new(StringArray::from(vec![Some("a"), Some("a"), None, None])),
-                Arc::new(StringArray::from(vec!["+I", "-U", "+U", "-D"])),
+                weir_core::changelog::row_kind_array([
+                    RowKind::Insert,
+                    RowKind::UpdateBefore,
+                    RowKind::UpdateAfter,
+                    RowKind::Delete,
+                ]),
             ],
         )
         .unwrap();

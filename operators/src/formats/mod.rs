@@ -93,7 +93,7 @@ pub trait FormatFactory: Send + Sync {
     /// The usual file extension (`csv`).
     fn extension(&self) -> &str;
     /// Whether it carries a changelog: its decoder's rows end with the row
-    /// kind (`_op`) and its encoder takes one (`debezium-json`).
+    /// kind and its encoder takes one (`debezium-json`).
     fn changelog(&self) -> bool {
         false
     }
@@ -231,10 +231,20 @@ pub fn formats() -> Formats {
 pub fn produced_schema(format: &str, schema: &SchemaRef) -> SchemaRef {
     if formats().get(format).is_ok_and(|f| f.changelog()) {
         let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
-        fields.push(Arc::new(weir_core::spec::changelog_field()));
+        fields.push(Arc::new(weir_core::spec::row_kind_field()));
         Arc::new(arrow::datatypes::Schema::new(fields))
     } else {
         Arc::clone(schema)
+    }
+}
+
+/// What a source of `format` yields: a changelog for a changelog format
+/// (`debezium-json`), else rows to append.
+pub fn produced_changelog(format: &str) -> weir_core::spec::ChangelogMode {
+    if formats().get(format).is_ok_and(|f| f.changelog()) {
+        weir_core::spec::ChangelogMode::Retract
+    } else {
+        weir_core::spec::ChangelogMode::Append
     }
 }
 

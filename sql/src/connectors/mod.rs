@@ -74,6 +74,10 @@ impl ConnectorRegistry {
         self.connectors().accepts_changelog(&descriptor(t))
     }
 
+    pub(crate) fn sink_upsert_key(&self, t: &TableEntry) -> Result<Option<Vec<String>>> {
+        self.connectors().sink_upsert_key(&descriptor(t))
+    }
+
     /// All rows of a bounded table (a lookup join's side table).
     pub(crate) fn read_all(&self, t: &TableEntry) -> Result<MemorySourceSpec> {
         self.connectors().read_all(&descriptor(t))
@@ -112,8 +116,7 @@ fn table_err(t: &TableEntry, msg: impl std::fmt::Display) -> WeirError {
 fn conform_source(t: &TableEntry, inner: SourceSpec) -> Result<SourceSpec> {
     let have = inner.schema();
     // A changelog format's sources end with the row kind, kept last.
-    let changelog = weir_core::spec::is_changelog_schema(&have)
-        && !weir_core::spec::is_changelog_schema(&t.schema);
+    let changelog = inner.changelog_mode().is_updating();
     let width = have.fields().len() - usize::from(changelog);
     if have.fields()[..width] == t.scan_schema.fields()[..] {
         return Ok(inner);
@@ -151,10 +154,10 @@ fn conform_source(t: &TableEntry, inner: SourceSpec) -> Result<SourceSpec> {
         })
         .collect::<Result<Vec<_>>>()?;
     if changelog {
-        let op = Expr::Column(Column::new_unqualified(weir_core::spec::CHANGELOG_COLUMN));
+        let op = Expr::Column(Column::new_unqualified(weir_core::spec::ROW_KIND_COLUMN));
         exprs.push((
             physical(&op, &df)?,
-            weir_core::spec::CHANGELOG_COLUMN.to_string(),
+            weir_core::spec::ROW_KIND_COLUMN.to_string(),
         ));
     }
     Ok(SourceSpec::Computed(ComputedSourceSpec {
