@@ -34,6 +34,12 @@ if [ ! -x "$azurite/node_modules/.bin/azurite-blob" ]; then
 fi
 export WEIR_TEST_AZURITE="$(cd "$azurite/node_modules/.bin" && pwd)/azurite-blob"
 
+# A real Prometheus server (Debian's package) for the scrape test.
+if ! command -v prometheus >/dev/null 2>&1; then
+  apt-get install -y -qq prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq prometheus >/dev/null; }
+fi
+export WEIR_TEST_PROMETHEUS="$(command -v prometheus)"
+
 cargo test --workspace "$@"
 
 cargo build -p flight_sink_demo "$@"

@@ -174,6 +174,11 @@ enum Cmd {
         token: Option<String>,
         #[command(flatten)]
         tls: Tls,
+        /// Serve Prometheus' `/metrics` (every subtask on this worker) on
+        /// this address (Flink's per-TaskManager Prometheus reporter);
+        /// beyond loopback it needs the token.
+        #[arg(long)]
+        metrics: Option<SocketAddr>,
     },
     /// Submit a job graph (JSON) to a running coordinator; prints the job id.
     Submit {
@@ -291,7 +296,8 @@ fn main() -> ExitCode {
             bind,
             token,
             tls,
-        } => worker(coordinator, slots, bind, token, &tls),
+            metrics,
+        } => worker(coordinator, slots, (bind, metrics), token, &tls),
         Cmd::Submit {
             job,
             remote,
@@ -414,12 +420,13 @@ fn coordinator(args: CoordinatorArgs) -> Outcome {
 fn worker(
     coordinator: String,
     slots: usize,
-    bind: SocketAddr,
+    (bind, metrics): (SocketAddr, Option<SocketAddr>),
     token: Option<String>,
     tls: &Tls,
 ) -> Outcome {
     let mut options = WorkerOptions::new(coordinator.clone(), slots);
     options.bind = bind;
+    options.metrics = metrics;
     options.token = match secret(token)? {
         Some(t) => Some(t),
         // A coordinator this user started on this machine left its token.
@@ -432,6 +439,9 @@ fn worker(
         w.worker_id(),
         w.address()
     );
+    if let Some(m) = w.metrics_address() {
+        println!("worker metrics on http://{m}/metrics");
+    }
     // Runs until killed.
     loop {
         std::thread::park();

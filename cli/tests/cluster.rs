@@ -631,6 +631,26 @@ fn kill_a_worker_and_recover(
         history.contains("was lost") && history.contains("from checkpoint"),
         "{history}"
     );
+    // The failure is in the exception history, the restore in the job's
+    // metrics (Flink's `lastCheckpointRestoreTimestamp`).
+    let (_, exceptions) = cluster.rest("GET", &format!("/v1/jobs/{id}/exceptions"), "");
+    let entries = exceptions["exceptionHistory"]["entries"]
+        .as_array()
+        .unwrap();
+    assert!(
+        entries.iter().any(|e| e["exception"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("was lost")),
+        "{exceptions:#}"
+    );
+    let (_, restored) = cluster.rest(
+        "GET",
+        &format!("/v1/jobs/{id}/metrics?get=lastCheckpointRestoreTimestamp,numRestarts"),
+        "",
+    );
+    let restore_ms: i64 = restored[0]["value"].as_str().unwrap().parse().unwrap();
+    assert!(restore_ms > 1_700_000_000_000, "{restored}");
     if let Some(cut) = at_kill["checkpoint_in_progress"]["id"].as_u64() {
         // The checkpoint the kill cut short never completed; the restart
         // used the one before.

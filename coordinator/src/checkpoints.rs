@@ -24,6 +24,7 @@ use weir_core::cluster::{self, CheckpointAckMessage, CheckpointComplete, Trigger
 use weir_flight::call_action;
 
 use crate::jobs::{ClusterState, JobStatus, lock};
+use crate::metrics::{CheckpointRecord, SubtaskCheckpoint};
 
 /// A savepoint asked for and not yet taken.
 #[derive(Debug, Clone)]
@@ -53,6 +54,63 @@ pub struct PendingCheckpoint {
     pub timestamp: i64,
     /// Acknowledged subtasks.
     pub acks: BTreeMap<(usize, usize), SubtaskHandle>,
+    /// Ms from the trigger to each acknowledgement.
+    pub ack_ms: BTreeMap<(usize, usize), u64>,
+}
+
+impl PendingCheckpoint {
+    /// Its history record as it stands: `status`, sizes and per-subtask
+    /// figures of the acknowledgements so far.
+    pub(crate) fn record(&self, status: &'static str, failure: Option<String>) -> CheckpointRecord {
+        let mut operators = BTreeMap::new();
+        let subtasks: Vec<SubtaskCheckpoint> = self
+            .acks
+            .iter()
+            .map(|(&(vertex, subtask), h)| {
+                let tables = h.operators.iter().flat_map(|o| &o.tables);
+                for o in &h.operators {
+                    *operators.entry(o.uid.clone()).or_insert(0) +=
+                        o.tables.iter().map(|t| t.bytes).sum::<u64>();
+                }
+                SubtaskCheckpoint {
+                    vertex,
+                    subtask,
+                    end_to_end_duration_ms: self
+                        .ack_ms
+                        .get(&(vertex, subtask))
+                        .copied()
+                        .unwrap_or(0),
+                    state_size: tables.clone().map(|t| t.bytes).sum(),
+                    state_rows: tables.map(|t| t.rows).sum(),
+                    alignment_duration_ms: None,
+                }
+            })
+            .collect();
+        let own = format!("chk-{}/", self.id);
+        let shared = format!("-c{}.parquet", self.id);
+        let all = || {
+            self.acks
+                .values()
+                .flat_map(|h| &h.operators)
+                .flat_map(|o| &o.tables)
+        };
+        CheckpointRecord {
+            id: self.id,
+            status,
+            is_savepoint: self.savepoint.is_some(),
+            trigger_timestamp: self.timestamp,
+            end_to_end_duration: self.started.elapsed().as_millis() as u64,
+            state_size: all().map(|t| t.bytes).sum(),
+            checkpointed_size: all()
+                .filter(|t| t.path.starts_with(&own) || t.path.ends_with(&shared))
+                .map(|t| t.bytes)
+                .sum(),
+            num_acknowledged_subtasks: self.acks.len(),
+            failure_message: failure,
+            subtasks,
+            operators,
+        }
+    }
 }
 
 /// Record an abandoned checkpoint; past the tolerable count the job fails
@@ -62,8 +120,12 @@ fn declined(job: &mut crate::jobs::JobInfo, reason: String) -> Vec<String> {
     job.checkpoints_declined += 1;
     job.declined_in_a_row += 1;
     job.last_checkpoint_end = Some(Instant::now());
-    if job.pending.take().and_then(|p| p.savepoint).is_some() {
-        job.savepoint_request = None;
+    if let Some(p) = job.pending.take() {
+        job.observed
+            .checkpoint(p.record("FAILED", Some(reason.clone())));
+        if p.savepoint.is_some() {
+            job.savepoint_request = None;
+        }
     }
     let tolerable = job
         .graph
@@ -255,6 +317,7 @@ fn start(
         started: Instant::now(),
         timestamp,
         acks: BTreeMap::new(),
+        ack_ms: BTreeMap::new(),
     });
     TriggerCheckpoint {
         job_id: id.to_string(),
@@ -318,7 +381,11 @@ pub async fn acknowledge(state: &Arc<Mutex<ClusterState>>, ack: CheckpointAckMes
                 Err((cancel, s.credentials()))
             }
             Ok(handle) => {
-                pending.acks.insert((handle.vertex, handle.subtask), handle);
+                let at = (handle.vertex, handle.subtask);
+                pending
+                    .ack_ms
+                    .insert(at, pending.started.elapsed().as_millis() as u64);
+                pending.acks.insert(at, handle);
                 Ok(take_if_complete(job))
             }
         }
@@ -344,6 +411,7 @@ pub(crate) type Commit = (
     Manifest,
     Option<usize>,
     Option<SavepointRequest>,
+    CheckpointRecord,
 );
 
 /// The pending checkpoint, taken out when every subtask still running has
@@ -365,6 +433,7 @@ pub(crate) fn take_if_complete(job: &mut crate::jobs::JobInfo) -> Option<Commit>
         return None;
     }
     let pending = job.pending.take()?;
+    let record = pending.record("COMPLETED", None);
     let graph = job.graph.as_ref();
     let manifest = Manifest {
         job_name: job.name.clone(),
@@ -376,24 +445,30 @@ pub(crate) fn take_if_complete(job: &mut crate::jobs::JobInfo) -> Option<Commit>
     let retained = graph.map_or(3, |g| g.config.checkpoint_retained);
     match pending.savepoint {
         // Savepoints are never deleted by retention.
-        Some(r) => Some((r.storage.clone(), manifest, None, Some(r))),
+        Some(r) => Some((r.storage.clone(), manifest, None, Some(r), record)),
         None => job
             .storage
             .clone()
-            .map(|st| (st, manifest, Some(retained), None)),
+            .map(|st| (st, manifest, Some(retained), None, record)),
     }
 }
 
 /// Commit a complete checkpoint: `_metadata`, then the job's record, the
 /// workers' notification, retention, and a requested stop.
 pub(crate) async fn complete(state: &Arc<Mutex<ClusterState>>, job_id: &str, commit: Commit) {
-    let (storage, manifest, retained, savepoint) = commit;
+    let (storage, manifest, retained, savepoint, mut record) = commit;
     let id = manifest.checkpoint_id;
-    if let Err(e) = storage.commit(&manifest).await {
+    let started = Instant::now();
+    let commit = storage.commit(&manifest).await;
+    record.end_to_end_duration += started.elapsed().as_millis() as u64;
+    if let Err(e) = commit {
         let mut s = lock(state);
         if let Some(job) = s.job_mut(job_id) {
             job.history
                 .push(format!("checkpoint {id} not committed: {e}"));
+            record.status = "FAILED";
+            record.failure_message = Some(format!("not committed: {e}"));
+            job.observed.checkpoint(record);
             job.checkpoints_declined += 1;
             if savepoint.is_some() {
                 job.savepoint_request = None;
@@ -424,6 +499,7 @@ pub(crate) async fn complete(state: &Arc<Mutex<ClusterState>>, job_id: &str, com
         }
         job.declined_in_a_row = 0;
         job.last_checkpoint_end = Some(Instant::now());
+        job.observed.checkpoint(record);
         (job.worker_addresses(), job.attempt, credentials)
     };
     let body = serde_json::to_vec(&CheckpointComplete {

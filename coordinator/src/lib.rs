@@ -26,8 +26,11 @@
 #![warn(missing_docs)]
 
 pub mod checkpoints;
+mod job_info;
 pub mod jobs;
+pub mod metrics;
 pub mod rest;
+pub mod rest_metrics;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

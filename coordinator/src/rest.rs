@@ -10,6 +10,9 @@
 //! | POST | `/v1/jobs/{id}/cancel` | cancel → `202 {"status"}` |
 //! | POST | `/v1/jobs/{id}/savepoints` | `{"dir"?, "stop"?, "drain"?}` → `202 {"path"}`; the job's `savepoints` list it when taken |
 //!
+//! Metrics, checkpoints, exceptions, the plan and Prometheus' `/metrics`:
+//! see [`crate::rest_metrics`].
+//!
 //! `POST /v1/jobs?from_savepoint=PATH[&allow_non_restored_state=true]`
 //! resumes a job from a savepoint (or a checkpoint folder).
 //!
@@ -31,9 +34,9 @@ use weir_core::{Result, Secret};
 
 use crate::jobs::{self, ClusterState, SubmitError, lock};
 
-type Shared = Arc<Mutex<ClusterState>>;
+pub(crate) type Shared = Arc<Mutex<ClusterState>>;
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
+pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, axum::Json(json!({ "error": message.into() }))).into_response()
 }
 
@@ -47,6 +50,7 @@ pub async fn serve(addr: SocketAddr, state: Shared, token: Option<Secret>) -> Re
         .route("/v1/jobs/{id}", get(job_details))
         .route("/v1/jobs/{id}/cancel", post(cancel))
         .route("/v1/jobs/{id}/savepoints", post(savepoint))
+        .merge(crate::rest_metrics::routes())
         .fallback(|| async {
             error(
                 StatusCode::NOT_FOUND,
@@ -76,24 +80,11 @@ pub const MAX_BODY: usize = 16 << 20;
 
 async fn authorize(req: Request, next: Next, token: Option<&Secret>) -> Response {
     if let Some(token) = token {
-        let presented = req
+        let header = req
             .headers()
             .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                // The scheme is case-insensitive (RFC 9110 §11.1).
-                let (scheme, credentials) = v.trim().split_once(' ')?;
-                scheme
-                    .eq_ignore_ascii_case("bearer")
-                    .then(|| credentials.trim_start())
-            });
-        let ok = presented.is_some_and(|p| {
-            p.len() == token.expose().len()
-                && p.bytes()
-                    .zip(token.expose().bytes())
-                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                    == 0
-        });
+            .and_then(|v| v.to_str().ok());
+        let ok = weir_flight::node::bearer_matches(header, token);
         if !ok {
             return error(
                 StatusCode::UNAUTHORIZED,
@@ -174,7 +165,7 @@ async fn list_jobs(
 
 /// Query-string parameters; a malformed query string gets the API's JSON
 /// error, not axum's text.
-fn query<T>(
+pub(crate) fn query<T>(
     params: std::result::Result<Query<T>, axum::extract::rejection::QueryRejection>,
 ) -> std::result::Result<T, (StatusCode, String)> {
     params.map(|Query(p)| p).map_err(|e| {

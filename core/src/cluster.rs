@@ -96,6 +96,10 @@ pub struct TaskReport {
     /// Rows its source has read so far (source tasks).
     #[serde(default)]
     pub source_rows: u64,
+    /// Live metrics (heartbeats of a running task; state-change pushes
+    /// carry none).
+    #[serde(default)]
+    pub live: Option<crate::metrics::TaskSample>,
     /// The deployment attempt the task belongs to (0, then one per restart).
     #[serde(default)]
     pub attempt: u32,

@@ -101,6 +101,25 @@ impl FlightNode {
     }
 }
 
+/// Whether an HTTP `Authorization` header value presents `token` as a
+/// bearer token (the scheme case-insensitive, RFC 9110 §11.1; compared in
+/// constant time).
+pub fn bearer_matches(authorization: Option<&str>, token: &weir_core::Secret) -> bool {
+    let presented = authorization.and_then(|v| {
+        let (scheme, credentials) = v.trim().split_once(' ')?;
+        scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| credentials.trim_start())
+    });
+    presented.is_some_and(|p| {
+        p.len() == token.expose().len()
+            && p.bytes()
+                .zip(token.expose().bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    })
+}
+
 /// Listen on `addr` (port 0 picks one); errors name the address.
 pub async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr)> {
     let listener = tokio::net::TcpListener::bind(addr)

@@ -225,6 +225,34 @@ impl OperatorChain {
         Ok(())
     }
 
+    /// Publish the chain's counters into `live`: rows in and out per
+    /// operator (one relaxed store each), and at most once a second the
+    /// operators' own counters.
+    pub fn publish(&self, live: &weir_core::metrics::LiveTask) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for (k, (op, l)) in self.operators.iter().zip(&live.operators).enumerate() {
+            let out = match self.operators.get(k + 1) {
+                Some(next) => next.records_in,
+                None => self.records_out,
+            };
+            l.records_in.store(op.records_in, Relaxed);
+            l.records_out.store(out, Relaxed);
+        }
+        if live.publish_due() {
+            for (op, l) in self.operators.iter().zip(&live.operators) {
+                *l.counters.lock().unwrap_or_else(|e| e.into_inner()) = op.operator.metrics();
+            }
+        }
+    }
+
+    /// The operators' names, head first.
+    pub fn names(&self) -> Vec<String> {
+        self.operators
+            .iter()
+            .map(|o| o.operator.name().to_string())
+            .collect()
+    }
+
     /// Rows entering the chain's head.
     pub fn records_in(&self) -> u64 {
         self.operators.first().map(|o| o.records_in).unwrap_or(0)

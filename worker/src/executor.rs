@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Instant;
 
 use tokio::sync::watch;
@@ -11,6 +11,7 @@ use weir_core::config::{ExchangeMode, WeirConfig};
 use weir_core::graph::{JobClient, JobExecutor, JobGraph, JobResult, StreamNodeKind, TaskMetrics};
 use weir_core::keys::KeyGroupRange;
 use weir_core::message::Watermark;
+use weir_core::metrics::LiveTask;
 use weir_core::{Result, WeirError};
 use weir_flight::{ExchangeServer, LazyFlightSender, SinkServer, TlsPem};
 use weir_operators::partition::BatchPartitioner;
@@ -54,7 +55,7 @@ impl JobExecutor for LocalExecutor {
                 let (tasks, host) = build_tasks(&job)?;
                 let watermarks = tasks
                     .iter()
-                    .map(|(t, _)| (t.name.clone(), Arc::clone(&t.watermark)))
+                    .map(|(t, _)| (t.name.clone(), Arc::clone(&t.live.watermark_in)))
                     .collect();
                 (
                     watermarks,
@@ -519,7 +520,17 @@ pub fn build_placed_tasks(
             .map(|&n| create_operator(&job.nodes[n], &ctx))
             .collect::<Result<Vec<_>>>()
             .map_err(|e| task_error(&st.name, e))?;
-        let back_pressured = Arc::new(AtomicU64::new(0));
+        let chain = OperatorChain::new(operators);
+        let source_name = match &input {
+            TaskInput::Source { name, .. } => Some(name.clone()),
+            TaskInput::Gate(_) => None,
+        };
+        let live = Arc::new(LiveTask::new(
+            st.name.clone(),
+            (st.vertex, st.subtask),
+            source_name,
+            chain.names(),
+        ));
         let mut outputs = Vec::new();
         let mut side_outputs = Vec::new();
         for (idx, e) in job.out_edges(st.vertex) {
@@ -530,8 +541,7 @@ pub fn build_placed_tasks(
                 job.config.max_parallelism,
                 st.subtask,
             );
-            let writer = RecordWriter::new(partitioner, senders)
-                .with_back_pressure_counter(Arc::clone(&back_pressured));
+            let writer = RecordWriter::new(partitioner, senders).with_live_metrics(&live);
             match &e.tag {
                 None => outputs.push(writer),
                 Some(tag) => {
@@ -552,14 +562,12 @@ pub fn build_placed_tasks(
                 name: st.name.clone(),
                 vertex: st.vertex,
                 subtask: st.subtask,
-                chain: OperatorChain::new(operators),
+                chain,
                 outputs,
                 side_outputs,
                 mode: job.config.runtime_mode,
                 watermark_interval: job.config.watermark_interval,
-                watermark: Arc::new(AtomicI64::new(i64::MIN)),
-                back_pressured,
-                source_rows: Arc::default(),
+                live,
                 key_groups: ctx.key_groups,
                 checkpoints: None,
                 unaligned_snapshot: None,

@@ -16,6 +16,7 @@ pub mod connectors;
 pub mod executor;
 pub mod gate;
 pub mod node;
+mod node_metrics;
 pub mod recovery;
 mod split_watermarks;
 pub mod task;

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,6 +52,8 @@ pub struct WorkerOptions {
     /// The CA (PEM) that signed the cluster's certificates; default: the
     /// worker's own certificate (one self-signed certificate for the cluster).
     pub tls_ca: Option<Vec<u8>>,
+    /// Serve Prometheus' `/metrics` (every subtask here) on this address.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl WorkerOptions {
@@ -64,6 +66,7 @@ impl WorkerOptions {
             token: None,
             tls: None,
             tls_ca: None,
+            metrics: None,
         }
     }
 
@@ -81,12 +84,12 @@ impl WorkerOptions {
 
 type TaskKey = (String, usize, usize);
 
-/// A task's (vertex, subtask), back-pressure (ns) and source-row counters.
-type TaskCounters = ((usize, usize), Arc<AtomicU64>, Arc<AtomicU64>);
-
 struct JobOnWorker {
     cancel: Arc<watch::Sender<bool>>,
-    counters: Vec<TaskCounters>,
+    /// The job's id and name.
+    job: (String, String),
+    /// Live metrics of its tasks here.
+    counters: Vec<Arc<weir_core::metrics::LiveTask>>,
     /// Barrier triggers of the local source tasks.
     triggers: Vec<tokio::sync::mpsc::UnboundedSender<weir_core::message::CheckpointBarrier>>,
     /// The newest completed checkpoint, watched by the tasks.
@@ -120,6 +123,7 @@ pub struct WorkerNode {
     address: SocketAddr,
     _serving: tokio::task::JoinHandle<()>,
     runtime: Option<tokio::runtime::Runtime>,
+    metrics: Option<SocketAddr>,
 }
 
 impl WorkerNode {
@@ -169,6 +173,28 @@ impl WorkerNode {
             *state_cell.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&state));
             Ok::<_, WeirError>((state, address, serving))
         })?;
+        if options.metrics.is_some_and(|a| !a.ip().is_loopback()) && options.token.is_none() {
+            return Err(WeirError::Config(
+                "serving metrics beyond loopback requires a token".into(),
+            ));
+        }
+        let metrics = match options.metrics {
+            Some(addr) => {
+                let reader = Arc::clone(&state);
+                let source: crate::node_metrics::Source = Arc::new(move || {
+                    lock(&reader.jobs)
+                        .values()
+                        .map(|j| (j.job.0.clone(), j.job.1.clone(), j.counters.clone()))
+                        .collect()
+                });
+                Some(runtime.block_on(crate::node_metrics::serve(
+                    addr,
+                    options.token.clone(),
+                    source,
+                ))?)
+            }
+            None => None,
+        };
         let interval = runtime.block_on(register(&state, register_timeout))?;
         runtime.spawn(heartbeats(Arc::clone(&state), interval));
         Ok(Self {
@@ -176,7 +202,13 @@ impl WorkerNode {
             address,
             _serving: serving,
             runtime: Some(runtime),
+            metrics,
         })
+    }
+
+    /// Where its Prometheus `/metrics` is served, when it is.
+    pub fn metrics_address(&self) -> Option<SocketAddr> {
+        self.metrics
     }
 
     /// The worker's Flight endpoint.
@@ -249,10 +281,12 @@ fn current_reports(state: &WorkerState) -> Vec<TaskReport> {
     let jobs = lock(&state.jobs);
     let mut reports = lock(&state.reports);
     for (job_id, job) in jobs.iter() {
-        for ((v, s), back_pressured, rows) in &job.counters {
-            if let Some(r) = reports.get_mut(&(job_id.clone(), *v, *s)) {
-                r.back_pressured_ms = back_pressured.load(Ordering::Relaxed) / 1_000_000;
-                r.source_rows = rows.load(Ordering::Relaxed);
+        for live in &job.counters {
+            if let Some(r) = reports.get_mut(&(job_id.clone(), live.vertex, live.subtask)) {
+                let sample = live.sample();
+                r.back_pressured_ms = sample.back_pressured_ms;
+                r.source_rows = live.source_rows.load(Ordering::Relaxed);
+                r.live = Some(sample);
             }
         }
     }
@@ -426,16 +460,7 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
     }
     let (cancel, _) = watch::channel(false);
     let cancel = Arc::new(cancel);
-    let counters = tasks
-        .iter()
-        .map(|(t, _)| {
-            (
-                (t.vertex, t.subtask),
-                Arc::clone(&t.back_pressured),
-                Arc::clone(&t.source_rows),
-            )
-        })
-        .collect();
+    let counters = tasks.iter().map(|(t, _)| Arc::clone(&t.live)).collect();
     let report = |vertex, subtask, state, error, metrics| TaskReport {
         job_id: job_id.clone(),
         vertex,
@@ -445,6 +470,7 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
         symptom: false,
         back_pressured_ms: 0,
         source_rows: 0,
+        live: None,
         attempt,
         metrics,
     };
@@ -458,6 +484,7 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
         key.clone(),
         JobOnWorker {
             cancel: Arc::clone(&cancel),
+            job: (job_id.clone(), d.job.job_name.clone()),
             counters,
             triggers,
             completed,
@@ -504,6 +531,7 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
                 symptom,
                 back_pressured_ms: 0,
                 source_rows: 0,
+                live: None,
                 attempt,
                 metrics,
             },

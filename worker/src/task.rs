@@ -1,13 +1,14 @@
 //! A task: one subtask of a job vertex, running its operator chain.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use arrow::record_batch::RecordBatch;
 use weir_core::config::RuntimeMode;
 use weir_core::graph::TaskMetrics;
 use weir_core::message::{CheckpointBarrier, StreamMessage, Watermark};
+use weir_core::metrics::LiveTask;
 use weir_core::time::WatermarkStrategy;
 use weir_core::{Result, WeirError};
 use weir_operators::partition::BatchPartitioner;
@@ -26,6 +27,7 @@ pub struct RecordWriter {
     senders: Vec<Box<dyn ChannelSender>>,
     parts: Vec<(usize, RecordBatch)>,
     back_pressured: Arc<AtomicU64>,
+    bytes_out: Option<Arc<LiveTask>>,
 }
 
 impl RecordWriter {
@@ -36,7 +38,15 @@ impl RecordWriter {
             senders,
             parts: Vec::new(),
             back_pressured: Arc::default(),
+            bytes_out: None,
         }
+    }
+
+    /// Count what it sends (bytes out, time back-pressured) in `live`.
+    pub fn with_live_metrics(mut self, live: &Arc<LiveTask>) -> Self {
+        self.back_pressured = Arc::clone(&live.back_pressured_ns);
+        self.bytes_out = Some(Arc::clone(live));
+        self
     }
 
     /// Add the time spent waiting for full channels to `counter` (ns).
@@ -46,6 +56,10 @@ impl RecordWriter {
     }
 
     async fn emit(&mut self, batch: RecordBatch) -> Result<()> {
+        if let Some(live) = &self.bytes_out {
+            live.bytes_out
+                .fetch_add(weir_core::metrics::batch_bytes(&batch), Ordering::Relaxed);
+        }
         let parts = &mut self.parts;
         self.partitioner.partition(batch, |c, b| {
             parts.push((c, b));
@@ -140,12 +154,9 @@ pub struct Task {
     pub mode: RuntimeMode,
     /// Minimum wall-clock time between two watermarks of a source.
     pub watermark_interval: Duration,
-    /// The task's current watermark, readable while the job runs.
-    pub watermark: Arc<AtomicI64>,
-    /// Nanoseconds the task spent waiting for room in full output channels.
-    pub back_pressured: Arc<AtomicU64>,
-    /// Rows read from the source so far (source tasks), readable live.
-    pub source_rows: Arc<AtomicU64>,
+    /// Its live metrics (watermarks, rows, bytes, time idle and
+    /// back-pressured), readable while the job runs.
+    pub live: Arc<LiveTask>,
     /// The key groups of this subtask.
     pub key_groups: weir_core::keys::KeyGroupRange,
     /// Checkpointing, when the job checkpoints.
@@ -189,6 +200,7 @@ impl Task {
     }
 
     async fn flush(&mut self, tail: &mut ChainOutput) -> Result<()> {
+        self.chain.publish(&self.live);
         for (position, tag, batch) in tail.side.drain(..) {
             // A side output nobody reads is discarded, as in Flink.
             for (p, t, w) in &mut self.side_outputs {
@@ -220,10 +232,11 @@ impl Task {
     }
 
     async fn advance_watermark(&mut self, w: Watermark, tail: &mut ChainOutput) -> Result<()> {
-        self.watermark.fetch_max(w.0, Ordering::Relaxed);
+        self.live.watermark_in.fetch_max(w.0, Ordering::Relaxed);
         let forward = self.chain.on_watermark(w, tail)?;
         self.flush(tail).await?;
         if let Some(w) = forward {
+            self.live.watermark_out.fetch_max(w.0, Ordering::Relaxed);
             self.broadcast(StreamMessage::Watermark(w)).await?;
         }
         Ok(())
@@ -288,7 +301,12 @@ impl Task {
             match source.poll_next()? {
                 SourcePoll::Batch(batch) => {
                     rows += batch.num_rows() as u64;
-                    self.source_rows.store(rows, Ordering::Relaxed);
+                    self.live.source_rows.store(rows, Ordering::Relaxed);
+                    if let Some(lag) = source.lag() {
+                        self.live
+                            .source_lag
+                            .store(i64::try_from(lag).unwrap_or(i64::MAX), Ordering::Relaxed);
+                    }
                     last_data = Instant::now();
                     if idle {
                         idle = false;
@@ -322,7 +340,9 @@ impl Task {
                         idle = true;
                         self.broadcast(StreamMessage::Idle(true)).await?;
                     }
+                    let slept = Instant::now();
                     tokio::time::sleep(wait.max(Duration::from_micros(100))).await;
+                    self.live.add_idle(slept.elapsed().as_nanos() as u64);
                 }
                 SourcePoll::Finished => break,
             }
@@ -582,6 +602,7 @@ impl Task {
                     std::future::pending::<()>().await;
                 }
             };
+            let waiting = Instant::now();
             let event = match wake {
                 None => tokio::select! {
                     event = gate.next() => event?,
@@ -604,8 +625,12 @@ impl Task {
                     }
                 }
             };
+            self.live.add_idle(waiting.elapsed().as_nanos() as u64);
             match event {
                 GateEvent::Data(input, batch) => {
+                    self.live
+                        .bytes_in
+                        .fetch_add(weir_core::metrics::batch_bytes(&batch), Ordering::Relaxed);
                     self.chain.process_input(input, batch, &mut tail)?;
                     self.flush(&mut tail).await?;
                 }

@@ -122,6 +122,11 @@ impl Cluster {
 
     /// Start a worker; returns its Flight address once it has registered.
     pub fn add_worker(&mut self, slots: usize) -> String {
+        self.add_worker_with(slots, &[])
+    }
+
+    /// [`Self::add_worker`], with `args` for this worker alone.
+    pub fn add_worker_with(&mut self, slots: usize, args: &[&str]) -> String {
         let mut cmd = Command::new(WEIR);
         cmd.args([
             "worker",
@@ -131,6 +136,7 @@ impl Cluster {
             &slots.to_string(),
         ])
         .args(&self.extra)
+        .args(args)
         .env_remove("WEIR_TOKEN")
         .stdout(Stdio::piped());
         if let Some(t) = self.token.as_ref().filter(|_| self.given_token) {
@@ -221,13 +227,12 @@ impl Cluster {
     }
 }
 
-pub fn rest_call(
-    url: &str,
-    token: Option<&str>,
-    method: &str,
-    path: &str,
-    body: &str,
-) -> (u16, serde_json::Value) {
+/// A raw REST call whose answer is text: status and body.
+pub fn rest_text(url: &str, token: Option<&str>, path: &str) -> (u16, String) {
+    raw_call(url, token, "GET", path, "")
+}
+
+fn raw_call(url: &str, token: Option<&str>, method: &str, path: &str, body: &str) -> (u16, String) {
     let host = url.strip_prefix("http://").unwrap();
     let mut s = TcpStream::connect(host).unwrap();
     let auth = token
@@ -243,7 +248,18 @@ pub fn rest_call(
     s.read_to_string(&mut raw).unwrap();
     let (head, rest) = raw.split_once("\r\n\r\n").unwrap();
     let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let json = serde_json::from_str(rest.trim()).unwrap_or(serde_json::Value::Null);
+    (status, rest.to_string())
+}
+
+pub fn rest_call(
+    url: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, serde_json::Value) {
+    let (status, text) = raw_call(url, token, method, path, body);
+    let json = serde_json::from_str(text.trim()).unwrap_or(serde_json::Value::Null);
     (status, json)
 }
 

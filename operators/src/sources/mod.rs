@@ -95,6 +95,12 @@ pub trait Source: Send {
     fn is_idle(&self) -> bool {
         false
     }
+
+    /// How many records it is behind the newest it could read, when it
+    /// knows (Kafka: records behind each partition's latest offset).
+    fn lag(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Instantiate the source of a stream node for one subtask.
@@ -189,6 +195,10 @@ impl Source for ComputedSource {
 
     fn is_idle(&self) -> bool {
         self.inner.is_idle()
+    }
+
+    fn lag(&self) -> Option<u64> {
+        self.inner.lag()
     }
 }
 
