@@ -39,6 +39,17 @@ if ! command -v prometheus >/dev/null 2>&1; then
   apt-get install -y -qq prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq prometheus >/dev/null; }
 fi
 export WEIR_TEST_PROMETHEUS="$(command -v prometheus)"
+# Headless Chromium (Debian's) driven by Playwright (npm's playwright-core,
+# no browser download) for the dashboard test.
+if [ ! -x /usr/bin/chromium ]; then
+  apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+fi
+playwright="$target/tools/playwright"
+if [ ! -f "$playwright/node_modules/playwright-core/index.mjs" ]; then
+  mkdir -p "$playwright"
+  npm install --prefix "$playwright" --no-audit --no-fund --silent playwright-core@1.64.1
+fi
+export WEIR_TEST_PLAYWRIGHT="$(cd "$playwright/node_modules/playwright-core" && pwd)"
 
 cargo test --workspace "$@"
 

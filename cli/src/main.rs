@@ -403,9 +403,11 @@ fn coordinator(args: CoordinatorArgs) -> Outcome {
         jobs_history_max_size,
         insecure_loopback,
         connectors: Some(std::sync::Arc::new(weir_worker::ProcessConnectors)),
+        sql: Some(dashboard_sql()),
     })
     .map_err(|e| e.to_string())?;
     println!("coordinator REST API on http://{}", c.rest_addr);
+    println!("dashboard on http://{}/", c.rest_addr);
     println!("coordinator control endpoint on {}", c.rpc_addr);
     for f in &c.token_files {
         println!(
@@ -452,11 +454,29 @@ fn worker(
 /// printed), then the inserts and queries become one job. `None`: the
 /// script only declares and explains.
 fn compile_sql(path: &std::path::Path, text: &str) -> Result<Option<String>, String> {
+    compile_sql_showing(path, text, true)
+}
+
+/// The SQL front end a coordinator takes scripts from the dashboard with:
+/// the job graph of a script, or why there is none.
+fn dashboard_sql() -> weir_coordinator::web::SqlCompiler {
+    weir_coordinator::web::SqlCompiler(std::sync::Arc::new(|text: &str| {
+        compile_sql_showing(std::path::Path::new("script"), text, false)?
+            .ok_or_else(|| "the script has no INSERT INTO or SELECT to run".to_string())
+    }))
+}
+
+/// [`compile_sql`], printing what the statements return when `show`.
+fn compile_sql_showing(
+    path: &std::path::Path,
+    text: &str,
+    show: bool,
+) -> Result<Option<String>, String> {
     let mut session = weir_sql::SqlSession::new();
     let results = session
         .execute_script(text)
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    for r in results {
+    for r in results.into_iter().filter(|_| show) {
         match r {
             weir_sql::StatementResult::Explain(t) => println!("{t}"),
             weir_sql::StatementResult::Options(o) => {

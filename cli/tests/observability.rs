@@ -318,3 +318,66 @@ fn a_real_prometheus_server_scrapes_the_job_and_sees_its_input_rise() {
     let up = prometheus_query(&addr, "up{job=\"weir\"}");
     assert_eq!(up, Some(1.0), "the scrape target is up");
 }
+
+#[test]
+fn the_dashboard_shows_a_running_job_in_a_real_browser_and_cancels_it() {
+    let Some(playwright) = std::env::var_os("WEIR_TEST_PLAYWRIGHT") else {
+        panic!(
+            "WEIR_TEST_PLAYWRIGHT must name the playwright-core package: run the tests with scripts/test.sh"
+        );
+    };
+    let node = std::env::var_os("WEIR_TEST_NODE").unwrap_or_else(|| "node".into());
+    let tmp = tempfile::tempdir().unwrap();
+    // A coordinator that made its own token: the page must ask for it.
+    let cluster = Cluster::start(2, 2, None);
+    let id = start_job(&cluster, tmp.path());
+    // Screenshots are kept as test artifacts under the target folder.
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard");
+    std::fs::create_dir_all(&shots).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/browser/dashboard.mjs");
+    let out = Command::new(node)
+        .arg(script)
+        .args([&cluster.url, cluster.token.as_deref().unwrap(), &id])
+        .arg(&shots)
+        .env("WEIR_TEST_PLAYWRIGHT", playwright)
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    eprintln!("dashboard: {report}; screenshots in {}", shots.display());
+    assert_eq!(report["vertices"], 2, "{report}");
+    assert_eq!(report["pageErrors"], serde_json::json!([]), "{report}");
+    assert!(report["rateOut"].as_f64().unwrap() > 0.0, "{report}");
+    assert!(report["checkpointRows"].as_u64().unwrap() >= 2, "{report}");
+    // The button really cancelled it.
+    let details = cluster.wait_for_status(&id, &["CANCELED"], Duration::from_secs(20));
+    assert_eq!(details["status"], "CANCELED");
+    for shot in ["login", "overview", "job-graph", "checkpoints", "canceled"] {
+        assert!(shots.join(format!("{shot}.png")).exists(), "{shot}.png");
+    }
+}
+
+#[test]
+fn the_dashboards_sql_box_submits_a_script_as_a_job() {
+    let cluster = Cluster::start(1, 2, None);
+    // A mistake comes back with where it is.
+    let (status, reply) = cluster.rest("POST", "/v1/sql", "SELEC 1;");
+    assert_eq!(status, 400, "{reply}");
+    assert!(reply["error"].as_str().unwrap().contains("line 1"), "{reply}");
+    let (status, reply) = cluster.rest(
+        "POST",
+        "/v1/sql",
+        "CREATE TABLE src (k BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '1000');\n\
+         CREATE TABLE out (k BIGINT) WITH ('connector' = 'blackhole');\n\
+         INSERT INTO out SELECT k FROM src;",
+    );
+    assert_eq!(status, 201, "{reply}");
+    let id = reply["job_id"].as_str().unwrap();
+    let details = cluster.wait_for_status(id, &["FINISHED", "FAILED"], Duration::from_secs(30));
+    assert_eq!(details["status"], "FINISHED", "{details:#}");
+    // Its configuration is served as the dashboard shows it.
+    let (_, config) = cluster.rest("GET", &format!("/v1/jobs/{id}/config"), "");
+    assert!(config["execution-config"]["batch_size"].as_u64().unwrap() > 0, "{config}");
+}

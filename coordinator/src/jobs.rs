@@ -28,6 +28,8 @@ pub struct ClusterState {
     pub(crate) history_max: usize,
     /// What submitted jobs' connectors are checked against.
     pub(crate) connectors: Option<Arc<dyn weir_core::connector::ConnectorPlanner>>,
+    /// The SQL front end for `POST /v1/sql`.
+    pub(crate) sql: Option<crate::web::SqlCompiler>,
     next_worker: u64,
     next_job: u64,
 }
@@ -66,6 +68,7 @@ impl ClusterState {
             jobs: BTreeMap::new(),
             history_max: DEFAULT_JOBS_HISTORY_MAX,
             connectors: None,
+            sql: None,
             next_worker: 1,
             next_job: 1,
         }
@@ -272,6 +275,7 @@ impl ClusterState {
             storage: None,
             observed: crate::metrics::JobObservations {
                 plan: crate::metrics::plan_of(&job),
+                config: serde_json::to_value(&job.config).unwrap_or_default(),
                 ..Default::default()
             },
         };

@@ -31,6 +31,7 @@ pub mod jobs;
 pub mod metrics;
 pub mod rest;
 pub mod rest_metrics;
+pub mod web;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -75,6 +76,9 @@ pub struct CoordinatorOptions {
     /// or giving a connector options it does not take, is refused at
     /// submission (`None`: the workers find out when they open it).
     pub connectors: Option<Arc<dyn weir_core::connector::ConnectorPlanner>>,
+    /// The binary's SQL front end, for scripts submitted from the
+    /// dashboard (`POST /v1/sql`); `None` refuses them.
+    pub sql: Option<web::SqlCompiler>,
 }
 
 impl Default for CoordinatorOptions {
@@ -90,6 +94,7 @@ impl Default for CoordinatorOptions {
             jobs_history_max_size: jobs::DEFAULT_JOBS_HISTORY_MAX,
             insecure_loopback: false,
             connectors: None,
+            sql: None,
         }
     }
 }
@@ -167,6 +172,7 @@ impl Coordinator {
         );
         cluster.history_max = options.jobs_history_max_size;
         cluster.connectors = options.connectors.clone();
+        cluster.sql = options.sql.clone();
         let state = Arc::new(Mutex::new(cluster));
         let (rest_addr, rpc_addr) = runtime.block_on(async {
             let node = FlightNode::new(

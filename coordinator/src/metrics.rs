@@ -141,6 +141,8 @@ pub struct JobObservations {
     pub exceptions: VecDeque<ExceptionEntry>,
     /// The plan.
     pub plan: Vec<PlanVertex>,
+    /// The job's configuration.
+    pub config: serde_json::Value,
 }
 
 impl JobObservations {

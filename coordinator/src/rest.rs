@@ -51,6 +51,7 @@ pub async fn serve(addr: SocketAddr, state: Shared, token: Option<Secret>) -> Re
         .route("/v1/jobs/{id}/cancel", post(cancel))
         .route("/v1/jobs/{id}/savepoints", post(savepoint))
         .merge(crate::rest_metrics::routes())
+        .merge(crate::web::routes())
         .fallback(|| async {
             error(
                 StatusCode::NOT_FOUND,
@@ -79,7 +80,7 @@ pub async fn serve(addr: SocketAddr, state: Shared, token: Option<Secret>) -> Re
 pub const MAX_BODY: usize = 16 << 20;
 
 async fn authorize(req: Request, next: Next, token: Option<&Secret>) -> Response {
-    if let Some(token) = token {
+    if let Some(token) = token.filter(|_| !crate::web::is_public(req.uri().path())) {
         let header = req
             .headers()
             .get("authorization")
@@ -178,7 +179,7 @@ pub(crate) fn query<T>(
 
 /// A request body as text: too large (413) or not UTF-8 (400) are the
 /// API's JSON errors, like every other.
-fn body_text(
+pub(crate) fn body_text(
     body: std::result::Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> std::result::Result<String, (StatusCode, String)> {
     let bytes = body.map_err(|e| (e.status(), format!("request body: {}", e.body_text())))?;

@@ -146,11 +146,10 @@ impl Cluster {
         let stdout = child.stdout.take().unwrap();
         self.procs.0.push(child);
         // "worker worker-N serving Flight on ADDR with S slots"
-        let line = BufReader::new(stdout)
-            .lines()
-            .next()
-            .expect("the worker announced itself")
-            .unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let line = lines.next().expect("the worker announced itself").unwrap();
+        // What it prints later is read, so its stdout stays open.
+        std::thread::spawn(move || lines.for_each(drop));
         let address = line
             .split_whitespace()
             .nth(5)
