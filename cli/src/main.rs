@@ -8,6 +8,7 @@
 
 mod http;
 mod inspect;
+mod progress;
 mod shell;
 
 use std::net::SocketAddr;
@@ -274,6 +275,10 @@ enum Cmd {
         token: Option<String>,
         #[command(flatten)]
         restore: Restore,
+        /// No progress display (there is none when stderr is not a
+        /// terminal either).
+        #[arg(long, short)]
+        quiet: bool,
     },
 }
 
@@ -287,6 +292,13 @@ enum StateCmd {
 }
 
 fn main() -> ExitCode {
+    // Logs on stderr, the level from RUST_LOG (warnings by default).
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     let cli = Cli::parse();
     let outcome = match cli.command {
         Cmd::Coordinator(args) => coordinator(args),
@@ -341,6 +353,7 @@ fn main() -> ExitCode {
             flight_bind,
             token,
             restore,
+            quiet,
         } => run(
             &job,
             RunCluster {
@@ -351,6 +364,7 @@ fn main() -> ExitCode {
                 token,
             },
             &restore,
+            quiet,
         ),
     };
     match outcome {
@@ -682,7 +696,7 @@ struct RunCluster {
     token: Option<String>,
 }
 
-fn run(job: &PathBuf, cluster: RunCluster, restore: &Restore) -> Outcome {
+fn run(job: &PathBuf, cluster: RunCluster, restore: &Restore, quiet: bool) -> Outcome {
     let RunCluster {
         workers,
         slots,
@@ -791,7 +805,10 @@ fn run(job: &PathBuf, cluster: RunCluster, restore: &Restore) -> Outcome {
             "in this process"
         }
     );
-    let code = wait_for(&remote, &id)?;
+    let progress = progress::Progress::follow(&remote, &id, quiet);
+    let code = wait_for(&remote, &id);
+    drop(progress);
+    let code = code?;
     eprintln!("ran in {:.2} s", started.elapsed().as_secs_f64());
     drop(nodes);
     drop(children);

@@ -365,7 +365,10 @@ fn the_dashboards_sql_box_submits_a_script_as_a_job() {
     // A mistake comes back with where it is.
     let (status, reply) = cluster.rest("POST", "/v1/sql", "SELEC 1;");
     assert_eq!(status, 400, "{reply}");
-    assert!(reply["error"].as_str().unwrap().contains("line 1"), "{reply}");
+    assert!(
+        reply["error"].as_str().unwrap().contains("line 1"),
+        "{reply}"
+    );
     let (status, reply) = cluster.rest(
         "POST",
         "/v1/sql",
@@ -379,5 +382,62 @@ fn the_dashboards_sql_box_submits_a_script_as_a_job() {
     assert_eq!(details["status"], "FINISHED", "{details:#}");
     // Its configuration is served as the dashboard shows it.
     let (_, config) = cluster.rest("GET", &format!("/v1/jobs/{id}/config"), "");
-    assert!(config["execution-config"]["batch_size"].as_u64().unwrap() > 0, "{config}");
+    assert!(
+        config["execution-config"]["batch_size"].as_u64().unwrap() > 0,
+        "{config}"
+    );
+}
+
+/// `weir run` of `script` under a pseudo-terminal (`script(1)`), with
+/// `args`: what the terminal showed.
+fn run_on_a_terminal(script: &Path, args: &str) -> String {
+    let command = format!("{} run {} {args}", common::WEIR, script.display());
+    let out = Command::new("script")
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .env("COLUMNS", "120")
+        .env_remove("WEIR_TOKEN")
+        .output()
+        .expect("run script(1)");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}");
+    text
+}
+
+#[test]
+fn weir_run_shows_progress_on_a_terminal_and_nothing_otherwise() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("job.sql");
+    // About three seconds of rows, so the display is drawn a few times.
+    std::fs::write(
+        &script,
+        "CREATE TABLE src (k BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '4000', \
+         'number-of-rows' = '12000');\n\
+         CREATE TABLE out (k BIGINT) WITH ('connector' = 'blackhole');\n\
+         INSERT INTO out SELECT k FROM src;\n",
+    )
+    .unwrap();
+    let shown = run_on_a_terminal(&script, "");
+    assert!(shown.contains("Source: src"), "{shown}");
+    assert!(
+        shown.contains("rows read") && shown.contains("rows/s"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("checkpoint") && shown.contains("watermark"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("job ") && shown.contains(" finished"),
+        "{shown}"
+    );
+    // --quiet, and a run whose stderr is not a terminal, draw nothing.
+    let quiet = run_on_a_terminal(&script, "--quiet");
+    assert!(!quiet.contains("rows read"), "{quiet}");
+    let piped = Command::new(common::WEIR)
+        .args(["run", script.to_str().unwrap()])
+        .env_remove("WEIR_TOKEN")
+        .output()
+        .unwrap();
+    assert!(piped.status.success());
+    assert!(!String::from_utf8_lossy(&piped.stderr).contains("rows read"));
 }

@@ -221,6 +221,9 @@ pub fn run_observed_tasks(
             .name(thread_name.chars().take(60).collect())
             .spawn(move || {
                 let name = task.name.clone();
+                // Every log line of the task names its job and itself.
+                let span = tracing::info_span!("task", job = %task.job, task = %name);
+                let _entered = span.enter();
                 let (vertex, subtask) = (task.vertex, task.subtask);
                 observer(TaskEvent::Running { vertex, subtask });
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -559,6 +562,7 @@ pub fn build_placed_tasks(
         }
         tasks.push((
             Task {
+                job: job.job_name.clone(),
                 name: st.name.clone(),
                 vertex: st.vertex,
                 subtask: st.subtask,

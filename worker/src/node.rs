@@ -460,6 +460,9 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
     }
     let (cancel, _) = watch::channel(false);
     let cancel = Arc::new(cancel);
+    for (t, _) in &mut tasks {
+        t.job = format!("{job_id} '{}'", d.job.job_name);
+    }
     let counters = tasks.iter().map(|(t, _)| Arc::clone(&t.live)).collect();
     let report = |vertex, subtask, state, error, metrics| TaskReport {
         job_id: job_id.clone(),

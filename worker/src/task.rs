@@ -138,6 +138,8 @@ pub enum TaskInput {
 
 /// Everything a task needs to run.
 pub struct Task {
+    /// The job it belongs to (its name, or its id on a worker), for logs.
+    pub job: String,
     /// Subtask name.
     pub name: String,
     /// Job vertex id.
