@@ -138,6 +138,11 @@ pub struct WeirConfig {
     /// `WEIR_CHECKPOINT_INCREMENTAL`.
     #[serde(default)]
     pub checkpoint_incremental: bool,
+    /// Live metrics while tasks run (rows and bytes per operator, busy and
+    /// idle time, watermarks; see `metrics`). Default true; off only to
+    /// measure what they cost. `WEIR_LIVE_METRICS`.
+    #[serde(default = "default_true")]
+    pub live_metrics: bool,
     /// Completed checkpoints kept (`checkpoint.retained`). Default 3.
     #[serde(default = "default_retained")]
     pub checkpoint_retained: usize,
@@ -268,6 +273,10 @@ fn default_checkpoint_timeout() -> Duration {
     Duration::from_secs(600)
 }
 
+fn default_true() -> bool {
+    true
+}
+
 fn default_retained() -> usize {
     3
 }
@@ -371,6 +380,7 @@ impl Default for WeirConfig {
             checkpoint_tolerable_failures: None,
             checkpoint_timeout: default_checkpoint_timeout(),
             checkpoint_incremental: false,
+            live_metrics: true,
             checkpoint_retained: default_retained(),
             restart_attempts: default_restart_attempts(),
             restart_delay: default_restart_delay(),
@@ -436,6 +446,9 @@ impl WeirConfig {
         }
         if let Some(v) = parse_env("WEIR_CHECKPOINT_INCREMENTAL")? {
             self.checkpoint_incremental = v;
+        }
+        if let Some(v) = parse_env("WEIR_LIVE_METRICS")? {
+            self.live_metrics = v;
         }
         if let Some(v) = parse_env("WEIR_CHECKPOINT_UNALIGNED")? {
             self.checkpoint_unaligned = v;

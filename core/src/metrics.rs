@@ -60,6 +60,9 @@ pub struct LiveTask {
     pub started: Instant,
     /// When operator counters were last published.
     published: Mutex<Option<Instant>>,
+    /// Whether the task keeps these counters (off only to measure their
+    /// cost: then only the source's rows, watermarks and back-pressure).
+    pub enabled: bool,
 }
 
 impl LiveTask {
@@ -93,7 +96,15 @@ impl LiveTask {
             back_pressured_ns: Arc::default(),
             started: Instant::now(),
             published: Mutex::new(None),
+            enabled: true,
         }
+    }
+
+    /// The same, keeping only what the runtime needs anyway when `enabled`
+    /// is false.
+    pub fn with_enabled(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self
     }
 
     /// Whether operator counters are due to be published again (once a
@@ -111,7 +122,17 @@ impl LiveTask {
 
     /// Add `ns` of waiting for input.
     pub fn add_idle(&self, ns: u64) {
-        self.idle_ns.fetch_add(ns, Ordering::Relaxed);
+        if self.enabled {
+            self.idle_ns.fetch_add(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// Add the bytes of a batch that came in.
+    pub fn add_bytes_in(&self, batch: &arrow::record_batch::RecordBatch) {
+        if self.enabled {
+            self.bytes_in
+                .fetch_add(batch_bytes(batch), Ordering::Relaxed);
+        }
     }
 
     /// The counters now.

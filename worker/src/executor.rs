@@ -528,12 +528,15 @@ pub fn build_placed_tasks(
             TaskInput::Source { name, .. } => Some(name.clone()),
             TaskInput::Gate(_) => None,
         };
-        let live = Arc::new(LiveTask::new(
-            st.name.clone(),
-            (st.vertex, st.subtask),
-            source_name,
-            chain.names(),
-        ));
+        let live = Arc::new(
+            LiveTask::new(
+                st.name.clone(),
+                (st.vertex, st.subtask),
+                source_name,
+                chain.names(),
+            )
+            .with_enabled(job.config.live_metrics),
+        );
         let mut outputs = Vec::new();
         let mut side_outputs = Vec::new();
         for (idx, e) in job.out_edges(st.vertex) {

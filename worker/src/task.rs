@@ -45,7 +45,7 @@ impl RecordWriter {
     /// Count what it sends (bytes out, time back-pressured) in `live`.
     pub fn with_live_metrics(mut self, live: &Arc<LiveTask>) -> Self {
         self.back_pressured = Arc::clone(&live.back_pressured_ns);
-        self.bytes_out = Some(Arc::clone(live));
+        self.bytes_out = live.enabled.then(|| Arc::clone(live));
         self
     }
 
@@ -202,7 +202,9 @@ impl Task {
     }
 
     async fn flush(&mut self, tail: &mut ChainOutput) -> Result<()> {
-        self.chain.publish(&self.live);
+        if self.live.enabled {
+            self.chain.publish(&self.live);
+        }
         for (position, tag, batch) in tail.side.drain(..) {
             // A side output nobody reads is discarded, as in Flink.
             for (p, t, w) in &mut self.side_outputs {
@@ -630,9 +632,7 @@ impl Task {
             self.live.add_idle(waiting.elapsed().as_nanos() as u64);
             match event {
                 GateEvent::Data(input, batch) => {
-                    self.live
-                        .bytes_in
-                        .fetch_add(weir_core::metrics::batch_bytes(&batch), Ordering::Relaxed);
+                    self.live.add_bytes_in(&batch);
                     self.chain.process_input(input, batch, &mut tail)?;
                     self.flush(&mut tail).await?;
                 }
