@@ -569,3 +569,40 @@ fn weir_kafka_owner(topic: &str, partition: i32, parallelism: usize) -> usize {
     let start = i64::from(h.wrapping_mul(31) & 0x7FFF_FFFF) % parallelism as i64;
     ((start + i64::from(partition)) % parallelism as i64) as usize
 }
+
+#[test]
+fn a_kafka_source_reports_how_far_behind_the_latest_offsets_it_is() {
+    let kafka = KafkaBroker::start(1);
+    kafka.create_topic("orders", 2);
+    kafka.produce("orders", &orders(20_000, 2));
+    let cluster = common::Cluster::start(1, 2, None);
+    // A slow sink holds the source back: it cannot read far ahead.
+    let script = format!(
+        "{}\nCREATE TABLE slow (id BIGINT) WITH ('connector' = 'blackhole', \
+         'rows-per-second' = '2000');\nINSERT INTO slow SELECT id FROM orders;",
+        table(&kafka.bootstrap(), "orders", "")
+    );
+    let (status, reply) = cluster.rest("POST", "/v1/sql", &script);
+    assert_eq!(status, 201, "{reply}");
+    let id = reply["job_id"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let pending = loop {
+        let (_, m) = cluster.rest(
+            "GET",
+            &format!("/v1/jobs/{id}/vertices/0/subtasks/metrics?get=pendingRecords"),
+            "",
+        );
+        if let Some(v) = m[0]["sum"].as_f64().filter(|v| *v > 0.0) {
+            break v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no pendingRecords: {m}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Behind, and by no more than the topic holds.
+    assert!(pending <= 20_000.0, "{pending}");
+    let (status, _) = cluster.rest("POST", &format!("/v1/jobs/{id}/cancel"), "");
+    assert_eq!(status, 202);
+}

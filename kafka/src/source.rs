@@ -126,6 +126,9 @@ pub(crate) struct KafkaSource {
     parts: Option<Arc<decode::Parts>>,
     /// Payload bytes of the last poll (to size the next one's buffer).
     last_bytes: usize,
+    /// Records behind the partitions' latest offsets, as last asked, and
+    /// when to ask again.
+    lag: (Option<u64>, Option<Instant>),
 }
 
 impl KafkaSource {
@@ -143,6 +146,7 @@ impl KafkaSource {
             last_runs: None,
             parts: None,
             last_bytes: 0,
+            lag: (None, None),
             plan,
             name,
             subtask,
@@ -417,9 +421,46 @@ pub(crate) fn rows_schema(plan: &KafkaPlan) -> SchemaRef {
     Arc::new(Schema::new(f))
 }
 
+impl KafkaSource {
+    /// Ask the brokers for each assigned partition's latest offset, at
+    /// most every [`LAG_INTERVAL`] (a round trip per partition), briefly: a
+    /// broker that does not answer at once leaves the lag unknown.
+    fn refresh_lag(&mut self) {
+        if self.lag.1.is_some_and(|t| t.elapsed() < LAG_INTERVAL) {
+            return;
+        }
+        self.lag.1 = Some(Instant::now());
+        let Some(consumer) = self.consumer.as_ref() else {
+            return;
+        };
+        let mut behind = 0u64;
+        for ((topic, partition), p) in &self.partitions {
+            match consumer.fetch_watermarks(topic, *partition, LAG_LOOKUP) {
+                Ok((_, high)) => behind += u64::try_from(high - p.next).unwrap_or(0),
+                Err(_) => {
+                    self.lag.0 = None;
+                    return;
+                }
+            }
+        }
+        self.lag.0 = Some(behind);
+    }
+}
+
+/// How often a source asks for its partitions' latest offsets.
+const LAG_INTERVAL: Duration = Duration::from_secs(1);
+/// How long it waits for the answer.
+const LAG_LOOKUP: Duration = Duration::from_millis(200);
+
 impl Source for KafkaSource {
     fn splits_of_last_batch(&self) -> Option<&[(u64, usize)]> {
         self.last_runs.as_deref()
+    }
+
+    /// Records behind the latest offsets of the assigned partitions
+    /// (Flink's `pendingRecords`).
+    fn lag(&self) -> Option<u64> {
+        self.lag.0
     }
 
     /// The assigned partitions not yet read to a bounded end (upsert
@@ -454,6 +495,7 @@ impl Source for KafkaSource {
         if self.all_done() {
             return Ok(SourcePoll::Finished);
         }
+        self.refresh_lag();
         let parts = self.parts()?;
         let mut polled = Polled::new(&parts, &self.plan.metadata, self.last_bytes);
         // Every assigned partition of one topic: a message's partition

@@ -302,15 +302,16 @@ impl Task {
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
-            match source.poll_next()? {
+            let polled = source.poll_next()?;
+            if let Some(lag) = source.lag() {
+                self.live
+                    .source_lag
+                    .store(i64::try_from(lag).unwrap_or(i64::MAX), Ordering::Relaxed);
+            }
+            match polled {
                 SourcePoll::Batch(batch) => {
                     rows += batch.num_rows() as u64;
                     self.live.source_rows.store(rows, Ordering::Relaxed);
-                    if let Some(lag) = source.lag() {
-                        self.live
-                            .source_lag
-                            .store(i64::try_from(lag).unwrap_or(i64::MAX), Ordering::Relaxed);
-                    }
                     last_data = Instant::now();
                     if idle {
                         idle = false;
