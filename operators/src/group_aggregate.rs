@@ -493,7 +493,16 @@ impl Operator for GroupAggregateOperator {
     }
 
     fn metrics(&self) -> Vec<(String, u64)> {
-        vec![("groups".into(), self.store.len() as u64)]
+        let bytes: usize = self
+            .store
+            .batches
+            .iter()
+            .map(RecordBatch::get_array_memory_size)
+            .sum();
+        vec![
+            ("groups".into(), self.store.len() as u64),
+            ("state_bytes".into(), bytes as u64),
+        ]
     }
 
     fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<StateTable>> {

@@ -533,6 +533,10 @@ impl Operator for IntervalJoinOperator {
             ("num_late_records_dropped".into(), self.late_dropped),
             ("state_bytes_max".into(), self.state_bytes_max),
             (
+                "state_bytes".into(),
+                (self.sides[0].bytes() + self.sides[1].bytes()) as u64,
+            ),
+            (
                 "buffered_rows".into(),
                 (self.sides[0].live_rows + self.sides[1].live_rows) as u64,
             ),

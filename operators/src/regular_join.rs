@@ -786,6 +786,10 @@ impl Operator for RegularJoinOperator {
         vec![
             ("state_bytes_max".into(), self.state_bytes_max),
             (
+                "state_bytes".into(),
+                (self.sides[0].bytes + self.sides[1].bytes) as u64,
+            ),
+            (
                 "kept_rows".into(),
                 (self.sides[0].entries + self.sides[1].entries) as u64,
             ),

@@ -308,6 +308,8 @@ impl Operator for SessionWindowOperator {
             ("windows_fired".into(), self.windows_fired),
             ("num_late_records_dropped".into(), self.late.dropped()),
             ("state_bytes_max".into(), self.state_bytes_max),
+            ("state_bytes".into(), self.state_bytes() as u64),
+            ("state_rows".into(), self.open_sessions() as u64),
         ]
     }
 

@@ -1054,6 +1054,7 @@ impl Operator for WindowAggregateOperator {
             ("late_updates".into(), self.late_updates),
             ("early_firings".into(), self.early_firings),
             ("state_bytes_max".into(), self.state_bytes_max),
+            ("state_bytes".into(), self.state_bytes() as u64),
         ]
     }
 }
