@@ -170,6 +170,14 @@ fn a_running_jobs_metrics_checkpoints_and_plan_are_served_as_flink_serves_them()
         !last["operators"].as_object().unwrap().is_empty(),
         "{history:#}"
     );
+    // The window's subtasks, fed by channels, measured their alignment.
+    let aligned = last["subtasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["vertex"] == 1 && s["alignment_duration_ms"].is_u64())
+        .count();
+    assert_eq!(aligned, 2, "{history:#}");
     let (_, job) = cluster.rest(
         "GET",
         &format!("/v1/jobs/{id}/metrics?get=numberOfCompletedCheckpoints,uptime,lastCheckpointSize,numRestarts"),

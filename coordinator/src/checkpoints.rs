@@ -56,6 +56,8 @@ pub struct PendingCheckpoint {
     pub acks: BTreeMap<(usize, usize), SubtaskHandle>,
     /// Ms from the trigger to each acknowledgement.
     pub ack_ms: BTreeMap<(usize, usize), u64>,
+    /// Each subtask's barrier alignment, ms, as it measured it.
+    pub alignment_ms: BTreeMap<(usize, usize), u64>,
 }
 
 impl PendingCheckpoint {
@@ -82,7 +84,7 @@ impl PendingCheckpoint {
                         .unwrap_or(0),
                     state_size: tables.clone().map(|t| t.bytes).sum(),
                     state_rows: tables.map(|t| t.rows).sum(),
-                    alignment_duration_ms: None,
+                    alignment_duration_ms: self.alignment_ms.get(&(vertex, subtask)).copied(),
                 }
             })
             .collect();
@@ -318,6 +320,7 @@ fn start(
         timestamp,
         acks: BTreeMap::new(),
         ack_ms: BTreeMap::new(),
+        alignment_ms: BTreeMap::new(),
     });
     TriggerCheckpoint {
         job_id: id.to_string(),
@@ -385,6 +388,9 @@ pub async fn acknowledge(state: &Arc<Mutex<ClusterState>>, ack: CheckpointAckMes
                 pending
                     .ack_ms
                     .insert(at, pending.started.elapsed().as_millis() as u64);
+                if let Some(ms) = ack.alignment_ms {
+                    pending.alignment_ms.insert(at, ms);
+                }
                 pending.acks.insert(at, handle);
                 Ok(take_if_complete(job))
             }

@@ -328,9 +328,10 @@ async function checkpointsTab(id, j, body, state) {
       h('summary', {}, `${Object.keys(x.operators).length} operators, ${x.subtasks.length} subtasks`),
       table(['operator', 'state size'], Object.entries(x.operators).map(([op, bytes]) =>
         h('tr', {}, h('td', {}, op), h('td', { class: 'num' }, fmt.bytes(bytes))))),
-      table(['vertex', 'subtask', 'acknowledged after', 'state size', 'rows'], x.subtasks.map((t) =>
+      table(['vertex', 'subtask', 'acknowledged after', 'alignment', 'state size', 'rows'], x.subtasks.map((t) =>
         h('tr', {}, h('td', {}, t.vertex), h('td', { class: 'num' }, t.subtask + 1),
           h('td', { class: 'num' }, fmt.ms(t.end_to_end_duration_ms)),
+          h('td', { class: 'num' }, fmt.ms(t.alignment_duration_ms)),
           h('td', { class: 'num' }, fmt.bytes(t.state_size)), h('td', { class: 'num' }, fmt.count(t.state_rows))))));
     details.addEventListener('toggle', () => (details.open ? state.open.add(x.id) : state.open.delete(x.id)));
     return h('tr', { 'data-test': 'checkpoint-row', 'data-status': x.status },

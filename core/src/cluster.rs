@@ -219,6 +219,9 @@ pub struct CheckpointAckMessage {
     pub checkpoint_id: u64,
     /// The subtask's state handles, or why it declined.
     pub result: std::result::Result<crate::checkpoint::SubtaskHandle, String>,
+    /// How long the subtask's barrier took to align, in ms.
+    #[serde(default)]
+    pub alignment_ms: Option<u64>,
 }
 
 /// Stop a job's tasks.

@@ -43,6 +43,8 @@ pub struct CheckpointAck {
     pub subtask: usize,
     /// Its key groups.
     pub key_groups: KeyGroupRange,
+    /// How long its barrier took to align, in ms (tasks fed by channels).
+    pub alignment_ms: Option<u64>,
     /// Per stream node of the task (source first, then the chain): its
     /// tables; or why the task declined.
     pub result: std::result::Result<Vec<(usize, Vec<StateTable>)>, String>,

@@ -580,6 +580,7 @@ pub fn build_placed_tasks(
                 unaligned_snapshot: None,
                 replay: Vec::new(),
                 aligned_timeout: job.config.checkpoint_aligned_timeout,
+                alignment_ms: None,
             },
             input,
         ));

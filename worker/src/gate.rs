@@ -53,6 +53,8 @@ pub struct InputGate {
     /// The barrier being aligned, and since when.
     aligning: Option<CheckpointBarrier>,
     aligning_since: Option<std::time::Instant>,
+    /// How long the last barrier took from its first channel to its last.
+    last_alignment: Option<std::time::Duration>,
     /// The unaligned checkpoint whose in-flight data is being recorded.
     unaligned: Option<Unaligned>,
     /// Messages taken out of their channels early (to complete an unaligned
@@ -113,6 +115,7 @@ impl InputGate {
             stashed: None,
             aligning: None,
             aligning_since: None,
+            last_alignment: None,
             unaligned: None,
             backlog: Default::default(),
             backlog_bytes: 0,
@@ -470,8 +473,14 @@ impl InputGate {
         for c in &mut self.channels {
             c.blocked = false;
         }
-        self.aligning_since = None;
+        self.last_alignment = self.aligning_since.take().map(|t| t.elapsed());
         self.aligning.take().map(GateEvent::Barrier)
+    }
+
+    /// How long the barrier handed over last took to align (from its
+    /// first channel to its last; zero with a single input channel).
+    pub fn last_alignment(&self) -> Option<std::time::Duration> {
+        self.last_alignment
     }
 
     /// When the barrier being aligned arrived on its first channel.

@@ -573,6 +573,7 @@ fn forward_acks(
         .spawn(move || {
             for ack in acks {
                 let checkpoint_id = ack.checkpoint;
+                let alignment_ms = ack.alignment_ms;
                 let savepoint = lock(&savepoints).get(&checkpoint_id).cloned();
                 if let Some(shared) = &mut shared {
                     shared.complete(*completed.borrow());
@@ -590,6 +591,7 @@ fn forward_acks(
                     attempt,
                     checkpoint_id,
                     result,
+                    alignment_ms,
                 };
                 let Ok(body) = serde_json::to_vec(&message) else {
                     continue;

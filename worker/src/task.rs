@@ -171,6 +171,8 @@ pub struct Task {
     /// An aligned checkpoint still aligning after this long continues as
     /// an unaligned one.
     pub aligned_timeout: Option<Duration>,
+    /// How long the barrier being snapshotted took to align (ms).
+    pub alignment_ms: Option<u64>,
 }
 
 /// A task's snapshot tables per stream node, or why it declined.
@@ -501,6 +503,7 @@ impl Task {
                 vertex: self.vertex,
                 subtask: self.subtask,
                 key_groups: self.key_groups,
+                alignment_ms: self.alignment_ms.take(),
                 result,
             });
         }
@@ -646,6 +649,7 @@ impl Task {
                             b.id
                         )));
                     }
+                    self.alignment_ms = gate.last_alignment().map(|d| d.as_millis() as u64);
                     self.checkpoint(b, None).await?;
                 }
                 GateEvent::InFlight(id, data) => self.complete_unaligned(id, data),
