@@ -97,8 +97,17 @@ fn draw(remote: &Remote, id: &str, stop: &AtomicBool) {
             for (vid, bar) in &sources {
                 let rows = sum(remote, id, *vid, "numRecordsIn").unwrap_or(0.0);
                 let rate = sum(remote, id, *vid, "numRecordsInPerSecond").unwrap_or(0.0);
+                let splits = match (
+                    sum(remote, id, *vid, "splitsDone"),
+                    sum(remote, id, *vid, "splitsTotal"),
+                ) {
+                    (Some(done), Some(all)) => {
+                        format!(" · {} of {} splits", count(done), count(all))
+                    }
+                    _ => String::new(),
+                };
                 bar.set_message(format!(
-                    "{} rows read · {} rows/s",
+                    "{} rows read · {} rows/s{splits}",
                     count(rows),
                     count(rate)
                 ));

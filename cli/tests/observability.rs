@@ -438,6 +438,27 @@ fn weir_run_shows_progress_on_a_terminal_and_nothing_otherwise() {
         shown.contains("job ") && shown.contains(" finished"),
         "{shown}"
     );
+    // Files: how many of them are done.
+    let files = tmp.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    for f in 0..6 {
+        let rows: String = (0..2000).map(|i| format!("{}\n", f * 2000 + i)).collect();
+        std::fs::write(files.join(format!("part-{f}.csv")), rows).unwrap();
+    }
+    let read_files = tmp.path().join("files.sql");
+    std::fs::write(
+        &read_files,
+        format!(
+            "CREATE TABLE src (k BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', \
+             'format' = 'csv');\n\
+             CREATE TABLE out (k BIGINT) WITH ('connector' = 'blackhole', 'rows-per-second' = '4000');\n\
+             INSERT INTO out SELECT k FROM src;\n",
+            files.display()
+        ),
+    )
+    .unwrap();
+    let shown = run_on_a_terminal(&read_files, "");
+    assert!(shown.contains(" of 6 splits"), "{shown}");
     // --quiet, and a run whose stderr is not a terminal, draw nothing.
     let quiet = run_on_a_terminal(&script, "--quiet");
     assert!(!quiet.contains("rows read"), "{quiet}");

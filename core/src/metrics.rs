@@ -42,6 +42,8 @@ pub struct LiveTask {
     /// Records its source is behind the newest one it could read (Kafka:
     /// records behind the latest offset); negative when unknown.
     pub source_lag: AtomicI64,
+    /// Splits its bounded source has finished, and has in all (0: none).
+    pub splits: (AtomicU64, AtomicU64),
     /// The chained operators, head first.
     pub operators: Vec<LiveOperator>,
     /// Bytes of the batches that came in over the task's inputs.
@@ -81,6 +83,7 @@ impl LiveTask {
             source,
             source_rows: Arc::default(),
             source_lag: AtomicI64::new(-1),
+            splits: (AtomicU64::new(0), AtomicU64::new(0)),
             operators: operators
                 .into_iter()
                 .map(|name| LiveOperator {
@@ -167,6 +170,7 @@ impl LiveTask {
             back_pressured_ms: load(&self.back_pressured_ns) / 1_000_000,
             uptime_ms: self.started.elapsed().as_millis() as u64,
             source_lag: u64::try_from(self.source_lag.load(Ordering::Relaxed)).ok(),
+            splits: Some((load(&self.splits.0), load(&self.splits.1))).filter(|s| s.1 > 0),
         }
     }
 }
@@ -198,6 +202,9 @@ pub struct TaskSample {
     pub uptime_ms: u64,
     /// Records the source is behind, when it knows.
     pub source_lag: Option<u64>,
+    /// Splits finished of all, for a bounded source that has splits.
+    #[serde(default)]
+    pub splits: Option<(u64, u64)>,
 }
 
 impl TaskSample {
@@ -342,6 +349,10 @@ impl SubtaskLive {
         if let Some(lag) = s.source_lag {
             // Flink's FLIP-33 name for a source's backlog.
             m.push(("pendingRecords".into(), lag as f64));
+        }
+        if let Some((done, all)) = s.splits {
+            m.push(("splitsDone".into(), done as f64));
+            m.push(("splitsTotal".into(), all as f64));
         }
         for o in &s.operators {
             m.push((format!("{}.numRecordsIn", o.name), o.records_in as f64));

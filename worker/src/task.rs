@@ -310,6 +310,10 @@ impl Task {
                     .source_lag
                     .store(i64::try_from(lag).unwrap_or(i64::MAX), Ordering::Relaxed);
             }
+            if let Some((done, all)) = source.splits_done() {
+                self.live.splits.0.store(done, Ordering::Relaxed);
+                self.live.splits.1.store(all, Ordering::Relaxed);
+            }
             match polled {
                 SourcePoll::Batch(batch) => {
                     rows += batch.num_rows() as u64;

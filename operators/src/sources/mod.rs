@@ -101,6 +101,12 @@ pub trait Source: Send {
     fn lag(&self) -> Option<u64> {
         None
     }
+
+    /// Splits (files, row groups, batches) this subtask has finished, of
+    /// all it has: for a bounded source, how far it is.
+    fn splits_done(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// Instantiate the source of a stream node for one subtask.
@@ -200,6 +206,10 @@ impl Source for ComputedSource {
     fn lag(&self) -> Option<u64> {
         self.inner.lag()
     }
+
+    fn splits_done(&self) -> Option<(u64, u64)> {
+        self.inner.splits_done()
+    }
 }
 
 /// Replays the in-memory batches assigned to one subtask (batch `k` to
@@ -211,6 +221,10 @@ struct MemorySource {
 }
 
 impl Source for MemorySource {
+    fn splits_done(&self) -> Option<(u64, u64)> {
+        Some(self.cursor.done())
+    }
+
     fn poll_next(&mut self) -> Result<SourcePoll> {
         while let Some((k, skip)) = self.cursor.next_split() {
             let b = self.batches.get(k).ok_or_else(|| {
@@ -251,21 +265,31 @@ pub(crate) struct SplitCursor {
     open: Option<(u64, u64)>,
     subtask: u64,
     parallelism: u64,
+    /// Splits this subtask reads in all.
+    mine: u64,
 }
 
 impl SplitCursor {
     /// The first read of `total` splits by subtask `ctx.subtask`.
     pub(crate) fn new(total: usize, ctx: &OperatorContext) -> Self {
         let (subtask, parallelism) = (ctx.subtask as u64, ctx.parallelism as u64);
+        let todo: std::collections::VecDeque<(u64, u64)> = (0..total as u64)
+            .filter(|k| k % parallelism == subtask)
+            .map(|k| (k, 0))
+            .collect();
         Self {
-            todo: (0..total as u64)
-                .filter(|k| k % parallelism == subtask)
-                .map(|k| (k, 0))
-                .collect(),
+            mine: todo.len() as u64,
+            todo,
             open: None,
             subtask,
             parallelism,
         }
+    }
+
+    /// Splits finished, of all this subtask reads.
+    pub(crate) fn done(&self) -> (u64, u64) {
+        let left = self.todo.len() as u64 + u64::from(self.open.is_some());
+        (self.mine.saturating_sub(left), self.mine)
     }
 
     /// Open the next split: its index and the rows to skip.

@@ -295,6 +295,10 @@ fn open_split(
 }
 
 impl Source for ParquetSource {
+    fn splits_done(&self) -> Option<(u64, u64)> {
+        Some(self.cursor.done())
+    }
+
     fn poll_next(&mut self) -> Result<SourcePoll> {
         let (spec, batch_size, splits) = (&self.spec, self.batch_size, &self.splits);
         let footers = &mut self.footers;

@@ -179,6 +179,10 @@ impl Iterator for Skipping {
 }
 
 impl Source for TextSource {
+    fn splits_done(&self) -> Option<(u64, u64)> {
+        Some(self.cursor.done())
+    }
+
     fn poll_next(&mut self) -> Result<SourcePoll> {
         let (spec, batch_size) = (&self.spec, self.batch_size);
         poll_splits(
