@@ -666,7 +666,18 @@ impl Operator for MatchRecognizeOperator {
     }
 
     fn metrics(&self) -> Vec<(String, u64)> {
-        vec![("num_late_records_dropped".into(), self.late_dropped)]
+        let kept = || self.partitions.iter().filter_map(|p| p.rows.as_ref());
+        let waiting = || self.waiting.iter();
+        let rows: usize = kept().chain(waiting()).map(RecordBatch::num_rows).sum();
+        let bytes: usize = kept()
+            .chain(waiting())
+            .map(RecordBatch::get_array_memory_size)
+            .sum();
+        vec![
+            ("num_late_records_dropped".into(), self.late_dropped),
+            ("state_rows".into(), rows as u64),
+            ("state_bytes".into(), bytes as u64),
+        ]
     }
 }
 

@@ -518,7 +518,25 @@ impl Operator for OverAggregateOperator {
     }
 
     fn metrics(&self) -> Vec<(String, u64)> {
-        vec![("num_late_records_dropped".into(), self.late_dropped)]
+        let frames: usize = self.partitions.iter().map(|p| p.frame.len()).sum();
+        let waiting: usize = self.waiting.iter().map(RecordBatch::num_rows).sum();
+        let bytes = self.keys.size()
+            + self
+                .partitions
+                .iter()
+                .flat_map(|p| &p.accumulators)
+                .map(|a| a.size())
+                .sum::<usize>()
+            + self
+                .waiting
+                .iter()
+                .map(RecordBatch::get_array_memory_size)
+                .sum::<usize>();
+        vec![
+            ("num_late_records_dropped".into(), self.late_dropped),
+            ("state_rows".into(), (frames + waiting) as u64),
+            ("state_bytes".into(), bytes as u64),
+        ]
     }
 }
 
