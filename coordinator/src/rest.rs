@@ -223,7 +223,12 @@ async fn submit(
         Err((status, message)) => return error(status, message),
     };
     let from = params.from_savepoint.as_deref();
-    match jobs::submit_json(&state, &body, from, params.allow_non_restored_state).await {
+    submitted(jobs::submit_json(&state, &body, from, params.allow_non_restored_state).await)
+}
+
+/// The answer to a submission: 201 with the job id, or why not.
+pub(crate) fn submitted(outcome: std::result::Result<String, SubmitError>) -> Response {
+    match outcome {
         Ok(id) => (StatusCode::CREATED, axum::Json(json!({ "job_id": id }))).into_response(),
         Err(SubmitError::Invalid(e)) => error(StatusCode::BAD_REQUEST, e.to_string()),
         Err(SubmitError::InsufficientSlots { job_id, message }) => (

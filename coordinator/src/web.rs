@@ -15,7 +15,7 @@ use axum::routing::{get, post};
 use rust_embed::RustEmbed;
 use serde_json::json;
 
-use crate::jobs::{self, SubmitError, lock};
+use crate::jobs::{self, lock};
 use crate::rest::{Shared, body_text, error};
 
 #[derive(RustEmbed)]
@@ -81,15 +81,7 @@ async fn submit_sql(
         Ok(Err(e)) => return error(StatusCode::BAD_REQUEST, e),
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
-    match jobs::submit_json(&state, &job, None, false).await {
-        Ok(id) => (StatusCode::CREATED, axum::Json(json!({ "job_id": id }))).into_response(),
-        Err(SubmitError::Invalid(e)) => error(StatusCode::BAD_REQUEST, e.to_string()),
-        Err(SubmitError::InsufficientSlots { job_id, message }) => (
-            StatusCode::CONFLICT,
-            axum::Json(json!({ "error": message, "job_id": job_id })),
-        )
-            .into_response(),
-    }
+    crate::rest::submitted(jobs::submit_json(&state, &job, None, false).await)
 }
 
 async fn config(State(state): State<Shared>, Path(id): Path<String>) -> Response {

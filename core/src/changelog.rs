@@ -321,7 +321,7 @@ mod tests {
             .sink_to(crate::spec::CollectHandle::new(), "rows")
             .unwrap();
         let e = env.job_graph("dropped").unwrap_err().to_string();
-        assert!(e.contains("retracting, so it must end with"), "{e}");
+        assert!(e.contains("retracting, so they must end with"), "{e}");
     }
 
     #[test]

@@ -485,29 +485,12 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
 /// A source's rows end with the row kind exactly when it declares a
 /// changelog.
 fn source_layout(spec: &crate::spec::SourceSpec) -> Result<()> {
-    let mode = spec.changelog_mode();
-    let schema = spec.schema();
-    let ends = is_changelog_schema(&schema);
-    let reserved = schema
-        .fields()
-        .iter()
-        .filter(|f| f.name() == ROW_KIND_COLUMN)
-        .count();
-    if mode.is_updating() != ends || reserved > usize::from(ends) {
-        return Err(WeirError::plan(format!(
-            "the {} source declares {mode} rows, so they must {}end with '{ROW_KIND_COLUMN}' \
-             Int8 (and have no other column of that name); they have ({})",
-            spec.connector().connector,
-            if mode.is_updating() { "" } else { "not " },
-            column_list(&schema)
-        )));
-    }
-    Ok(())
+    let what = format!("the {} source's rows", spec.connector().connector);
+    layout_agrees(&spec.changelog_mode(), &spec.schema(), &what)
 }
 
 /// The output layout agrees with the mode the operator declares for its
-/// inputs: an updating output ends with the row kind, an append-only one
-/// has none, and no other column takes the reserved name.
+/// inputs.
 fn changelog_layout(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) -> Result<()> {
     let modes: Vec<ChangelogMode> = inputs
         .iter()
@@ -519,19 +502,28 @@ fn changelog_layout(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) 
             }
         })
         .collect();
-    let mode = spec.changelog_mode(&modes, output);
-    let ends = is_changelog_schema(output);
-    let reserved = output
+    layout_agrees(
+        &spec.changelog_mode(&modes, output),
+        output,
+        "the operator's output",
+    )
+}
+
+/// Rows of `mode` end with the row kind when updating and have none when
+/// append-only, and no other column takes the reserved name.
+fn layout_agrees(mode: &ChangelogMode, schema: &Schema, what: &str) -> Result<()> {
+    let ends = is_changelog_schema(schema);
+    let reserved = schema
         .fields()
         .iter()
         .filter(|f| f.name() == ROW_KIND_COLUMN)
         .count();
     if mode.is_updating() != ends || reserved > usize::from(ends) {
         return Err(WeirError::plan(format!(
-            "the operator's output is {mode}, so it must {}end with '{ROW_KIND_COLUMN}' Int8 \
-             (and have no other column of that name); it has ({})",
+            "{what} are {mode}, so they must {}end with '{ROW_KIND_COLUMN}' Int8 (and have no \
+             other column of that name); they have ({})",
             if mode.is_updating() { "" } else { "not " },
-            column_list(output)
+            column_list(schema)
         )));
     }
     Ok(())
