@@ -54,3 +54,33 @@ fn damaged_parquet_files_are_bad_input() {
         }
     }
 }
+
+#[test]
+fn json_lines_of_many_documents_decode_and_end() {
+    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, true),
+        arrow::datatypes::Field::new("name", arrow::datatypes::DataType::Utf8, true),
+    ]));
+    for file in inputs("json_reader") {
+        let bytes = std::fs::read(&file).unwrap();
+        let schema = std::sync::Arc::clone(&schema);
+        // A decoder that stopped taking bytes once hung here: run it on a
+        // thread and give it ten seconds.
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let format = weir_operators::formats::formats()
+                .get("json")
+                .unwrap()
+                .clone();
+            let mut d = format.decoder(&schema, &Default::default(), 16).unwrap();
+            let outcome = d.decode(&bytes).and_then(|_| d.finish()).map(|_| ());
+            let _ = done.send(outcome.map_err(|e| e.to_string()));
+        });
+        let outcome = finished
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{}: the decoder did not end", file.display()));
+        if let Err(e) = outcome {
+            assert!(!e.contains("panicked"), "{}: {e}", file.display());
+        }
+    }
+}

@@ -314,12 +314,21 @@ impl JsonDecoder {
                 )));
             }
         }
+        // A line of many documents fills the decoder's batch, and it takes
+        // no more bytes until that batch is flushed.
+        let mut parts = vec![];
         let mut pos = 0;
         while pos < line.len() {
             pos += self.inner.decode(&line[pos..])?;
+            parts.extend(self.inner.flush()?);
         }
         self.inner.decode(b"\n")?;
-        Ok(self.inner.flush()?)
+        parts.extend(self.inner.flush()?);
+        Ok(match parts.len() {
+            0 => None,
+            1 => parts.pop(),
+            _ => Some(arrow::compute::concat_batches(&self.schema, &parts)?),
+        })
     }
 }
 
