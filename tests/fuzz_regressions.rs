@@ -68,11 +68,11 @@ fn json_lines_of_many_documents_decode_and_end() {
         // thread and give it ten seconds.
         let (done, finished) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let format = weir_operators::formats::formats()
+            let formats = weir_operators::formats::formats();
+            let mut d = formats
                 .get("json")
-                .unwrap()
-                .clone();
-            let mut d = format.decoder(&schema, &Default::default(), 16).unwrap();
+                .and_then(|f| f.decoder(&schema, &Default::default(), 16))
+                .unwrap();
             let outcome = d.decode(&bytes).and_then(|_| d.finish()).map(|_| ());
             let _ = done.send(outcome.map_err(|e| e.to_string()));
         });
