@@ -423,8 +423,8 @@ pub(crate) fn rows_schema(plan: &KafkaPlan) -> SchemaRef {
 
 impl KafkaSource {
     /// Ask the brokers for each assigned partition's latest offset, at
-    /// most every [`LAG_INTERVAL`] (a round trip per partition), briefly: a
-    /// broker that does not answer at once leaves the lag unknown.
+    /// most every [`LAG_INTERVAL`] (a round trip per partition); a broker
+    /// that does not answer within [`LAG_LOOKUP`] leaves the last figure.
     fn refresh_lag(&mut self) {
         if self.lag.1.is_some_and(|t| t.elapsed() < LAG_INTERVAL) {
             return;
@@ -437,8 +437,8 @@ impl KafkaSource {
         for ((topic, partition), p) in &self.partitions {
             match consumer.fetch_watermarks(topic, *partition, LAG_LOOKUP) {
                 Ok((_, high)) => behind += u64::try_from(high - p.next).unwrap_or(0),
-                Err(_) => {
-                    self.lag.0 = None;
+                Err(e) => {
+                    tracing::debug!("latest offset of {topic}-{partition}: {e}");
                     return;
                 }
             }
@@ -450,7 +450,7 @@ impl KafkaSource {
 /// How often a source asks for its partitions' latest offsets.
 const LAG_INTERVAL: Duration = Duration::from_secs(1);
 /// How long it waits for the answer.
-const LAG_LOOKUP: Duration = Duration::from_millis(200);
+const LAG_LOOKUP: Duration = Duration::from_secs(1);
 
 impl Source for KafkaSource {
     fn splits_of_last_batch(&self) -> Option<&[(u64, usize)]> {
