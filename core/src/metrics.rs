@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::graph::OperatorMetrics;
 
@@ -60,8 +60,9 @@ pub struct LiveTask {
     pub back_pressured_ns: Arc<AtomicU64>,
     /// When the task started.
     pub started: Instant,
-    /// When operator counters were last published.
-    published: Mutex<Option<Instant>>,
+    /// When operator counters were last published (ms since `started`,
+    /// plus one; 0: never).
+    published: AtomicU64,
     /// Whether the task keeps these counters (off only to measure their
     /// cost: then only the source's rows, watermarks and back-pressure).
     pub enabled: bool,
@@ -98,7 +99,7 @@ impl LiveTask {
             idle_ns: AtomicU64::new(0),
             back_pressured_ns: Arc::default(),
             started: Instant::now(),
-            published: Mutex::new(None),
+            published: AtomicU64::new(0),
             enabled: true,
         }
     }
@@ -113,14 +114,15 @@ impl LiveTask {
     /// Whether operator counters are due to be published again (once a
     /// second); marks them published.
     pub fn publish_due(&self) -> bool {
-        let mut last = self.published.lock().unwrap_or_else(|e| e.into_inner());
-        match *last {
-            Some(at) if at.elapsed() < Duration::from_secs(1) => false,
-            _ => {
-                *last = Some(Instant::now());
-                true
-            }
+        // Only the task calls this: an atomic of ms since the start, no
+        // lock (it runs once per batch).
+        let now = self.started.elapsed().as_millis() as u64 + 1;
+        let last = self.published.load(Ordering::Relaxed);
+        if last != 0 && now < last + 1000 {
+            return false;
         }
+        self.published.store(now, Ordering::Relaxed);
+        true
     }
 
     /// Add `ns` of waiting for input.
@@ -373,13 +375,14 @@ fn state_rows(s: &TaskSample) -> u64 {
         .sum()
 }
 
-/// The bytes of a batch's buffers that its rows use (a slice counts its
-/// part only).
+/// The bytes of a batch's buffers (a slice counts the buffers it shares;
+/// batches that cross an exchange are taken or filtered, not sliced). No
+/// allocation: it runs once per batch.
 pub fn batch_bytes(batch: &arrow::record_batch::RecordBatch) -> u64 {
     batch
         .columns()
         .iter()
-        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0) as u64)
+        .map(|c| c.get_buffer_memory_size() as u64)
         .sum()
 }
 
