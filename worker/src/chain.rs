@@ -231,17 +231,22 @@ impl OperatorChain {
     pub fn publish(&self, live: &weir_core::metrics::LiveTask) {
         use std::sync::atomic::Ordering::Relaxed;
         for (k, (op, l)) in self.operators.iter().zip(&live.operators).enumerate() {
-            let out = match self.operators.get(k + 1) {
-                Some(next) => next.records_in,
-                None => self.records_out,
-            };
             l.records_in.store(op.records_in, Relaxed);
-            l.records_out.store(out, Relaxed);
+            l.records_out.store(self.records_out_of(k), Relaxed);
         }
         if live.publish_due() {
             for (op, l) in self.operators.iter().zip(&live.operators) {
                 *l.counters.lock().unwrap_or_else(|e| e.into_inner()) = op.operator.metrics();
             }
+        }
+    }
+
+    /// Rows operator `k` emitted: what the next one took in, or what left
+    /// the chain.
+    fn records_out_of(&self, k: usize) -> u64 {
+        match self.operators.get(k + 1) {
+            Some(next) => next.records_in,
+            None => self.records_out,
         }
     }
 
@@ -271,10 +276,7 @@ impl OperatorChain {
             });
         }
         for (k, op) in self.operators.iter().enumerate() {
-            let records_out = match self.operators.get(k + 1) {
-                Some(next) => next.records_in,
-                None => self.records_out,
-            };
+            let records_out = self.records_out_of(k);
             out.push(OperatorMetrics {
                 name: op.operator.name().to_string(),
                 records_in: op.records_in,

@@ -49,12 +49,6 @@ impl RecordWriter {
         self
     }
 
-    /// Add the time spent waiting for full channels to `counter` (ns).
-    pub fn with_back_pressure_counter(mut self, counter: Arc<AtomicU64>) -> Self {
-        self.back_pressured = counter;
-        self
-    }
-
     async fn emit(&mut self, batch: RecordBatch) -> Result<()> {
         if let Some(live) = &self.bytes_out {
             live.bytes_out

@@ -294,7 +294,10 @@ impl DebeziumEncoder {
         // Insert-like rows (+I, +U) are "c" events, retractions "d".
         let inserts: Vec<bool> = if self.changelog {
             let kinds = weir_core::changelog::row_kinds(batch)?;
-            kinds.values().iter().map(|&k| k & 1 == 0).collect()
+            weir_core::changelog::additions(kinds)
+                .values()
+                .iter()
+                .collect()
         } else {
             vec![true; n]
         };
