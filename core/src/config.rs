@@ -172,6 +172,10 @@ pub struct WeirConfig {
     /// (`execution.savepoint.ignore-unclaimed-state`). Default false.
     #[serde(default)]
     pub allow_non_restored_state: bool,
+    /// Where keyed state lives, its memory budget and TTL
+    /// (`state.backend.type`, `taskmanager.memory.managed.size`, …).
+    #[serde(default)]
+    pub state: crate::state_config::StateConfig,
 }
 
 /// The guarantee checkpoints give (Flink's `CheckpointingMode`).
@@ -387,6 +391,7 @@ impl Default for WeirConfig {
             restart_strategy: RestartStrategy::default(),
             restore_from: None,
             allow_non_restored_state: false,
+            state: Default::default(),
         }
     }
 }
@@ -548,6 +553,7 @@ impl WeirConfig {
                 }
             };
         }
+        self.state.apply_env()?;
         self.validate()?;
         Ok(self)
     }

@@ -53,6 +53,7 @@ pub mod over_spec;
 pub mod process;
 pub mod prometheus;
 pub mod spec;
+pub mod state_config;
 pub mod table_function;
 pub mod time;
 pub mod wire;

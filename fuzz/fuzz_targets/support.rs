@@ -24,6 +24,7 @@ pub fn read_all(spec: weir_core::spec::SourceSpec) {
         key_groups: weir_core::keys::KeyGroupRange::for_subtask(0, 1, 128),
         config: Default::default(),
         connectors: Default::default(),
+        memory: Default::default(),
     };
     let Ok(mut source) = create_source(&node, &ctx) else {
         return;

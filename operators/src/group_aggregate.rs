@@ -34,6 +34,8 @@ use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::spec::{GroupAggregateSpec, RowKind};
 use weir_core::{Result, WeirError};
 
+use crate::memory::StateReservation;
+use crate::process::now_ms;
 use crate::window::{Accumulation, Aggregates};
 use crate::{KeyGroupFilter, Operator, OperatorContext, Output, StateTable};
 
@@ -44,6 +46,8 @@ struct RowStore {
     /// Where each id's current row is: (batch, row).
     rows: Vec<(usize, usize)>,
     stored: usize,
+    /// Arrow memory of `batches`.
+    bytes: usize,
 }
 
 impl RowStore {
@@ -53,6 +57,7 @@ impl RowStore {
             batches: vec![],
             rows: vec![],
             stored: 0,
+            bytes: 0,
         }
     }
 
@@ -85,6 +90,7 @@ impl RowStore {
         let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)?;
         let b = self.batches.len();
         self.stored += batch.num_rows();
+        self.bytes += batch.get_array_memory_size();
         self.batches.push(batch);
         let max = ids.iter().max().copied().unwrap_or(0);
         if max >= self.rows.len() {
@@ -99,6 +105,7 @@ impl RowStore {
             let columns = self.gather(&all)?;
             let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)?;
             self.stored = batch.num_rows();
+            self.bytes = batch.get_array_memory_size();
             self.batches = vec![batch];
             self.rows = (0..self.stored).map(|r| (0, r)).collect();
         }
@@ -125,8 +132,20 @@ pub struct GroupAggregateOperator {
     retractions: bool,
     /// Upsert mode: a changed key emits `+U` without `-U`.
     upsert: bool,
-    /// Per id: whether the key has rows (always, without retractions).
+    /// Per id: whether the key has rows (always, without retractions) and
+    /// is not past the state TTL. A key that is not alive starts afresh.
     alive: Vec<bool>,
+    /// How many ids are alive: when the dead outnumber them, the key
+    /// index and the store are rebuilt without the dead.
+    live: usize,
+    /// `table.exec.state.ttl` (ms): a key not written for this long is
+    /// forgotten, without output, as Flink's state TTL.
+    ttl: Option<i64>,
+    /// Per id, when it was last written (ms; with a TTL only).
+    written: Vec<i64>,
+    last_sweep: i64,
+    /// The state's share of the managed memory budget.
+    memory: StateReservation,
     /// Batch mode over an insert-only input: one accumulation updated in
     /// place, evaluated once at the end (no per-batch results to compare).
     direct: Option<Accumulation>,
@@ -170,6 +189,15 @@ impl GroupAggregateOperator {
             retractions: spec.retractions,
             upsert: spec.upsert,
             alive: vec![],
+            live: 0,
+            ttl: ctx
+                .config
+                .state
+                .ttl
+                .map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX)),
+            written: vec![],
+            last_sweep: now_ms(),
+            memory: ctx.memory.reserve(&name, false),
             direct,
             name,
         })
@@ -250,7 +278,7 @@ impl GroupAggregateOperator {
         Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
     }
 
-    fn accumulate(&mut self, batch: &RecordBatch, out: &mut dyn Output) -> Result<()> {
+    fn accumulate(&mut self, batch: &RecordBatch, now: i64, out: &mut dyn Output) -> Result<()> {
         // 1. The batch on its own (additions, and retractions negated),
         //    its keys interned once.
         let mut local = new_group_values(self.aggregates.key_schema(), &GroupOrdering::None)?;
@@ -289,7 +317,12 @@ impl GroupAggregateOperator {
         let known = self.index.len();
         let mut ids = Vec::new();
         self.index.intern(&keys, &mut ids)?;
-        let old_rows: Vec<usize> = (0..n).filter(|&r| ids[r] < known).collect();
+        // A key known but not alive (all its rows retracted, or past the
+        // TTL) starts afresh.
+        let was_alive: Vec<bool> = (0..n)
+            .map(|r| ids[r] < known && self.alive.get(ids[r]).copied().unwrap_or(false))
+            .collect();
+        let old_rows: Vec<usize> = (0..n).filter(|&r| was_alive[r]).collect();
         let old_ids: Vec<usize> = old_rows.iter().map(|&r| ids[r]).collect();
         // 3. Old states merged with the batch's.
         let old_columns = self.store.gather(&old_ids)?;
@@ -305,9 +338,6 @@ impl GroupAggregateOperator {
             }
             new_states.extend(a.state(EmitTo::All)?);
         }
-        let was_alive: Vec<bool> = (0..n)
-            .map(|r| ids[r] < known && self.alive.get(ids[r]).copied().unwrap_or(true))
-            .collect();
         let new_values = self.evaluate(&self.states_of(&new_states), n)?;
         let alive = self.has_rows(&new_values);
         if self.changelog {
@@ -323,12 +353,79 @@ impl GroupAggregateOperator {
         }
         let max = ids.iter().max().copied().unwrap_or(0);
         if self.alive.len() <= max {
-            self.alive.resize(max + 1, true);
+            self.alive.resize(max + 1, false);
         }
         for (r, &id) in ids.iter().enumerate() {
+            self.live = self.live + usize::from(alive[r]) - usize::from(was_alive[r]);
             self.alive[id] = alive[r];
         }
-        self.store.put(&ids, new_states)
+        if self.ttl.is_some() {
+            if self.written.len() <= max {
+                self.written.resize(max + 1, now);
+            }
+            for &id in &ids {
+                self.written[id] = now;
+            }
+        }
+        self.store.put(&ids, new_states)?;
+        if crate::key_table::due(self.index.len(), self.live) {
+            self.compact()?;
+        }
+        self.account()
+    }
+
+    /// Size the memory reservation to the state held.
+    fn account(&mut self) -> Result<()> {
+        let bytes = self.store.bytes
+            + self.index.size()
+            + self.alive.len()
+            + self.written.len() * std::mem::size_of::<i64>();
+        self.memory.resize(bytes)?;
+        Ok(())
+    }
+
+    /// Rebuild the key index and the store with only the alive keys.
+    fn compact(&mut self) -> Result<()> {
+        let moved = crate::key_table::compact(&mut self.index, &self.alive)?;
+        // Old ids in their new order.
+        let mut order = vec![0; self.index.len()];
+        for (old, new) in moved.iter().enumerate() {
+            if let Some(new) = new {
+                order[*new] = old;
+            }
+        }
+        let columns = self.store.gather(&order)?;
+        self.store = RowStore::new(Arc::clone(&self.store.schema));
+        let ids: Vec<usize> = (0..order.len()).collect();
+        self.store.put(&ids, columns)?;
+        self.alive = vec![true; order.len()];
+        self.live = order.len();
+        if self.ttl.is_some() {
+            self.written = order.iter().map(|&i| self.written[i]).collect();
+        }
+        Ok(())
+    }
+
+    /// Forget keys not written within the TTL, at most every tenth of it.
+    fn sweep(&mut self, now: i64) -> Result<()> {
+        let Some(ttl) = self.ttl else {
+            return Ok(());
+        };
+        if now - self.last_sweep < (ttl / 10).max(10) {
+            return Ok(());
+        }
+        self.last_sweep = now;
+        let cutoff = now.saturating_sub(ttl);
+        for (id, &w) in self.written.iter().enumerate() {
+            if w < cutoff && self.alive[id] {
+                self.alive[id] = false;
+                self.live -= 1;
+            }
+        }
+        if crate::key_table::due(self.index.len(), self.live) {
+            self.compact()?;
+        }
+        self.account()
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -444,8 +541,23 @@ impl Operator for GroupAggregateOperator {
                 .aggregates
                 .update(&mut acc.accumulators, &batch, &ids, n);
         }
-        self.accumulate(&batch, out)
+        let now = now_ms();
+        self.accumulate(&batch, now, out)
+            .and_then(|()| self.sweep(now))
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))
+    }
+
+    fn accounts_memory(&self) -> bool {
+        true
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        // With a TTL, sweep while no input comes too.
+        self.ttl.map(|t| self.last_sweep + (t / 10).max(10))
+    }
+
+    fn on_processing_time(&mut self, now: i64, _out: &mut dyn Output) -> Result<()> {
+        self.sweep(now)
     }
 
     fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
@@ -476,7 +588,7 @@ impl Operator for GroupAggregateOperator {
         while from < total {
             let to = (from + self.batch_size).min(total);
             let ids: Vec<usize> = (from..to)
-                .filter(|&i| self.alive.get(i).copied().unwrap_or(true))
+                .filter(|&i| self.alive.get(i).copied().unwrap_or(false))
                 .collect();
             from = to;
             if ids.is_empty() {
@@ -500,7 +612,7 @@ impl Operator for GroupAggregateOperator {
             .map(RecordBatch::get_array_memory_size)
             .sum();
         vec![
-            ("groups".into(), self.store.len() as u64),
+            ("groups".into(), self.live as u64),
             ("state_bytes".into(), bytes as u64),
         ]
     }
@@ -512,7 +624,10 @@ impl Operator for GroupAggregateOperator {
                 self.name
             )));
         }
-        let ids: Vec<usize> = (0..self.store.len()).collect();
+        // Keys retracted to nothing or past the TTL are not state.
+        let ids: Vec<usize> = (0..self.store.len())
+            .filter(|&i| self.alive.get(i).copied().unwrap_or(false))
+            .collect();
         let columns = self.store.gather(&ids)?;
         let batch = RecordBatch::try_new(Arc::clone(&self.store.schema), columns)?;
         Ok(vec![
@@ -557,19 +672,30 @@ impl Operator for GroupAggregateOperator {
                     self.name
                 )));
             }
-            if self.retractions {
+            let alive = if self.retractions {
                 let values = self.evaluate(&self.states_of(&columns), ids.len())?;
-                let alive = self.has_rows(&values);
-                let max = ids.iter().max().copied().unwrap_or(0);
-                if self.alive.len() <= max {
-                    self.alive.resize(max + 1, true);
-                }
-                for (r, &id) in ids.iter().enumerate() {
-                    self.alive[id] = alive[r];
-                }
+                self.has_rows(&values)
+            } else {
+                vec![true; ids.len()]
+            };
+            let max = ids.iter().max().copied().unwrap_or(0);
+            if self.alive.len() <= max {
+                self.alive.resize(max + 1, false);
+            }
+            for (r, &id) in ids.iter().enumerate() {
+                self.alive[id] = alive[r];
+                self.live += usize::from(alive[r]);
+            }
+            // Restored keys' TTL starts over.
+            if self.ttl.is_some() {
+                self.written.resize(self.alive.len(), now_ms());
             }
             self.store.put(&ids, columns)?;
         }
-        Ok(())
+        self.account()
     }
 }
+
+#[cfg(test)]
+#[path = "group_aggregate_tests.rs"]
+mod tests;

@@ -22,7 +22,6 @@ use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt32Array};
 use arrow::compute::{filter_record_batch, interleave, take};
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use datafusion_expr::EmitTo;
 use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::message::Watermark;
@@ -238,6 +237,29 @@ impl IntervalJoinOperator {
             ],
             filter: crate::KeyGroupFilter::new(ctx),
         })
+    }
+
+    /// Drop keys no side buffers rows of from the key table, so it cannot
+    /// grow forever as rows expire: rebuilt when the dead keys outnumber
+    /// the live ones (amortized O(1) per key).
+    fn compact_keys(&mut self) -> Result<()> {
+        let total = self.keys.len();
+        let most_live = self.sides[0].index.len() + self.sides[1].index.len();
+        if !crate::key_table::due(total, most_live) {
+            return Ok(());
+        }
+        let live: Vec<bool> = (0..total)
+            .map(|k| self.sides.iter().any(|s| s.index.contains_key(&k)))
+            .collect();
+        let moved = crate::key_table::compact(&mut self.keys, &live)?;
+        for side in &mut self.sides {
+            side.index = side
+                .index
+                .drain()
+                .filter_map(|(k, v)| moved.get(k).copied().flatten().map(|n| (n, v)))
+                .collect();
+        }
+        Ok(())
     }
 
     /// Buffer rows of `input` without joining them (a restore); an outer
@@ -480,10 +502,7 @@ impl Operator for IntervalJoinOperator {
             }
             self.sides[input].expire(threshold);
         }
-        if self.sides[0].live_rows == 0 && self.sides[1].live_rows == 0 && !self.keys.is_empty() {
-            // Nothing buffered: drop the key table so it cannot grow forever.
-            let _ = self.keys.emit(EmitTo::All)?;
-        }
+        self.compact_keys()?;
         // The output keeps the left row's time (the right row's in a right
         // join), and a left row can still pair with a right row up to
         // `upper` after it (a right row with a left one `-lower` after it):
@@ -611,6 +630,7 @@ mod tests {
             key_groups: KeyGroupRange::for_subtask(0, 1, 128),
             config: WeirConfig::default(),
             connectors: Default::default(),
+            memory: Default::default(),
         };
         IntervalJoinOperator::try_new("join".into(), &spec, out, &ctx).unwrap()
     }
@@ -632,6 +652,35 @@ mod tests {
         assert_eq!(op.buffered_rows(), (0, 2));
         op.on_watermark(Watermark(116), &mut out).unwrap();
         assert_eq!(op.buffered_rows(), (0, 0));
+    }
+
+    #[test]
+    fn the_key_table_stays_flat_as_rows_expire_under_key_churn() {
+        let mut op = operator(0, 10);
+        let mut out: Vec<RecordBatch> = Vec::new();
+        let mut biggest = 0;
+        // New keys every second of event time; a row far ahead keeps the
+        // state from ever being empty.
+        op.process_input(0, batch(&[(-1, 1_000_000)]), &mut out)
+            .unwrap();
+        for second in 0..30i64 {
+            let rows: Vec<(i64, i64)> = (0..1000)
+                .map(|k| (second * 1000 + k, second * 1000))
+                .collect();
+            op.process_input(0, batch(&rows), &mut out).unwrap();
+            op.process_input(1, batch(&rows), &mut out).unwrap();
+            op.on_watermark(Watermark(second * 1000 + 20), &mut out)
+                .unwrap();
+            biggest = biggest.max(op.keys.len());
+        }
+        assert_eq!(out.iter().map(|b| b.num_rows()).sum::<usize>(), 30_000);
+        assert!(biggest <= 4096 + 1001, "key table grew to {biggest}");
+        assert_eq!(op.buffered_rows(), (1, 0));
+        // The long-lived key still joins.
+        out.clear();
+        op.process_input(1, batch(&[(-1, 1_000_005)]), &mut out)
+            .unwrap();
+        assert_eq!(out.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
     }
 
     #[test]

@@ -204,6 +204,7 @@ mod tests {
             key_groups: KeyGroupRange::for_subtask(0, 1, 128),
             config: WeirConfig::default(),
             connectors: Default::default(),
+            memory: Default::default(),
         };
         let mut op =
             LateralOperator::try_new("lateral".into(), &spec, spec.output_schema().unwrap(), &ctx)

@@ -28,10 +28,12 @@ pub mod count_window;
 pub mod formats;
 pub mod group_aggregate;
 pub mod join;
+mod key_table;
 pub mod lateral;
 pub mod lookup_join;
 mod match_nfa;
 pub mod match_recognize;
+pub mod memory;
 pub mod nexmark;
 pub mod over;
 mod pane_buffer;
@@ -100,6 +102,9 @@ pub struct OperatorContext {
     pub config: WeirConfig,
     /// The connectors sources and sinks open through.
     pub connectors: connectors::Connectors,
+    /// The managed-memory budget keyed state draws from (one per job in
+    /// each process).
+    pub memory: memory::StateMemory,
 }
 
 /// Refuse an input index beyond the two of a two-input operator.
@@ -170,6 +175,13 @@ pub trait Operator: Send {
     /// Operator-specific counters, reported when the task ends.
     fn metrics(&self) -> Vec<(String, u64)> {
         vec![]
+    }
+
+    /// Whether the operator holds its own reservation of the managed
+    /// memory budget ([`memory::StateReservation`]). Otherwise the task
+    /// sizes one for it from its `state_bytes` counter, once a second.
+    fn accounts_memory(&self) -> bool {
+        false
     }
 
     /// Snapshot the operator's state at a checkpoint barrier (between two

@@ -53,6 +53,7 @@ fn operator(spec: &OverAggregateSpec) -> OverAggregateOperator {
         key_groups: KeyGroupRange::for_subtask(0, 1, 128),
         config: WeirConfig::default(),
         connectors: Default::default(),
+        memory: Default::default(),
     };
     OverAggregateOperator::try_new("over".into(), spec, spec.output_schema().unwrap(), &ctx)
         .unwrap()

@@ -28,7 +28,6 @@ use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Arra
 use arrow::compute::take;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
-use datafusion_expr::EmitTo;
 use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::spec::{JoinKind, RegularJoinSpec};
@@ -210,6 +209,8 @@ pub struct RegularJoinOperator {
     key_ids: Vec<usize>,
     filter: crate::KeyGroupFilter,
     state_bytes_max: u64,
+    /// Key table size at which to look for keys with no rows left.
+    next_compaction: usize,
 }
 
 impl RegularJoinOperator {
@@ -241,6 +242,7 @@ impl RegularJoinOperator {
             key_ids: Vec::new(),
             filter: crate::KeyGroupFilter::new(ctx),
             state_bytes_max: 0,
+            next_compaction: 0,
         })
     }
 
@@ -346,7 +348,7 @@ impl RegularJoinOperator {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        self.sweep(now);
+        self.sweep(now)?;
         let kinds: Option<Vec<Kind>> = if self.sides[input].changelog {
             let op = weir_core::changelog::row_kinds(&batch)
                 .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
@@ -447,8 +449,7 @@ impl RegularJoinOperator {
         let bytes = (self.sides[0].bytes + self.sides[1].bytes) as u64;
         self.state_bytes_max = self.state_bytes_max.max(bytes);
         self.emit(input, &batch, emitted, out)?;
-        self.compact_keys();
-        Ok(())
+        self.compact_keys()
     }
 
     /// Batch mode: keep the batch's rows (retractions take rows back); an
@@ -570,27 +571,56 @@ impl RegularJoinOperator {
     }
 
     /// Drop rows past the state TTL, at most every tenth of it.
-    fn sweep(&mut self, now: i64) {
-        let Some(ttl) = self.ttl else { return };
+    fn sweep(&mut self, now: i64) -> Result<()> {
+        let Some(ttl) = self.ttl else { return Ok(()) };
         if now - self.last_sweep < (ttl / 10).max(10) {
-            return;
+            return Ok(());
         }
         self.last_sweep = now;
         for side in &mut self.sides {
             side.expire(now - ttl);
         }
-        self.compact_keys();
+        self.compact_keys()
     }
 
-    /// With nothing kept, drop the key table so it cannot grow forever.
-    fn compact_keys(&mut self) {
-        if self.sides.iter().all(|s| s.entries == 0) && !self.keys.is_empty() {
-            let _ = self.keys.emit(EmitTo::All);
-            self.null_key.clear();
-            for s in &mut self.sides {
-                s.keys.clear();
-            }
+    /// Drop keys with no rows left on either side from the key table, so
+    /// it cannot grow forever as rows are retracted or expire. Looked at
+    /// each time the table doubles, rebuilt when the dead keys outnumber
+    /// the live ones: amortized O(1) per key.
+    fn compact_keys(&mut self) -> Result<()> {
+        let total = self.keys.len();
+        if total < self.next_compaction {
+            return Ok(());
         }
+        let live: Vec<bool> = (0..total)
+            .map(|k| {
+                self.sides
+                    .iter()
+                    .any(|s| s.keys.get(k).is_some_and(|l| !l.is_empty()))
+            })
+            .collect();
+        let n = live.iter().filter(|&&l| l).count();
+        if crate::key_table::due(total, n) {
+            let moved = crate::key_table::compact(&mut self.keys, &live)?;
+            for side in &mut self.sides {
+                let mut keys: Vec<Vec<Entry>> = (0..n).map(|_| Vec::new()).collect();
+                for (old, list) in side.keys.drain(..).enumerate() {
+                    if let Some(Some(new)) = moved.get(old) {
+                        keys[*new] = list;
+                    }
+                }
+                side.keys = keys;
+            }
+            let mut null_key = vec![false; n];
+            for (old, new) in moved.iter().enumerate() {
+                if let Some(new) = new {
+                    null_key[*new] = self.null_key.get(old).copied().unwrap_or(false);
+                }
+            }
+            self.null_key = null_key;
+        }
+        self.next_compaction = (2 * self.keys.len()).max(2 * crate::key_table::MIN_DEAD);
+        Ok(())
     }
 
     fn state_schema(side: &Side) -> SchemaRef {

@@ -53,6 +53,7 @@ fn ctx() -> OperatorContext {
         key_groups: KeyGroupRange::for_subtask(0, 1, 128),
         config: WeirConfig::default(),
         connectors: Default::default(),
+        memory: Default::default(),
     }
 }
 
@@ -305,4 +306,32 @@ fn in_batch_mode_the_join_emits_its_final_rows_once_at_the_end() {
             "+I null,null,3,300"
         ]
     );
+}
+
+#[test]
+fn the_key_table_stays_flat_under_steady_key_churn() {
+    // Retractions: each round's keys are inserted on both sides, joined,
+    // then deleted on both sides.
+    let s = spec(JoinKind::Inner, (true, true));
+    let mut op = operator(&s);
+    // One key stays all along: the state is never empty.
+    run(&mut op, 0, changes(&[("+I", -1, 0)]), 0);
+    let mut biggest = 0;
+    for round in 0..30i64 {
+        let keys: Vec<i64> = (round * 1000..(round + 1) * 1000).collect();
+        let batch = |kind: &str| {
+            let r: Vec<(&str, i64, i64)> = keys.iter().map(|&k| (kind, k, k)).collect();
+            changes(&r)
+        };
+        run(&mut op, 0, batch("+I"), 0);
+        assert_eq!(run(&mut op, 1, batch("+I"), 0).len(), 1000);
+        run(&mut op, 0, batch("-D"), 0);
+        assert_eq!(run(&mut op, 1, batch("-D"), 0).len(), 0);
+        biggest = biggest.max(op.keys.len());
+    }
+    assert!(biggest <= 2 * 4096 + 1000, "key table grew to {biggest}");
+    assert_eq!(op.kept_rows(), (1, 0));
+    // A key seen before the compaction joins again.
+    run(&mut op, 0, changes(&[("+I", 5, 1)]), 0);
+    assert_eq!(run(&mut op, 1, changes(&[("+I", 5, 2)]), 0), ["+I 5,1,5,2"]);
 }

@@ -55,6 +55,7 @@ fn ctx() -> OperatorContext {
         key_groups: KeyGroupRange::for_subtask(0, 1, 128),
         config: WeirConfig::default(),
         connectors: Default::default(),
+        memory: Default::default(),
     }
 }
 

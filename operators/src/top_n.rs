@@ -23,7 +23,7 @@
 //! final rows also `meta` (the watermark, as the window operators) and, for
 //! keep-first, `emitted` (the key columns of every key emitted).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt32Array, UInt64Array};
@@ -34,6 +34,7 @@ use weir_core::changelog::RowKind;
 use weir_core::spec::{FinalRows, TopNSpec};
 use weir_core::{Result, WeirError};
 
+use crate::process::now_ms;
 use crate::{KeyGroupFilter, Operator, OperatorContext, Output, StateTable};
 
 /// The Top-N operator of one subtask.
@@ -58,8 +59,18 @@ pub struct TopNOperator {
     /// The last watermark (final rows).
     watermark: i64,
     late: u64,
-    /// Keep-first by rowtime: the keys emitted (row-encoded).
-    emitted: HashSet<Box<[u8]>>,
+    /// Keep-first by rowtime: the keys emitted (row-encoded), with when
+    /// (processing time, ms).
+    emitted: HashMap<Box<[u8]>, i64>,
+    /// `table.exec.state.ttl` (ms), for every kind but window Top-N (whose
+    /// windows leave with the watermark): a key not written for this long
+    /// is forgotten, without output, as Flink's state TTL.
+    ttl: Option<i64>,
+    /// With a TTL: when each kept key was last written (ms).
+    written: HashMap<Box<[u8]>, i64>,
+    last_sweep: i64,
+    /// The latest processing time seen (ms): when keys are emitted.
+    clock: i64,
 }
 
 #[derive(Clone, Copy)]
@@ -126,7 +137,16 @@ impl TopNOperator {
             },
             watermark: i64::MIN,
             late: 0,
-            emitted: HashSet::new(),
+            emitted: HashMap::new(),
+            ttl: ctx
+                .config
+                .state
+                .ttl
+                .filter(|_| !matches!(spec.final_rows, Some(FinalRows::WindowEnd(_))))
+                .map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX)),
+            written: HashMap::new(),
+            last_sweep: now_ms(),
+            clock: now_ms(),
         })
     }
 
@@ -156,7 +176,7 @@ impl TopNOperator {
             let keys = this.keys.convert_columns(&this.key_columns(&batch))?;
             Ok(Some(
                 keys.iter()
-                    .map(|k| this.emitted.contains(k.data()))
+                    .map(|k| this.emitted.contains_key(k.data()))
                     .collect(),
             ))
         };
@@ -203,7 +223,8 @@ impl TopNOperator {
                 let numbers: Vec<u64> = (1..=rows.num_rows() as u64).collect();
                 out.collect(self.output(&rows, &numbers, None)?)?;
                 if matches!(mode, Final::FirstByRowtime(_)) {
-                    self.emitted.insert(key);
+                    self.written.remove(&key);
+                    self.emitted.insert(key, self.clock);
                 }
             }
         }
@@ -388,7 +409,8 @@ impl TopNOperator {
         Ok(())
     }
 
-    fn process(&mut self, batch: &RecordBatch, out: &mut dyn Output) -> Result<()> {
+    fn process(&mut self, batch: &RecordBatch, now: i64, out: &mut dyn Output) -> Result<()> {
+        self.clock = self.clock.max(now);
         let key_columns: Vec<ArrayRef> = self
             .key_indices
             .iter()
@@ -414,6 +436,9 @@ impl TopNOperator {
                 Some(o) => concat_batches(&self.input_schema, [o, &fresh])?,
                 None => fresh,
             };
+            if self.ttl.is_some() {
+                self.written.insert(key.into(), now);
+            }
             if self.changelog && self.limit == 1 && self.later_wins_ties {
                 let new = self.keep_last_changes(&all, old.is_some(), &mut emitted)?;
                 self.kept.insert(key.into(), new);
@@ -430,6 +455,34 @@ impl TopNOperator {
         }
         Ok(())
     }
+
+    /// Forget keys (kept rows, and keys emitted by keep-first) not written
+    /// within the TTL, at most every tenth of it.
+    fn sweep(&mut self, now: i64) {
+        let Some(ttl) = self.ttl else { return };
+        if now - self.last_sweep < (ttl / 10).max(10) {
+            return;
+        }
+        self.last_sweep = now;
+        self.clock = self.clock.max(now);
+        let cutoff = now.saturating_sub(ttl);
+        let written = &mut self.written;
+        self.kept.retain(|k, _| match written.get(k) {
+            Some(&t) if t < cutoff => {
+                written.remove(k);
+                false
+            }
+            _ => true,
+        });
+        self.emitted.retain(|_, t| *t >= cutoff);
+        if self.kept.capacity() / 4 > self.kept.len() {
+            self.kept.shrink_to_fit();
+            self.written.shrink_to_fit();
+        }
+        if self.emitted.capacity() / 4 > self.emitted.len() {
+            self.emitted.shrink_to_fit();
+        }
+    }
 }
 
 impl Operator for TopNOperator {
@@ -442,8 +495,20 @@ impl Operator for TopNOperator {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        self.process(&batch, out)
+        let now = now_ms();
+        self.sweep(now);
+        self.process(&batch, now, out)
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        // With a TTL, sweep while no input comes too.
+        self.ttl.map(|t| self.last_sweep + (t / 10).max(10))
+    }
+
+    fn on_processing_time(&mut self, now: i64, _out: &mut dyn Output) -> Result<()> {
+        self.sweep(now);
+        Ok(())
     }
 
     fn on_watermark(
@@ -499,7 +564,7 @@ impl Operator for TopNOperator {
             let parser = self.keys.parser();
             let keys = self
                 .keys
-                .convert_rows(self.emitted.iter().map(|k| parser.parse(k)))?;
+                .convert_rows(self.emitted.keys().map(|k| parser.parse(k)))?;
             let fields: Vec<arrow::datatypes::FieldRef> = self
                 .key_indices
                 .iter()
@@ -527,7 +592,10 @@ impl Operator for TopNOperator {
                 let all: Vec<usize> = (0..self.key_indices.len()).collect();
                 let batch = self.key_groups.keep(t.batch, &all)?;
                 let keys = self.keys.convert_columns(batch.columns())?;
-                self.emitted.extend(keys.iter().map(|k| k.data().into()));
+                // Restored keys' TTL starts over.
+                let now = now_ms();
+                self.emitted
+                    .extend(keys.iter().map(|k| (k.data().into(), now)));
                 continue;
             }
             if t.name != "rows" || t.batch.schema().fields() != self.input_schema.fields() {
@@ -541,7 +609,7 @@ impl Operator for TopNOperator {
                 // Kept rows were stored in order: re-sorting keeps it.
                 let mut ignore = vec![];
                 let saved = std::mem::replace(&mut self.changelog, false);
-                let r = self.process(&batch, &mut ignore);
+                let r = self.process(&batch, now_ms(), &mut ignore);
                 self.changelog = saved;
                 r?;
             }
@@ -608,6 +676,10 @@ mod tests {
     }
 
     fn operator(spec: &TopNSpec) -> TopNOperator {
+        operator_with(spec, WeirConfig::default())
+    }
+
+    fn operator_with(spec: &TopNSpec, config: WeirConfig) -> TopNOperator {
         let mut fields: Vec<Field> = input().fields().iter().map(|f| (**f).clone()).collect();
         fields.push(Field::new("rn", DataType::UInt64, false));
         let ctx = OperatorContext {
@@ -615,8 +687,9 @@ mod tests {
             subtask: 0,
             parallelism: 1,
             key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-            config: WeirConfig::default(),
+            config,
             connectors: Default::default(),
+            memory: Default::default(),
         };
         TopNOperator::try_new("top".into(), spec, Arc::new(Schema::new(fields)), &ctx).unwrap()
     }
@@ -649,6 +722,46 @@ mod tests {
     }
 
     #[test]
+    fn keep_first_forgets_emitted_keys_past_the_state_ttl() {
+        let mut config = WeirConfig::default();
+        config.state.ttl = Some(std::time::Duration::from_millis(1000));
+        let spec = TopNSpec {
+            keys: vec!["v".into()],
+            order: vec![("window_end".into(), false, false)],
+            later_wins_ties: false,
+            limit: 1,
+            row_number: Some("rn".into()),
+            input_schema: input(),
+            changelog: false,
+            final_rows: Some(FinalRows::FirstByRowtime("window_end".into())),
+        };
+        let mut op = operator_with(&spec, config);
+        let mut biggest = 0;
+        // Steady churn: 100 new keys per second of processing time for a
+        // minute; each key's first row is emitted and remembered.
+        let start = now_ms() + 10_000;
+        for second in 0..60i64 {
+            let now = start + second * 1000;
+            let keys: Vec<i64> = (second * 100..(second + 1) * 100).collect();
+            let mut out = vec![];
+            op.process(&rows(&vec![second * 10; 100], &keys), now, &mut out)
+                .unwrap();
+            op.on_watermark(Watermark(second * 10), &mut out).unwrap();
+            assert_eq!(emitted(&out).len(), 100);
+            op.sweep(now + 500);
+            biggest = biggest.max(op.emitted.len() + op.kept.len());
+        }
+        // A second and a half of keys at most, not a minute's.
+        assert!(biggest <= 200, "keep-first held {biggest} keys");
+        // An expired key's next row is emitted again (its state is gone).
+        let mut out = vec![];
+        op.process(&rows(&[700], &[0]), start + 70_000, &mut out)
+            .unwrap();
+        op.on_watermark(Watermark(700), &mut out).unwrap();
+        assert_eq!(emitted(&out), [(700, 0, 1)]);
+    }
+
+    #[test]
     fn keep_last_sends_every_replacement_of_a_batch_in_arrival_order() {
         // Keyed by `v`, the last row by the first column (as rowtime).
         let spec = TopNSpec {
@@ -671,6 +784,7 @@ mod tests {
             key_groups: KeyGroupRange::for_subtask(0, 1, 128),
             config: WeirConfig::default(),
             connectors: Default::default(),
+            memory: Default::default(),
         };
         let mut op =
             TopNOperator::try_new("dedup".into(), &spec, Arc::new(Schema::new(fields)), &ctx)

@@ -56,7 +56,19 @@ pub const OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "table.exec.state.ttl",
-        "how long a regular join keeps a row after it was last written (default: forever)",
+        "how long keyed state (regular joins, group aggregates, Top-N, deduplication) keeps a key or row after it was last written, in processing time (default: forever)",
+    ),
+    (
+        "state.backend.type",
+        "'hashmap' (state in memory, the default) or 'disk' (spills past the memory budget; 'rocksdb' names it too)",
+    ),
+    (
+        "state.backend.local-dir",
+        "where the disk backend spills (default: a folder in the temp dir)",
+    ),
+    (
+        "taskmanager.memory.managed.size",
+        "memory keyed state may take per process, e.g. '2gb' (default: no limit in memory, 512mb on disk)",
     ),
     (
         "weir.state.ttl.time",
@@ -780,8 +792,23 @@ fn apply_options(
                     .ok_or_else(|| bad(k, v, "a duration such as '5 s'"))?;
             }
             "table.exec.state.ttl" => {
-                connectors::parse_duration_ms(v)
+                let ms = connectors::parse_duration_ms(v)
                     .ok_or_else(|| bad(k, v, "a duration such as '1 h'"))?;
+                env.configure(|c| c.state.ttl = (ms > 0).then(|| Duration::from_millis(ms as u64)));
+            }
+            "state.backend.type" => {
+                let backend = weir_core::state_config::StateBackend::parse(v)
+                    .map_err(|_| bad(k, v, "'hashmap' or 'disk' (or 'rocksdb')"))?;
+                env.configure(|c| c.state.backend = backend);
+            }
+            "state.backend.local-dir" => {
+                let dir = std::path::PathBuf::from(v);
+                env.configure(|c| c.state.local_dir = Some(dir));
+            }
+            "taskmanager.memory.managed.size" => {
+                let bytes = weir_core::state_config::parse_memory_size(v)
+                    .map_err(|_| bad(k, v, "a memory size such as '2gb' or '512 mb'"))?;
+                env.configure(|c| c.state.managed_memory = Some(bytes));
             }
             "weir.state.ttl.time"
                 if !["processing-time", "event-time"]

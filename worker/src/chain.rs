@@ -4,11 +4,16 @@ use arrow::record_batch::RecordBatch;
 use weir_core::Result;
 use weir_core::graph::OperatorMetrics;
 use weir_core::message::Watermark;
+use weir_operators::memory::{StateMemory, StateReservation};
 use weir_operators::{Operator, Output, StateTable};
 
 struct ChainedOperator {
     operator: Box<dyn Operator>,
     records_in: u64,
+    /// The operator's share of the managed memory budget, sized by the
+    /// chain from its `state_bytes` (operators that account for
+    /// themselves have none here).
+    memory: Option<StateReservation>,
 }
 
 /// What a chain emitted: main-output batches of its last operator, and side
@@ -34,6 +39,8 @@ impl ChainOutput {
 pub struct OperatorChain {
     operators: Vec<ChainedOperator>,
     records_out: u64,
+    /// When operators' state was last measured against the budget.
+    memory_checked: Option<std::time::Instant>,
 }
 
 /// Delivers batches to the rest of a chain, or to the task's output buffer.
@@ -83,10 +90,52 @@ impl OperatorChain {
                 .map(|operator| ChainedOperator {
                     operator,
                     records_in: 0,
+                    memory: None,
                 })
                 .collect(),
             records_out: 0,
+            memory_checked: None,
         }
+    }
+
+    /// Hold the state of operators that do not account for themselves
+    /// against `memory`'s budget (none without a budget).
+    pub fn with_memory(mut self, memory: &StateMemory) -> Self {
+        if memory.limit().is_none() {
+            return self;
+        }
+        for op in &mut self.operators {
+            if !op.operator.accounts_memory() {
+                op.memory = Some(memory.reserve(op.operator.name(), false));
+            }
+        }
+        self.memory_checked = Some(std::time::Instant::now());
+        self
+    }
+
+    /// At most once a second: size each operator's reservation to the
+    /// state it reports, failing the task when the budget is exceeded.
+    pub fn check_memory(&mut self) -> Result<()> {
+        let Some(at) = self.memory_checked else {
+            return Ok(());
+        };
+        if at.elapsed() < std::time::Duration::from_secs(1) {
+            return Ok(());
+        }
+        self.memory_checked = Some(std::time::Instant::now());
+        for op in &mut self.operators {
+            let Some(reservation) = &mut op.memory else {
+                continue;
+            };
+            let bytes = op
+                .operator
+                .metrics()
+                .into_iter()
+                .find(|(k, _)| k == "state_bytes")
+                .map_or(0, |(_, v)| v as usize);
+            reservation.resize(bytes)?;
+        }
+        Ok(())
     }
 
     /// Push a batch of the head's input `input` through the chain.

@@ -465,6 +465,8 @@ pub fn build_placed_tasks(
     }
     let mut tasks = Vec::with_capacity(exec.subtasks.len());
     let connectors = crate::connectors::connectors();
+    // One managed-memory budget for the job's tasks in this process.
+    let memory = weir_operators::memory::StateMemory::new(&job.config.state);
     for st in exec
         .subtasks
         .iter()
@@ -482,6 +484,7 @@ pub fn build_placed_tasks(
             ),
             config: job.config.clone(),
             connectors: connectors.clone(),
+            memory: memory.clone(),
         };
         let head = &job.nodes[vertex.nodes[0]];
         let (input, chain_nodes) = match &head.kind {
@@ -523,7 +526,7 @@ pub fn build_placed_tasks(
             .map(|&n| create_operator(&job.nodes[n], &ctx))
             .collect::<Result<Vec<_>>>()
             .map_err(|e| task_error(&st.name, e))?;
-        let chain = OperatorChain::new(operators);
+        let chain = OperatorChain::new(operators).with_memory(&memory);
         let source_name = match &input {
             TaskInput::Source { name, .. } => Some(name.clone()),
             TaskInput::Gate(_) => None,

@@ -198,6 +198,7 @@ impl Task {
     }
 
     async fn flush(&mut self, tail: &mut ChainOutput) -> Result<()> {
+        self.chain.check_memory()?;
         if self.live.enabled {
             self.chain.publish(&self.live);
         }

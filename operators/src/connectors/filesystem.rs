@@ -332,6 +332,7 @@ fn read_all(t: &TableDescriptor) -> Result<MemorySourceSpec> {
         key_groups: weir_core::keys::KeyGroupRange::for_subtask(0, 1, 1),
         config: Default::default(),
         connectors: Default::default(),
+        memory: Default::default(),
     };
     let mut source = match &spec {
         SourceSpec::Connector(c) => Filesystem

@@ -370,6 +370,7 @@ mod tests {
             key_groups: KeyGroupRange::for_subtask(subtask, parallelism, 128),
             config,
             connectors: Default::default(),
+            memory: Default::default(),
         };
         GeneratorSource::new(spec, &ctx)
     }

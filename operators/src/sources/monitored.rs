@@ -244,6 +244,7 @@ mod tests {
                 ..Default::default()
             },
             connectors: Default::default(),
+            memory: Default::default(),
         }
     }
 
