@@ -38,6 +38,19 @@ pub(crate) fn create(
             exprs: exprs.iter().map(|(e, _)| Arc::clone(e)).collect(),
             schema: Arc::clone(&node.schema),
         }),
+        // The disk backend spills a streaming GROUP BY's state by
+        // partitions; batch mode aggregates in memory.
+        OperatorSpec::GroupAggregate(g)
+            if g.changelog
+                && ctx.memory.backend() == weir_core::state_config::StateBackend::Disk =>
+        {
+            Box::new(crate::group_spill::SpillingGroupAggregate::try_new(
+                name,
+                g,
+                Arc::clone(&node.schema),
+                ctx,
+            )?)
+        }
         OperatorSpec::GroupAggregate(g) => {
             Box::new(crate::group_aggregate::GroupAggregateOperator::try_new(
                 name,

@@ -39,6 +39,10 @@ use crate::process::now_ms;
 use crate::window::{Accumulation, Aggregates};
 use crate::{KeyGroupFilter, Operator, OperatorContext, Output, StateTable};
 
+/// The state table of input rows held back (the disk backend's pending
+/// rows), processed on restore before the next input.
+pub(crate) const PENDING_TABLE: &str = "pending";
+
 /// Rows of one schema kept in appended batches, addressed by dense id.
 struct RowStore {
     schema: SchemaRef,
@@ -146,6 +150,10 @@ pub struct GroupAggregateOperator {
     last_sweep: i64,
     /// The state's share of the managed memory budget.
     memory: StateReservation,
+    /// Restored input rows whose changes were never sent (the disk
+    /// backend's pending rows): processed before the next input.
+    replay: Vec<RecordBatch>,
+    input_schema: SchemaRef,
     /// Batch mode over an insert-only input: one accumulation updated in
     /// place, evaluated once at the end (no per-batch results to compare).
     direct: Option<Accumulation>,
@@ -198,6 +206,8 @@ impl GroupAggregateOperator {
             written: vec![],
             last_sweep: now_ms(),
             memory: ctx.memory.reserve(&name, false),
+            replay: vec![],
+            input_schema: Arc::clone(&spec.input_schema),
             direct,
             name,
         })
@@ -374,12 +384,112 @@ impl GroupAggregateOperator {
         self.account()
     }
 
-    /// Size the memory reservation to the state held.
-    fn account(&mut self) -> Result<()> {
-        let bytes = self.store.bytes
+    /// Take in restored groups (key columns, then state columns) of this
+    /// subtask's keys.
+    pub(crate) fn restore_groups(&mut self, batch: RecordBatch) -> Result<()> {
+        if batch.schema().fields() != self.store.schema.fields() {
+            return Err(WeirError::Execution(format!(
+                "{}: the checkpoint's groups have columns [{}], this aggregation needs [{}]",
+                self.name,
+                weir_core::time::column_list(&batch.schema()),
+                weir_core::time::column_list(&self.store.schema)
+            )));
+        }
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        // Subtasks own disjoint keys: a key seen twice is damaged state.
+        let columns = batch.columns().to_vec();
+        let mut ids = Vec::new();
+        let known = self.index.len();
+        self.index.intern(&columns[..self.key_width], &mut ids)?;
+        if ids.iter().any(|&i| i < known) {
+            return Err(WeirError::Execution(format!(
+                "{}: a key appears twice in the restored state",
+                self.name
+            )));
+        }
+        let alive = if self.retractions {
+            let values = self.evaluate(&self.states_of(&columns), ids.len())?;
+            self.has_rows(&values)
+        } else {
+            vec![true; ids.len()]
+        };
+        let max = ids.iter().max().copied().unwrap_or(0);
+        if self.alive.len() <= max {
+            self.alive.resize(max + 1, false);
+        }
+        for (r, &id) in ids.iter().enumerate() {
+            self.alive[id] = alive[r];
+            self.live += usize::from(alive[r]);
+        }
+        // Restored keys' TTL starts over.
+        if self.ttl.is_some() {
+            self.written.resize(self.alive.len(), now_ms());
+        }
+        self.store.put(&ids, columns)
+    }
+
+    /// The live groups (key columns, then state columns), as snapshots
+    /// hold them.
+    pub(crate) fn groups(&self) -> Result<RecordBatch> {
+        let ids: Vec<usize> = (0..self.store.len())
+            .filter(|&i| self.alive.get(i).copied().unwrap_or(false))
+            .collect();
+        let columns = self.store.gather(&ids)?;
+        Ok(RecordBatch::try_new_with_options(
+            Arc::clone(&self.store.schema),
+            columns,
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(ids.len())),
+        )?)
+    }
+
+    /// Bytes of state held in memory.
+    pub(crate) fn state_size(&self) -> usize {
+        self.store.bytes
             + self.index.size()
             + self.alive.len()
-            + self.written.len() * std::mem::size_of::<i64>();
+            + self.written.len() * std::mem::size_of::<i64>()
+    }
+
+    /// Refuse input rows of another layout (a restored pending table).
+    pub(crate) fn check_input_layout(&self, batch: &RecordBatch) -> Result<()> {
+        if batch.schema().fields() != self.input_schema.fields() {
+            return Err(WeirError::Execution(format!(
+                "{}: the checkpoint's pending rows have columns [{}], this aggregation reads [{}]",
+                self.name,
+                weir_core::time::column_list(&batch.schema()),
+                weir_core::time::column_list(&self.input_schema)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Restored pending rows first: their changes go out before the next
+    /// input's.
+    fn replay_pending(&mut self, now: i64, out: &mut dyn Output) -> Result<()> {
+        for batch in std::mem::take(&mut self.replay) {
+            self.accumulate(&batch, now, out)?;
+        }
+        Ok(())
+    }
+
+    /// Process a batch (streaming) at processing time `now`.
+    pub(crate) fn process_batch_at(
+        &mut self,
+        batch: RecordBatch,
+        now: i64,
+        out: &mut dyn Output,
+    ) -> Result<()> {
+        self.replay_pending(now, out)
+            .and_then(|()| self.accumulate(&batch, now, out))
+            .and_then(|()| self.sweep(now))
+            .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))
+    }
+
+    /// Size the memory reservation to the state held.
+    fn account(&mut self) -> Result<()> {
+        let bytes = self.state_size();
         self.memory.resize(bytes)?;
         Ok(())
     }
@@ -541,10 +651,7 @@ impl Operator for GroupAggregateOperator {
                 .aggregates
                 .update(&mut acc.accumulators, &batch, &ids, n);
         }
-        let now = now_ms();
-        self.accumulate(&batch, now, out)
-            .and_then(|()| self.sweep(now))
-            .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))
+        self.process_batch_at(batch, now_ms(), out)
     }
 
     fn accounts_memory(&self) -> bool {
@@ -562,7 +669,7 @@ impl Operator for GroupAggregateOperator {
 
     fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
         if self.changelog {
-            return Ok(());
+            return self.replay_pending(now_ms(), out);
         }
         if let Some(mut acc) = self.direct.take() {
             if acc.groups.is_empty() {
@@ -625,72 +732,47 @@ impl Operator for GroupAggregateOperator {
             )));
         }
         // Keys retracted to nothing or past the TTL are not state.
-        let ids: Vec<usize> = (0..self.store.len())
-            .filter(|&i| self.alive.get(i).copied().unwrap_or(false))
-            .collect();
-        let columns = self.store.gather(&ids)?;
-        let batch = RecordBatch::try_new(Arc::clone(&self.store.schema), columns)?;
-        Ok(vec![
-            StateTable::new("groups", batch).keyed(0..self.key_width),
-        ])
+        let batch = self.groups()?;
+        let mut tables = vec![StateTable::new("groups", batch).keyed(0..self.key_width)];
+        for rows in &self.replay {
+            tables.push(
+                StateTable::new(PENDING_TABLE, rows.clone())
+                    .keyed(self.aggregates.key_indices.iter().copied()),
+            );
+        }
+        Ok(tables)
     }
 
     fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
         let keys: Vec<usize> = (0..self.key_width).collect();
         let all_keys = self.aggregates.key_indices.is_empty();
         for t in tables {
-            if t.name != "groups" {
-                return Err(WeirError::Execution(format!(
-                    "{}: unknown state table '{}'",
-                    self.name, t.name
-                )));
+            match t.name.as_str() {
+                "groups" => {
+                    let batch = if all_keys {
+                        t.batch
+                    } else {
+                        self.key_groups.keep(t.batch, &keys)?
+                    };
+                    self.restore_groups(batch)?;
+                }
+                // Input rows the disk backend held back: their changes were
+                // never sent, so they go through before the next input.
+                PENDING_TABLE => {
+                    self.check_input_layout(&t.batch)?;
+                    let key_indices = self.aggregates.key_indices.clone();
+                    let batch = self.key_groups.keep(t.batch, &key_indices)?;
+                    if batch.num_rows() > 0 {
+                        self.replay.push(batch);
+                    }
+                }
+                other => {
+                    return Err(WeirError::Execution(format!(
+                        "{}: unknown state table '{other}'",
+                        self.name
+                    )));
+                }
             }
-            if t.batch.schema().fields() != self.store.schema.fields() {
-                return Err(WeirError::Execution(format!(
-                    "{}: the checkpoint's groups have columns [{}], this aggregation needs [{}]",
-                    self.name,
-                    weir_core::time::column_list(&t.batch.schema()),
-                    weir_core::time::column_list(&self.store.schema)
-                )));
-            }
-            let batch = if all_keys {
-                t.batch
-            } else {
-                self.key_groups.keep(t.batch, &keys)?
-            };
-            if batch.num_rows() == 0 {
-                continue;
-            }
-            // Subtasks own disjoint keys: a key seen twice is damaged state.
-            let columns = batch.columns().to_vec();
-            let mut ids = Vec::new();
-            let known = self.index.len();
-            self.index.intern(&columns[..self.key_width], &mut ids)?;
-            if ids.iter().any(|&i| i < known) {
-                return Err(WeirError::Execution(format!(
-                    "{}: a key appears twice in the restored state",
-                    self.name
-                )));
-            }
-            let alive = if self.retractions {
-                let values = self.evaluate(&self.states_of(&columns), ids.len())?;
-                self.has_rows(&values)
-            } else {
-                vec![true; ids.len()]
-            };
-            let max = ids.iter().max().copied().unwrap_or(0);
-            if self.alive.len() <= max {
-                self.alive.resize(max + 1, false);
-            }
-            for (r, &id) in ids.iter().enumerate() {
-                self.alive[id] = alive[r];
-                self.live += usize::from(alive[r]);
-            }
-            // Restored keys' TTL starts over.
-            if self.ttl.is_some() {
-                self.written.resize(self.alive.len(), now_ms());
-            }
-            self.store.put(&ids, columns)?;
         }
         self.account()
     }

@@ -162,3 +162,176 @@ fn in_memory_state_past_the_budget_fails_the_task_clearly() {
         "{failure}"
     );
 }
+
+/// The rows a changelog leaves, by key: `k → (n, s)`.
+fn apply(table: &mut std::collections::BTreeMap<String, String>, out: &[RecordBatch]) {
+    for line in lines(out) {
+        let (kind, rest) = line.split_at(2);
+        let rest = &rest[1..rest.len() - 1];
+        let (k, values) = rest.split_once(", ").unwrap();
+        match kind {
+            "+I" | "+U" => {
+                table.insert(k.to_string(), values.to_string());
+            }
+            _ => {
+                assert_eq!(
+                    table.remove(k).as_deref(),
+                    Some(values),
+                    "{line} retracts what was sent"
+                );
+            }
+        }
+    }
+}
+
+/// 200 batches of 1000 rows over 30 000 keys, some retracted.
+fn churn_input() -> Vec<RecordBatch> {
+    let mut x: u64 = 42;
+    let mut sent: Vec<i64> = vec![];
+    (0..200)
+        .map(|b| {
+            let mut keys = vec![];
+            let mut kinds = vec![];
+            for _ in 0..1000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                if b % 5 == 4 && !sent.is_empty() {
+                    // Retract a row sent before.
+                    keys.push(sent.swap_remove((x >> 33) as usize % sent.len()));
+                    kinds.push(RowKind::Delete);
+                } else {
+                    let k = ((x >> 33) % 30_000) as i64;
+                    sent.push(k);
+                    keys.push(k);
+                    kinds.push(RowKind::Insert);
+                }
+            }
+            RecordBatch::try_new(
+                input(),
+                vec![
+                    Arc::new(Int64Array::from(keys.clone())),
+                    Arc::new(Int64Array::from(keys)),
+                    weir_core::changelog::row_kind_array(kinds),
+                ],
+            )
+            .unwrap()
+        })
+        .collect()
+}
+
+fn disk_config(dir: &std::path::Path) -> WeirConfig {
+    let mut config = WeirConfig::default();
+    config.state.backend = weir_core::state_config::StateBackend::Disk;
+    config.state.managed_memory = Some(256 << 10);
+    config.state.local_dir = Some(dir.to_path_buf());
+    config
+}
+
+fn spilling(config: WeirConfig) -> crate::group_spill::SpillingGroupAggregate {
+    let spec = GroupAggregateSpec {
+        keys: vec!["k".into()],
+        aggregates: vec![
+            AggregateSpec::count_star().alias("n"),
+            AggregateSpec::sum("v").alias("s"),
+        ],
+        input_schema: input(),
+        changelog: true,
+        retractions: true,
+        upsert: false,
+    };
+    let ctx = OperatorContext {
+        task_name: "agg (1/1)".into(),
+        subtask: 0,
+        parallelism: 1,
+        key_groups: KeyGroupRange::for_subtask(0, 1, 128),
+        memory: crate::memory::StateMemory::new(&config.state),
+        config,
+        connectors: Default::default(),
+    };
+    crate::group_spill::SpillingGroupAggregate::try_new("agg".into(), &spec, output(), &ctx)
+        .unwrap()
+}
+
+fn counter(op: &dyn Operator, name: &str) -> u64 {
+    op.metrics()
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .map_or(0, |(_, v)| v)
+}
+
+#[test]
+fn the_disk_backend_spills_past_its_budget_and_ends_with_the_same_rows() {
+    let input = churn_input();
+    let mut expected = std::collections::BTreeMap::new();
+    let mut memory = operator(WeirConfig::default());
+    for b in &input {
+        let mut out = vec![];
+        memory.process_batch(b.clone(), &mut out).unwrap();
+        apply(&mut expected, &out);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut disk = spilling(disk_config(dir.path()));
+    let mut got = std::collections::BTreeMap::new();
+    let mut most = 0;
+    for b in &input {
+        let mut out = vec![];
+        disk.process_batch(b.clone(), &mut out).unwrap();
+        apply(&mut got, &out);
+        most = most.max(counter(&disk, "state_bytes"));
+    }
+    let mut out = vec![];
+    disk.finish(&mut out).unwrap();
+    apply(&mut got, &out);
+    assert_eq!(got, expected);
+    let in_memory = memory.state_size() as u64;
+    assert!(in_memory > 4 * (256 << 10), "the state ({in_memory} bytes) is 4× the budget");
+    assert!(counter(&disk, "partitions_spilled") > 10);
+    assert!(counter(&disk, "partitions_loaded") > 10);
+    assert!(
+        most <= 2 * (256 << 10),
+        "held {most} bytes in memory under a 256 KiB budget"
+    );
+    // The task's folder goes with the operator.
+    drop(disk);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_disk_snapshot_restores_into_either_backend() {
+    let input = churn_input();
+    let mut expected = std::collections::BTreeMap::new();
+    let mut memory = operator(WeirConfig::default());
+    for b in &input {
+        let mut out = vec![];
+        memory.process_batch(b.clone(), &mut out).unwrap();
+        apply(&mut expected, &out);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut disk = spilling(disk_config(dir.path()));
+    let mut before = std::collections::BTreeMap::new();
+    for b in &input[..120] {
+        let mut out = vec![];
+        disk.process_batch(b.clone(), &mut out).unwrap();
+        apply(&mut before, &out);
+    }
+    let tables = disk.snapshot_state(1).unwrap();
+    assert!(tables.iter().any(|t| t.name == "pending"), "rows wait at the snapshot");
+    drop(disk);
+    // Into the disk backend again, and into the in-memory one.
+    let mut again = spilling(disk_config(dir.path()));
+    again.restore_state(tables.clone()).unwrap();
+    let mut in_memory = operator(WeirConfig::default());
+    in_memory.restore_state(tables).unwrap();
+    let runs: [&mut dyn Operator; 2] = [&mut again, &mut in_memory];
+    for op in runs {
+        let mut got = before.clone();
+        for b in &input[120..] {
+            let mut out = vec![];
+            op.process_batch(b.clone(), &mut out).unwrap();
+            apply(&mut got, &out);
+        }
+        let mut out = vec![];
+        op.finish(&mut out).unwrap();
+        apply(&mut got, &out);
+        assert_eq!(got, expected, "after a restore into {}", op.name());
+    }
+}

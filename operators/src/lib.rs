@@ -27,6 +27,7 @@ pub mod connectors;
 pub mod count_window;
 pub mod formats;
 pub mod group_aggregate;
+pub mod group_spill;
 pub mod join;
 mod key_table;
 pub mod lateral;

@@ -122,6 +122,12 @@ impl StateReservation {
         }
     }
 
+    /// Hold `bytes` whatever the budget says (state that cannot be made
+    /// smaller: one spill partition alone over the budget).
+    pub fn force(&mut self, bytes: usize) {
+        self.inner.resize(bytes);
+    }
+
     /// Bytes held.
     pub fn size(&self) -> usize {
         self.inner.size()

@@ -1,0 +1,532 @@
+//! The disk backend's updating aggregation: SQL's `GROUP BY` with more
+//! state than the managed memory budget.
+//!
+//! Keys are split by a hash into [`PARTITIONS`] partitions, each an
+//! ordinary [`GroupAggregateOperator`] (columnar state, vectorized
+//! updates) while it is in memory. Past the budget the least recently
+//! used partitions are spilled: their groups written as one Arrow IPC file
+//! under the task's folder in `state.backend.local-dir`, the partition
+//! dropped from memory. Rows of a spilled partition are not looked up one
+//! by one: they wait in memory (pending) and go through together when the
+//! partition is read back whole — when its pending rows take more than
+//! their share of the budget, when the input has been quiet for a second,
+//! and at the end of the input. So the state is read and written a
+//! partition at a time, and the changelog of a cold key is sent when its
+//! partition is merged (as Flink's mini-batch aggregation sends a batch's
+//! changes at once); the final rows are the in-memory backend's.
+//!
+//! Snapshots hold every partition's groups as tables named `groups` and
+//! the pending rows as `pending` (the in-memory operator's tables, so a
+//! job can restore into either backend); restore routes rows back to their
+//! partitions by the same hash.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
+use arrow::datatypes::SchemaRef;
+use weir_core::message::Watermark;
+use weir_core::spec::GroupAggregateSpec;
+use weir_core::{Result, WeirError};
+
+use crate::group_aggregate::{GroupAggregateOperator, PENDING_TABLE};
+use crate::memory::{StateMemory, StateReservation};
+use crate::process::now_ms;
+use crate::{KeyGroupFilter, Operator, OperatorContext, Output, StateTable};
+
+/// Partitions of a subtask's keys: the unit read from and written to disk.
+pub const PARTITIONS: usize = 64;
+
+/// How long the input must be quiet before every pending row goes through.
+const QUIET_MS: i64 = 1000;
+
+/// One partition of the keys.
+struct Partition {
+    /// In memory: the partition's aggregation.
+    resident: Option<GroupAggregateOperator>,
+    /// On disk: its groups (`rows` of them), when it was spilled.
+    spilled: Option<(PathBuf, usize)>,
+    /// Input rows waiting for the partition to be read back.
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
+    pending_bytes: usize,
+    /// Bytes of the resident state, as last measured.
+    bytes: usize,
+    /// When it was last used (a counter): the least recent is spilled first.
+    used: u64,
+}
+
+/// The disk backend's `GROUP BY` operator of one subtask.
+pub struct SpillingGroupAggregate {
+    name: String,
+    spec: GroupAggregateSpec,
+    schema: SchemaRef,
+    /// The context partitions are made with (their memory unaccounted:
+    /// this operator holds the reservation for all of them).
+    inner: OperatorContext,
+    key_indices: Vec<usize>,
+    key_groups: KeyGroupFilter,
+    partitions: Vec<Partition>,
+    dir: PathBuf,
+    memory: StateReservation,
+    tick: u64,
+    last_input: i64,
+    hashes: Vec<u64>,
+    /// Counters: partitions written to and read from disk, their bytes.
+    spills: u64,
+    loads: u64,
+    spilled_bytes: u64,
+}
+
+impl SpillingGroupAggregate {
+    /// The operator of one subtask, spilling under `ctx`'s local dir.
+    pub fn try_new(
+        name: String,
+        spec: &GroupAggregateSpec,
+        schema: SchemaRef,
+        ctx: &OperatorContext,
+    ) -> Result<Self> {
+        let mut inner = ctx.clone();
+        inner.memory = StateMemory::default();
+        let key_indices = crate::column_indices(&spec.input_schema, &spec.keys)?;
+        let dir = task_dir(ctx.memory.spill_root(), &ctx.task_name)?;
+        let mut this = Self {
+            memory: ctx.memory.reserve(&name, true),
+            name,
+            spec: spec.clone(),
+            schema,
+            inner,
+            key_indices,
+            key_groups: KeyGroupFilter::new(ctx),
+            partitions: Vec::with_capacity(PARTITIONS),
+            dir,
+            tick: 0,
+            last_input: now_ms(),
+            hashes: vec![],
+            spills: 0,
+            loads: 0,
+            spilled_bytes: 0,
+        };
+        for _ in 0..PARTITIONS {
+            this.partitions.push(Partition {
+                resident: None,
+                spilled: None,
+                pending: vec![],
+                pending_rows: 0,
+                pending_bytes: 0,
+                bytes: 0,
+                used: 0,
+            });
+        }
+        Ok(this)
+    }
+
+    fn new_partition(&self) -> Result<GroupAggregateOperator> {
+        GroupAggregateOperator::try_new(
+            self.name.clone(),
+            &self.spec,
+            Arc::clone(&self.schema),
+            &self.inner,
+        )
+    }
+
+    /// Rows of `batch` by partition (columns `keys` are the key).
+    fn split(&mut self, batch: &RecordBatch, keys: &[usize]) -> Result<Vec<(usize, RecordBatch)>> {
+        let columns: Vec<ArrayRef> = keys.iter().map(|&k| Arc::clone(batch.column(k))).collect();
+        if columns.is_empty() {
+            return Ok(vec![(0, batch.clone())]);
+        }
+        weir_core::keys::hash_columns(&columns, &mut self.hashes)?;
+        let mut rows: Vec<Vec<u32>> = vec![Vec::new(); PARTITIONS];
+        for (r, &h) in self.hashes.iter().enumerate() {
+            rows[partition_of(h)].push(r as u32);
+        }
+        let mut out = Vec::new();
+        for (p, picks) in rows.into_iter().enumerate() {
+            if picks.len() == batch.num_rows() {
+                out.push((p, batch.clone()));
+            } else if !picks.is_empty() {
+                let idx = UInt32Array::from(picks);
+                out.push((p, arrow::compute::take_record_batch(batch, &idx)?));
+            }
+        }
+        Ok(out)
+    }
+
+    fn path(&self, p: usize) -> PathBuf {
+        self.dir.join(format!("partition-{p:03}.arrow"))
+    }
+
+    /// Bytes held in memory: resident partitions and pending rows.
+    fn held(&self) -> usize {
+        self.partitions
+            .iter()
+            .map(|p| p.bytes + p.pending_bytes)
+            .sum()
+    }
+
+    fn pending_bytes(&self) -> usize {
+        self.partitions.iter().map(|p| p.pending_bytes).sum()
+    }
+
+    /// Write partition `p`'s groups to disk and drop it from memory.
+    fn spill(&mut self, p: usize) -> Result<()> {
+        let Some(op) = self.partitions[p].resident.take() else {
+            return Ok(());
+        };
+        let groups = op.groups()?;
+        let rows = groups.num_rows();
+        let path = self.path(p);
+        if rows > 0 {
+            let bytes = write_ipc(&path, &groups).map_err(|e| self.io_error("write", &path, e))?;
+            self.spilled_bytes += bytes;
+        } else {
+            let _ = std::fs::remove_file(&path);
+        }
+        self.spills += 1;
+        let part = &mut self.partitions[p];
+        part.spilled = (rows > 0).then_some((path, rows));
+        part.bytes = 0;
+        Ok(())
+    }
+
+    /// Partition `p` in memory: read back from disk when it was spilled.
+    fn load(&mut self, p: usize) -> Result<()> {
+        if self.partitions[p].resident.is_some() {
+            return Ok(());
+        }
+        let mut op = self.new_partition()?;
+        if let Some((path, _)) = self.partitions[p].spilled.take() {
+            for batch in read_ipc(&path).map_err(|e| self.io_error("read", &path, e))? {
+                op.restore_groups(batch)?;
+            }
+            let _ = std::fs::remove_file(&path);
+            self.loads += 1;
+        }
+        let part = &mut self.partitions[p];
+        part.bytes = op.state_size();
+        part.resident = Some(op);
+        Ok(())
+    }
+
+    fn io_error(&self, what: &str, path: &Path, e: impl std::fmt::Display) -> WeirError {
+        WeirError::Execution(format!(
+            "{}: cannot {what} spilled state {}: {e}",
+            self.name,
+            path.display()
+        ))
+    }
+
+    /// Partition `p` read back with its pending rows put through.
+    fn merge(&mut self, p: usize, now: i64, out: &mut dyn Output) -> Result<()> {
+        self.load(p)?;
+        self.tick += 1;
+        let part = &mut self.partitions[p];
+        part.used = self.tick;
+        let op = part.resident.as_mut().expect("loaded");
+        for batch in std::mem::take(&mut part.pending) {
+            op.process_batch_at(batch, now, out)?;
+        }
+        part.pending_rows = 0;
+        part.pending_bytes = 0;
+        part.bytes = op.state_size();
+        Ok(())
+    }
+
+    /// Bring the state within the budget: merge the partition with the
+    /// most pending rows while pending rows take more than half of what is
+    /// held, and spill the least recently used partitions while over it.
+    fn fit(&mut self, now: i64, out: &mut dyn Output) -> Result<()> {
+        loop {
+            let held = self.held();
+            if self.memory.resize(held)? {
+                return Ok(());
+            }
+            if self.pending_bytes() * 2 > held
+                && let Some(p) = (0..PARTITIONS)
+                    .filter(|&p| self.partitions[p].pending_rows > 0)
+                    .max_by_key(|&p| self.partitions[p].pending_bytes)
+            {
+                // Make room first, so the merge does not push others out
+                // while it reads.
+                if let Some(victim) = self.least_recent(Some(p)) {
+                    self.spill(victim)?;
+                }
+                self.merge(p, now, out)?;
+                continue;
+            }
+            match self.least_recent(None) {
+                Some(victim) => self.spill(victim)?,
+                // Nothing left to spill: a partition alone is over budget.
+                None => {
+                    self.memory.force(held);
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// The resident partition used least recently (not `except`).
+    fn least_recent(&self, except: Option<usize>) -> Option<usize> {
+        (0..PARTITIONS)
+            .filter(|&p| Some(p) != except && self.partitions[p].resident.is_some())
+            .min_by_key(|&p| self.partitions[p].used)
+    }
+
+    /// Every pending row through (quiet input, end of input).
+    fn merge_all(&mut self, now: i64, out: &mut dyn Output) -> Result<()> {
+        for p in 0..PARTITIONS {
+            if self.partitions[p].pending_rows > 0 {
+                self.merge(p, now, out)?;
+                self.fit(now, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn process(&mut self, batch: RecordBatch, now: i64, out: &mut dyn Output) -> Result<()> {
+        self.last_input = now;
+        let keys = self.key_indices.clone();
+        for (p, rows) in self.split(&batch, &keys)? {
+            let part = &mut self.partitions[p];
+            if part.resident.is_none() && part.spilled.is_some() {
+                part.pending_rows += rows.num_rows();
+                part.pending_bytes += rows.get_array_memory_size();
+                part.pending.push(rows);
+                continue;
+            }
+            // In memory (or new): earlier pending rows go first.
+            self.merge(p, now, out)?;
+            let part = &mut self.partitions[p];
+            let op = part.resident.as_mut().expect("merged");
+            op.process_batch_at(rows, now, out)?;
+            part.bytes = op.state_size();
+        }
+        self.fit(now, out)
+    }
+}
+
+/// The partition of a key hash (bits the key group does not use alone).
+fn partition_of(hash: u64) -> usize {
+    (hash.rotate_left(29).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % PARTITIONS
+}
+
+/// A folder of the task's own under `root`, empty.
+fn task_dir(root: &Path, task: &str) -> Result<PathBuf> {
+    let safe: String = task
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = root.join(format!("{safe}-{}-{nanos:x}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        WeirError::Execution(format!(
+            "state.backend.local-dir: cannot create {}: {e}",
+            dir.display()
+        ))
+    })?;
+    Ok(dir)
+}
+
+/// A file's I/O or decoding failure, named by the caller with its path.
+type IoResult<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+fn write_ipc(path: &Path, batch: &RecordBatch) -> IoResult<u64> {
+    let tmp = path.with_extension("tmp");
+    {
+        let file = std::io::BufWriter::new(File::create(&tmp)?);
+        let mut w = arrow::ipc::writer::FileWriter::try_new(file, &batch.schema())?;
+        w.write(batch)?;
+        w.finish()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    Ok(std::fs::metadata(path)?.len())
+}
+
+fn read_ipc(path: &Path) -> IoResult<Vec<RecordBatch>> {
+    let file = std::io::BufReader::new(File::open(path)?);
+    let reader = arrow::ipc::reader::FileReader::try_new(file, None)?;
+    Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
+}
+
+impl Drop for SpillingGroupAggregate {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Operator for SpillingGroupAggregate {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.process(batch, now_ms(), out)
+    }
+
+    fn on_watermark(&mut self, watermark: Watermark, out: &mut dyn Output) -> Result<Option<Watermark>> {
+        let now = now_ms();
+        for part in &mut self.partitions {
+            if let Some(op) = &mut part.resident {
+                op.on_watermark(watermark, out)?;
+            }
+        }
+        self.quiet_flush(now, out)?;
+        Ok(Some(watermark))
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        let inner = self
+            .partitions
+            .iter()
+            .filter_map(|p| p.resident.as_ref()?.next_processing_timer())
+            .min();
+        let quiet = self
+            .partitions
+            .iter()
+            .any(|p| p.pending_rows > 0)
+            .then_some(self.last_input + QUIET_MS);
+        inner.into_iter().chain(quiet).min()
+    }
+
+    fn on_processing_time(&mut self, now: i64, out: &mut dyn Output) -> Result<()> {
+        for part in &mut self.partitions {
+            if let Some(op) = &mut part.resident
+                && op.next_processing_timer().is_some_and(|t| t <= now)
+            {
+                op.on_processing_time(now, out)?;
+                part.bytes = op.state_size();
+            }
+        }
+        self.quiet_flush(now, out)
+    }
+
+    fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
+        self.merge_all(now_ms(), out)
+    }
+
+    fn accounts_memory(&self) -> bool {
+        true
+    }
+
+    fn metrics(&self) -> Vec<(String, u64)> {
+        let mut groups = 0u64;
+        let mut on_disk = 0u64;
+        for p in &self.partitions {
+            if let Some(op) = &p.resident {
+                groups += op
+                    .metrics()
+                    .iter()
+                    .find(|(k, _)| k == "groups")
+                    .map_or(0, |(_, v)| *v);
+            }
+            if let Some((_, rows)) = &p.spilled {
+                on_disk += *rows as u64;
+            }
+        }
+        vec![
+            ("groups".into(), groups + on_disk),
+            ("groups_on_disk".into(), on_disk),
+            ("state_bytes".into(), self.held() as u64),
+            ("partitions_spilled".into(), self.spills),
+            ("partitions_loaded".into(), self.loads),
+            ("spilled_bytes".into(), self.spilled_bytes),
+        ]
+    }
+
+    fn snapshot_state(&mut self, checkpoint: u64) -> Result<Vec<StateTable>> {
+        let key_width = self.spec.keys.len();
+        let mut tables = Vec::new();
+        for p in 0..PARTITIONS {
+            if let Some(op) = &mut self.partitions[p].resident {
+                tables.extend(op.snapshot_state(checkpoint)?);
+            }
+            if let Some((path, _)) = &self.partitions[p].spilled {
+                for batch in read_ipc(path).map_err(|e| self.io_error("read", path, e))? {
+                    tables.push(StateTable::new("groups", batch).keyed(0..key_width));
+                }
+            }
+            for rows in &self.partitions[p].pending {
+                tables.push(
+                    StateTable::new(PENDING_TABLE, rows.clone())
+                        .keyed(self.key_indices.iter().copied()),
+                );
+            }
+        }
+        Ok(tables)
+    }
+
+    fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
+        let key_width = self.spec.keys.len();
+        let own_keys: Vec<usize> = (0..key_width).collect();
+        for t in tables {
+            match t.name.as_str() {
+                "groups" => {
+                    let batch = self.key_groups.keep(t.batch, &own_keys)?;
+                    for (p, rows) in self.split(&batch, &own_keys)? {
+                        self.load(p)?;
+                        let part = &mut self.partitions[p];
+                        let op = part.resident.as_mut().expect("loaded");
+                        op.restore_groups(rows)?;
+                        part.bytes = op.state_size();
+                        // Restoring emits nothing: spill, never merge.
+                        self.fit_without_merging()?;
+                    }
+                }
+                PENDING_TABLE => {
+                    let probe = self.new_partition()?;
+                    probe.check_input_layout(&t.batch)?;
+                    let keys = self.key_indices.clone();
+                    let batch = self.key_groups.keep(t.batch, &keys)?;
+                    for (p, rows) in self.split(&batch, &keys)? {
+                        let part = &mut self.partitions[p];
+                        part.pending_rows += rows.num_rows();
+                        part.pending_bytes += rows.get_array_memory_size();
+                        part.pending.push(rows);
+                    }
+                }
+                other => {
+                    return Err(WeirError::Execution(format!(
+                        "{}: unknown state table '{other}'",
+                        self.name
+                    )));
+                }
+            }
+        }
+        // Pending rows go through when their partition is next merged.
+        Ok(())
+    }
+}
+
+impl SpillingGroupAggregate {
+    /// Within the budget by spilling only (a restore emits nothing).
+    fn fit_without_merging(&mut self) -> Result<()> {
+        loop {
+            let held = self.held();
+            if self.memory.resize(held)? {
+                return Ok(());
+            }
+            match self.least_recent(None) {
+                Some(victim) => self.spill(victim)?,
+                None => {
+                    self.memory.force(held);
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// After a quiet second, every pending row goes through.
+    fn quiet_flush(&mut self, now: i64, out: &mut dyn Output) -> Result<()> {
+        if now - self.last_input >= QUIET_MS && self.partitions.iter().any(|p| p.pending_rows > 0) {
+            self.merge_all(now, out)?;
+        }
+        Ok(())
+    }
+}
