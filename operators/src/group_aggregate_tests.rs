@@ -193,7 +193,9 @@ fn churn_input() -> Vec<RecordBatch> {
             let mut keys = vec![];
             let mut kinds = vec![];
             for _ in 0..1000 {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 if b % 5 == 4 && !sent.is_empty() {
                     // Retract a row sent before.
                     keys.push(sent.swap_remove((x >> 33) as usize % sent.len()));
@@ -283,7 +285,10 @@ fn the_disk_backend_spills_past_its_budget_and_ends_with_the_same_rows() {
     apply(&mut got, &out);
     assert_eq!(got, expected);
     let in_memory = memory.state_size() as u64;
-    assert!(in_memory > 4 * (256 << 10), "the state ({in_memory} bytes) is 4× the budget");
+    assert!(
+        in_memory > 4 * (256 << 10),
+        "the state ({in_memory} bytes) is 4× the budget"
+    );
     assert!(counter(&disk, "partitions_spilled") > 10);
     assert!(counter(&disk, "partitions_loaded") > 10);
     assert!(
@@ -314,7 +319,10 @@ fn a_disk_snapshot_restores_into_either_backend() {
         apply(&mut before, &out);
     }
     let tables = disk.snapshot_state(1).unwrap();
-    assert!(tables.iter().any(|t| t.name == "pending"), "rows wait at the snapshot");
+    assert!(
+        tables.iter().any(|t| t.name == "pending"),
+        "rows wait at the snapshot"
+    );
     drop(disk);
     // Into the disk backend again, and into the in-memory one.
     let mut again = spilling(disk_config(dir.path()));

@@ -370,7 +370,11 @@ impl Operator for SpillingGroupAggregate {
         self.process(batch, now_ms(), out)
     }
 
-    fn on_watermark(&mut self, watermark: Watermark, out: &mut dyn Output) -> Result<Option<Watermark>> {
+    fn on_watermark(
+        &mut self,
+        watermark: Watermark,
+        out: &mut dyn Output,
+    ) -> Result<Option<Watermark>> {
         let now = now_ms();
         for part in &mut self.partitions {
             if let Some(op) = &mut part.resident {
