@@ -38,6 +38,9 @@ use crate::{KeyGroupFilter, Operator, OperatorContext, Output, StateTable};
 /// Partitions of a subtask's keys: the unit read from and written to disk.
 pub const PARTITIONS: usize = 64;
 
+/// Most pending rows put through a partition in one batch.
+const MERGE_ROWS: usize = 65_536;
+
 /// How long the input must be quiet before every pending row goes through.
 const QUIET_MS: i64 = 1000;
 
@@ -225,8 +228,24 @@ impl SpillingGroupAggregate {
         let part = &mut self.partitions[p];
         part.used = self.tick;
         let op = part.resident.as_mut().expect("loaded");
-        for batch in std::mem::take(&mut part.pending) {
+        // Pending rows in arrival order, in batches of up to MERGE_ROWS (a
+        // key's changes within one batch go out as one update).
+        let pending = std::mem::take(&mut part.pending);
+        let mut from = 0;
+        while from < pending.len() {
+            let mut to = from;
+            let mut rows = 0;
+            while to < pending.len() && (to == from || rows + pending[to].num_rows() <= MERGE_ROWS) {
+                rows += pending[to].num_rows();
+                to += 1;
+            }
+            let batch = if to - from == 1 {
+                pending[from].clone()
+            } else {
+                arrow::compute::concat_batches(&pending[from].schema(), &pending[from..to])?
+            };
             op.process_batch_at(batch, now, out)?;
+            from = to;
         }
         part.pending_rows = 0;
         part.pending_bytes = 0;
