@@ -25,7 +25,7 @@
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt32Array};
-use arrow::compute::{interleave, take};
+use arrow::compute::take;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use datafusion_expr::EmitTo;
@@ -35,6 +35,7 @@ use weir_core::spec::{GroupAggregateSpec, RowKind};
 use weir_core::{Result, WeirError};
 
 use crate::memory::StateReservation;
+use crate::row_store::RowStore;
 use crate::process::now_ms;
 use crate::window::{Accumulation, Aggregates};
 use crate::{KeyGroupFilter, Operator, OperatorContext, Output, StateTable};
@@ -42,80 +43,6 @@ use crate::{KeyGroupFilter, Operator, OperatorContext, Output, StateTable};
 /// The state table of input rows held back (the disk backend's pending
 /// rows), processed on restore before the next input.
 pub(crate) const PENDING_TABLE: &str = "pending";
-
-/// Rows of one schema kept in appended batches, addressed by dense id.
-struct RowStore {
-    schema: SchemaRef,
-    batches: Vec<RecordBatch>,
-    /// Where each id's current row is: (batch, row).
-    rows: Vec<(usize, usize)>,
-    stored: usize,
-    /// Arrow memory of `batches`.
-    bytes: usize,
-}
-
-impl RowStore {
-    fn new(schema: SchemaRef) -> Self {
-        Self {
-            schema,
-            batches: vec![],
-            rows: vec![],
-            stored: 0,
-            bytes: 0,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    /// The rows of `ids`, in that order.
-    fn gather(&self, ids: &[usize]) -> Result<Vec<ArrayRef>> {
-        let at: Vec<(usize, usize)> = ids.iter().map(|&i| self.rows[i]).collect();
-        (0..self.schema.fields().len())
-            .map(|c| {
-                let columns: Vec<&dyn arrow::array::Array> =
-                    self.batches.iter().map(|b| b.column(c).as_ref()).collect();
-                if columns.is_empty() {
-                    return Ok(arrow::array::new_empty_array(
-                        self.schema.field(c).data_type(),
-                    ));
-                }
-                Ok(interleave(&columns, &at)?)
-            })
-            .collect()
-    }
-
-    /// Row `r` of `columns` becomes id `ids[r]`'s row (ids may be new).
-    fn put(&mut self, ids: &[usize], columns: Vec<ArrayRef>) -> Result<()> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)?;
-        let b = self.batches.len();
-        self.stored += batch.num_rows();
-        self.bytes += batch.get_array_memory_size();
-        self.batches.push(batch);
-        let max = ids.iter().max().copied().unwrap_or(0);
-        if max >= self.rows.len() {
-            self.rows.resize(max + 1, (usize::MAX, 0));
-        }
-        for (r, &id) in ids.iter().enumerate() {
-            self.rows[id] = (b, r);
-        }
-        // Rewrite when dead rows outnumber live ones.
-        if self.batches.len() > 64 && self.stored > 2 * self.rows.len() + 8192 {
-            let all: Vec<usize> = (0..self.rows.len()).collect();
-            let columns = self.gather(&all)?;
-            let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)?;
-            self.stored = batch.num_rows();
-            self.bytes = batch.get_array_memory_size();
-            self.batches = vec![batch];
-            self.rows = (0..self.stored).map(|r| (0, r)).collect();
-        }
-        Ok(())
-    }
-}
 
 /// The updating aggregation operator.
 pub struct GroupAggregateOperator {
@@ -387,12 +314,12 @@ impl GroupAggregateOperator {
     /// Take in restored groups (key columns, then state columns) of this
     /// subtask's keys.
     pub(crate) fn restore_groups(&mut self, batch: RecordBatch) -> Result<()> {
-        if batch.schema().fields() != self.store.schema.fields() {
+        if batch.schema().fields() != self.store.schema().fields() {
             return Err(WeirError::Execution(format!(
                 "{}: the checkpoint's groups have columns [{}], this aggregation needs [{}]",
                 self.name,
                 weir_core::time::column_list(&batch.schema()),
-                weir_core::time::column_list(&self.store.schema)
+                weir_core::time::column_list(self.store.schema())
             )));
         }
         if batch.num_rows() == 0 {
@@ -438,7 +365,7 @@ impl GroupAggregateOperator {
             .collect();
         let columns = self.store.gather(&ids)?;
         Ok(RecordBatch::try_new_with_options(
-            Arc::clone(&self.store.schema),
+            Arc::clone(self.store.schema()),
             columns,
             &arrow::array::RecordBatchOptions::new().with_row_count(Some(ids.len())),
         )?)
@@ -446,7 +373,7 @@ impl GroupAggregateOperator {
 
     /// Bytes of state held in memory.
     pub(crate) fn state_size(&self) -> usize {
-        self.store.bytes
+        self.store.bytes()
             + self.index.size()
             + self.alive.len()
             + self.written.len() * std::mem::size_of::<i64>()
@@ -505,7 +432,7 @@ impl GroupAggregateOperator {
             }
         }
         let columns = self.store.gather(&order)?;
-        self.store = RowStore::new(Arc::clone(&self.store.schema));
+        self.store = RowStore::new(Arc::clone(self.store.schema()));
         let ids: Vec<usize> = (0..order.len()).collect();
         self.store.put(&ids, columns)?;
         self.alive = vec![true; order.len()];
@@ -712,15 +639,9 @@ impl Operator for GroupAggregateOperator {
     }
 
     fn metrics(&self) -> Vec<(String, u64)> {
-        let bytes: usize = self
-            .store
-            .batches
-            .iter()
-            .map(RecordBatch::get_array_memory_size)
-            .sum();
         vec![
             ("groups".into(), self.live as u64),
-            ("state_bytes".into(), bytes as u64),
+            ("state_bytes".into(), self.state_size() as u64),
         ]
     }
 

@@ -6,11 +6,12 @@
 //! updates) while it is in memory. Past the budget the least recently
 //! used partitions are spilled: their groups written as one Arrow IPC file
 //! under the task's folder in `state.backend.local-dir`, the partition
-//! dropped from memory. Rows of a spilled partition are not looked up one
-//! by one: they wait in memory (pending) and go through together when the
-//! partition is read back whole — when its pending rows take more than
-//! their share of the budget, when the input has been quiet for a second,
-//! and at the end of the input. So the state is read and written a
+//! dropped from memory. Rows are not looked up one by one: each
+//! partition's rows wait in memory (pending) and go through together — a
+//! partition in memory takes them [`RESIDENT_BATCH`] at a time; a spilled
+//! one is read back whole when its pending rows take more than their
+//! share of the budget. Every pending row goes through after a quiet
+//! second of input and at the end of the input. So the state is read and written a
 //! partition at a time, and the changelog of a cold key is sent when its
 //! partition is merged (as Flink's mini-batch aggregation sends a batch's
 //! changes at once); the final rows are the in-memory backend's.
@@ -37,6 +38,9 @@ use crate::{KeyGroupFilter, Operator, OperatorContext, Output, StateTable};
 
 /// Partitions of a subtask's keys: the unit read from and written to disk.
 pub const PARTITIONS: usize = 64;
+
+/// Rows a partition in memory gathers before they go through.
+const RESIDENT_BATCH: usize = 8192;
 
 /// Most pending rows put through a partition in one batch.
 const MERGE_ROWS: usize = 65_536;
@@ -309,18 +313,15 @@ impl SpillingGroupAggregate {
         let keys = self.key_indices.clone();
         for (p, rows) in self.split(&batch, &keys)? {
             let part = &mut self.partitions[p];
-            if part.resident.is_none() && part.spilled.is_some() {
-                part.pending_rows += rows.num_rows();
-                part.pending_bytes += rows.get_array_memory_size();
-                part.pending.push(rows);
-                continue;
+            part.pending_rows += rows.num_rows();
+            part.pending_bytes += rows.get_array_memory_size();
+            part.pending.push(rows);
+            // A partition in memory (or new) takes its rows a few thousand
+            // at a time: columnar updates want batches, not a 64th of one.
+            let in_memory = part.resident.is_some() || part.spilled.is_none();
+            if in_memory && part.pending_rows >= RESIDENT_BATCH {
+                self.merge(p, now, out)?;
             }
-            // In memory (or new): earlier pending rows go first.
-            self.merge(p, now, out)?;
-            let part = &mut self.partitions[p];
-            let op = part.resident.as_mut().expect("merged");
-            op.process_batch_at(rows, now, out)?;
-            part.bytes = op.state_size();
         }
         self.fit(now, out)
     }

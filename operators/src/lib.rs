@@ -42,6 +42,7 @@ pub mod partition;
 pub mod partitioned_sink;
 pub mod process;
 pub mod regular_join;
+mod row_store;
 pub mod session;
 pub mod session_join;
 pub mod session_process;
