@@ -35,8 +35,8 @@ use weir_core::spec::{GroupAggregateSpec, RowKind};
 use weir_core::{Result, WeirError};
 
 use crate::memory::StateReservation;
-use crate::row_store::RowStore;
 use crate::process::now_ms;
+use crate::row_store::RowStore;
 use crate::window::{Accumulation, Aggregates};
 use crate::{KeyGroupFilter, Operator, OperatorContext, Output, StateTable};
 
