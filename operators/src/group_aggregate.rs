@@ -423,7 +423,8 @@ impl GroupAggregateOperator {
 
     /// Rebuild the key index and the store with only the alive keys.
     fn compact(&mut self) -> Result<()> {
-        let moved = crate::key_table::compact(&mut self.index, &self.alive)?;
+        let moved =
+            crate::key_table::compact(&mut self.index, &self.aggregates.key_schema(), &self.alive)?;
         // Old ids in their new order.
         let mut order = vec![0; self.index.len()];
         for (old, new) in moved.iter().enumerate() {

@@ -186,6 +186,8 @@ pub struct IntervalJoinOperator {
     upper: i64,
     sides: [Side; 2],
     keys: Box<dyn GroupValues>,
+    /// The key columns' schema (the key table is rebuilt from it).
+    key_schema: SchemaRef,
     output_schema: SchemaRef,
     batch_size: usize,
     watermark: i64,
@@ -223,7 +225,8 @@ impl IntervalJoinOperator {
             lower: spec.lower,
             upper: spec.upper,
             sides: [left, right],
-            keys: new_group_values(key_schema, &GroupOrdering::None)?,
+            keys: new_group_values(Arc::clone(&key_schema), &GroupOrdering::None)?,
+            key_schema,
             output_schema,
             batch_size: ctx.config.batch_size,
             watermark: i64::MIN,
@@ -251,7 +254,7 @@ impl IntervalJoinOperator {
         let live: Vec<bool> = (0..total)
             .map(|k| self.sides.iter().any(|s| s.index.contains_key(&k)))
             .collect();
-        let moved = crate::key_table::compact(&mut self.keys, &live)?;
+        let moved = crate::key_table::compact(&mut self.keys, &self.key_schema, &live)?;
         for side in &mut self.sides {
             side.index = side
                 .index

@@ -9,9 +9,13 @@
 //! its per-id state along. Owners call it when dead ids outnumber live
 //! ones ([`due`]), which keeps the work amortized to O(1) per key.
 
+use std::sync::Arc;
+
 use arrow::array::{ArrayRef, BooleanArray};
+use arrow::datatypes::SchemaRef;
 use datafusion_expr::EmitTo;
-use datafusion_physical_plan::aggregates::group_values::GroupValues;
+use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
+use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::Result;
 
 /// Fewest dead ids worth a rebuild.
@@ -24,15 +28,19 @@ pub(crate) fn due(total: usize, live: usize) -> bool {
     dead >= MIN_DEAD && dead > live
 }
 
-/// Rebuild `table` keeping ids `live[id]`; returns, per old id, its new id
-/// (`None` for a dropped one). New ids keep the old ids' order. Ids past
-/// `live`'s end count as dead.
+/// Rebuild `table` (of keys `schema`) keeping ids `live[id]`; returns, per
+/// old id, its new id (`None` for a dropped one). New ids keep the old ids'
+/// order. Ids past `live`'s end count as dead. The kept keys go into a new
+/// table: DataFusion's multi-column table is not meant to intern again
+/// after emitting everything.
 pub(crate) fn compact(
     table: &mut Box<dyn GroupValues>,
+    schema: &SchemaRef,
     live: &[bool],
 ) -> Result<Vec<Option<usize>>> {
     let total = table.len();
     let keys: Vec<ArrayRef> = table.emit(EmitTo::All)?;
+    *table = new_group_values(Arc::clone(schema), &GroupOrdering::None)?;
     let keep =
         BooleanArray::from_iter((0..total).map(|i| Some(live.get(i).copied().unwrap_or(false))));
     let kept: Vec<ArrayRef> = keys
@@ -57,23 +65,19 @@ pub(crate) fn compact(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use arrow::array::{AsArray, Int64Array};
+    use arrow::array::{AsArray, Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Int64Type, Schema};
-    use datafusion_physical_plan::aggregates::group_values::new_group_values;
-    use datafusion_physical_plan::aggregates::order::GroupOrdering;
 
     use super::*;
 
     #[test]
     fn live_keys_keep_their_order_and_dead_ones_go() {
         let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
-        let mut table = new_group_values(schema, &GroupOrdering::None).unwrap();
+        let mut table = new_group_values(Arc::clone(&schema), &GroupOrdering::None).unwrap();
         let keys: ArrayRef = Arc::new(Int64Array::from(vec![Some(10), Some(20), None, Some(40)]));
         let mut ids = vec![];
         table.intern(&[keys], &mut ids).unwrap();
-        let moved = compact(&mut table, &[false, true, true, false]).unwrap();
+        let moved = compact(&mut table, &schema, &[false, true, true, false]).unwrap();
         assert_eq!(moved, vec![None, Some(0), Some(1), None]);
         assert_eq!(table.len(), 2);
         // The kept keys are found again under their new ids; a dropped one
@@ -87,6 +91,31 @@ mod tests {
             all.iter().collect::<Vec<_>>(),
             vec![Some(20), None, Some(10)]
         );
+    }
+
+    #[test]
+    fn multi_column_keys_compact_too() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, false),
+            Field::new("b", DataType::Utf8, false),
+        ]));
+        let mut table = new_group_values(Arc::clone(&schema), &GroupOrdering::None).unwrap();
+        let n = 10_000;
+        let a: ArrayRef = Arc::new(Int64Array::from_iter_values(0..n));
+        let b: ArrayRef = Arc::new(StringArray::from_iter_values(
+            (0..n).map(|i| format!("k{i}")),
+        ));
+        let mut ids = vec![];
+        table.intern(&[a, b], &mut ids).unwrap();
+        let live: Vec<bool> = (0..n).map(|i| i % 3 == 0).collect();
+        let moved = compact(&mut table, &schema, &live).unwrap();
+        assert_eq!(table.len(), live.iter().filter(|&&l| l).count());
+        assert_eq!(moved[9], Some(3));
+        // Keys intern again after the compaction.
+        let a: ArrayRef = Arc::new(Int64Array::from(vec![9, 10]));
+        let b: ArrayRef = Arc::new(StringArray::from(vec!["k9", "k10"]));
+        table.intern(&[a, b], &mut ids).unwrap();
+        assert_eq!(ids, vec![3, table.len() - 1]);
     }
 
     #[test]

@@ -195,6 +195,8 @@ pub struct RegularJoinOperator {
     kind: JoinKind,
     sides: [Side; 2],
     keys: Box<dyn GroupValues>,
+    /// The key columns' schema (the key table is rebuilt from it).
+    key_schema: SchemaRef,
     /// Whether key id `k` has a NULL in it (never matches).
     null_key: Vec<bool>,
     residual: Option<Arc<dyn datafusion_physical_expr::PhysicalExpr>>,
@@ -229,7 +231,8 @@ impl RegularJoinOperator {
             name,
             kind: spec.kind,
             sides: [left, right],
-            keys: new_group_values(key_schema, &GroupOrdering::None)?,
+            keys: new_group_values(Arc::clone(&key_schema), &GroupOrdering::None)?,
+            key_schema,
             null_key: Vec::new(),
             residual: spec.residual.clone(),
             pair_schema: Arc::new(spec.pair_schema()),
@@ -601,7 +604,7 @@ impl RegularJoinOperator {
             .collect();
         let n = live.iter().filter(|&&l| l).count();
         if crate::key_table::due(total, n) {
-            let moved = crate::key_table::compact(&mut self.keys, &live)?;
+            let moved = crate::key_table::compact(&mut self.keys, &self.key_schema, &live)?;
             for side in &mut self.sides {
                 let mut keys: Vec<Vec<Entry>> = (0..n).map(|_| Vec::new()).collect();
                 for (old, list) in side.keys.drain(..).enumerate() {
