@@ -162,7 +162,7 @@ impl SpillingGroupAggregate {
         let mut inner = ctx.clone();
         inner.memory = StateMemory::default();
         let key_indices = crate::column_indices(&spec.input_schema, &spec.keys)?;
-        let dir = task_dir(ctx.memory.spill_root(), &ctx.task_name)?;
+        let dir = task_dir(ctx.memory.spill_root(), &name, ctx.subtask)?;
         let mut this = Self {
             memory: ctx.memory.reserve(&name, true),
             name,
@@ -413,16 +413,19 @@ fn partition_of(hash: u64) -> usize {
     (hash.rotate_left(29).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % PARTITIONS
 }
 
-/// A folder of the task's own under `root`, empty.
-fn task_dir(root: &Path, task: &str) -> Result<PathBuf> {
+/// A folder of the task's own under `root`, empty: named by the start of
+/// the operator's name (a chain's name can be longer than a file name may
+/// be), the subtask, the process and the time.
+fn task_dir(root: &Path, task: &str, subtask: usize) -> Result<PathBuf> {
     let safe: String = task
         .chars()
+        .take(40)
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let dir = root.join(format!("{safe}-{}-{nanos:x}", std::process::id()));
+    let dir = root.join(format!("{safe}-{subtask}-{}-{nanos:x}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| {
         WeirError::Execution(format!(
             "state.backend.local-dir: cannot create {}: {e}",
