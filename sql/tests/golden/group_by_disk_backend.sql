@@ -12,7 +12,7 @@ CREATE TABLE orders (
 ) WITH (
   'connector' = 'datagen',
   'number-of-rows' = '200000',
-  'rows-per-second' = '100000',
+  'rows-per-second' = '40000',
   'fields.order_id.kind' = 'sequence',
   'fields.order_id.start' = '0',
   'fields.order_id.end' = '199999',
