@@ -335,12 +335,19 @@ impl SpillingGroupAggregate {
     /// most pending rows while pending rows take more than half of what is
     /// held, and spill the least recently used partitions while over it.
     fn fit(&mut self, now: i64, out: &mut dyn Output) -> Result<()> {
+        self.fit_with(true, now, out)
+    }
+
+    /// [`Self::fit`], merging pending rows only when `merging` (a restore
+    /// emits nothing: it only spills).
+    fn fit_with(&mut self, merging: bool, now: i64, out: &mut dyn Output) -> Result<()> {
         loop {
             let held = self.held();
             if self.memory.resize(with_headroom(held))? {
                 return Ok(());
             }
-            if self.pending_bytes() * 2 > held
+            if merging
+                && self.pending_bytes() * 2 > held
                 && let Some(p) = (0..PARTITIONS)
                     .filter(|&p| self.partitions[p].pending.rows > 0)
                     .max_by_key(|&p| self.partitions[p].pending.bytes())
@@ -584,7 +591,7 @@ impl Operator for SpillingGroupAggregate {
                         op.restore_groups(rows)?;
                         part.bytes = op.state_size();
                         // Restoring emits nothing: spill, never merge.
-                        self.fit_without_merging()?;
+                        self.fit_with(false, 0, &mut Vec::<RecordBatch>::new())?;
                     }
                 }
                 PENDING_TABLE => {
@@ -610,23 +617,6 @@ impl Operator for SpillingGroupAggregate {
 }
 
 impl SpillingGroupAggregate {
-    /// Within the budget by spilling only (a restore emits nothing).
-    fn fit_without_merging(&mut self) -> Result<()> {
-        loop {
-            let held = self.held();
-            if self.memory.resize(with_headroom(held))? {
-                return Ok(());
-            }
-            match self.least_recent(None) {
-                Some(victim) => self.spill(victim)?,
-                None => {
-                    self.memory.force(with_headroom(held));
-                    return Ok(());
-                }
-            }
-        }
-    }
-
     /// After a quiet second, every pending row goes through.
     fn quiet_flush(&mut self, now: i64, out: &mut dyn Output) -> Result<()> {
         if now - self.last_input >= QUIET_MS && self.partitions.iter().any(|p| p.pending.rows > 0) {
