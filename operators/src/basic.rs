@@ -27,6 +27,33 @@ pub(crate) fn create(
     spec: &OperatorSpec,
     ctx: &OperatorContext,
 ) -> Result<Box<dyn Operator>> {
+    let op = create_in_memory(node, spec, ctx)?;
+    if ctx.memory.backend() != weir_core::state_config::StateBackend::Disk {
+        return Ok(op);
+    }
+    // The disk backend runs an operator that can spill as partitions of
+    // itself, in memory each, their memory counted by the spilling one.
+    let Some(keys) = op.spill_keys() else {
+        return Ok(op);
+    };
+    let mut inner = ctx.clone();
+    inner.memory = crate::memory::StateMemory::default();
+    let (node_, spec_) = (node.clone(), spec.clone());
+    let make = Box::new(move || create_in_memory(&node_, &spec_, &inner));
+    Ok(Box::new(crate::spill::SpillingKeyed::try_new(
+        node.name.clone(),
+        make,
+        keys,
+        ctx,
+    )?))
+}
+
+/// The in-memory operator of `spec`.
+fn create_in_memory(
+    node: &StreamNode,
+    spec: &OperatorSpec,
+    ctx: &OperatorContext,
+) -> Result<Box<dyn Operator>> {
     let name = node.name.clone();
     Ok(match spec {
         OperatorSpec::Filter { predicate, .. } => Box::new(FilterOperator {
@@ -38,19 +65,6 @@ pub(crate) fn create(
             exprs: exprs.iter().map(|(e, _)| Arc::clone(e)).collect(),
             schema: Arc::clone(&node.schema),
         }),
-        // The disk backend spills a streaming GROUP BY's state by
-        // partitions; batch mode aggregates in memory.
-        OperatorSpec::GroupAggregate(g)
-            if g.changelog
-                && ctx.memory.backend() == weir_core::state_config::StateBackend::Disk =>
-        {
-            Box::new(crate::group_spill::SpillingGroupAggregate::try_new(
-                name,
-                g,
-                Arc::clone(&node.schema),
-                ctx,
-            )?)
-        }
         OperatorSpec::GroupAggregate(g) => {
             Box::new(crate::group_aggregate::GroupAggregateOperator::try_new(
                 name,

@@ -646,6 +646,12 @@ impl Operator for GroupAggregateOperator {
         ]
     }
 
+    /// A streaming aggregation spills by its keys (batch mode aggregates
+    /// in memory: it takes no checkpoints).
+    fn spill_keys(&self) -> Option<Vec<Vec<usize>>> {
+        (self.changelog && self.direct.is_none()).then(|| vec![self.aggregates.key_indices.clone()])
+    }
+
     fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<StateTable>> {
         if self.direct.is_some() {
             return Err(WeirError::Execution(format!(

@@ -228,7 +228,7 @@ fn disk_config(dir: &std::path::Path) -> WeirConfig {
     config
 }
 
-fn spilling(config: WeirConfig) -> crate::group_spill::SpillingGroupAggregate {
+fn spilling(config: WeirConfig) -> crate::spill::SpillingKeyed {
     let spec = GroupAggregateSpec {
         keys: vec!["k".into()],
         aggregates: vec![
@@ -249,8 +249,17 @@ fn spilling(config: WeirConfig) -> crate::group_spill::SpillingGroupAggregate {
         config,
         connectors: Default::default(),
     };
-    crate::group_spill::SpillingGroupAggregate::try_new("agg".into(), &spec, output(), &ctx)
-        .unwrap()
+    let mut inner = ctx.clone();
+    inner.memory = crate::memory::StateMemory::default();
+    let make: crate::spill::MakeOperator = Box::new(move || {
+        Ok(Box::new(GroupAggregateOperator::try_new(
+            "agg".into(),
+            &spec,
+            output(),
+            &inner,
+        )?))
+    });
+    crate::spill::SpillingKeyed::try_new("agg".into(), make, vec![vec![0]], &ctx).unwrap()
 }
 
 fn counter(op: &dyn Operator, name: &str) -> u64 {

@@ -27,7 +27,6 @@ pub mod connectors;
 pub mod count_window;
 pub mod formats;
 pub mod group_aggregate;
-pub mod group_spill;
 pub mod join;
 mod key_table;
 pub mod lateral;
@@ -49,6 +48,7 @@ pub mod session_process;
 mod sessions;
 pub mod sinks;
 pub mod sources;
+pub mod spill;
 pub mod storage;
 pub mod temporal_join;
 pub mod top_n;
@@ -184,6 +184,15 @@ pub trait Operator: Send {
     /// sizes one for it from its `state_bytes` counter, once a second.
     fn accounts_memory(&self) -> bool {
         false
+    }
+
+    /// The key columns of each input, when every table of the operator's
+    /// state is keyed and its output does not wait on the watermark: the
+    /// disk backend can then run it as partitions of its keys and spill
+    /// the partitions it does not use ([`spill::SpillingKeyed`]). None
+    /// keeps the operator in memory under either backend.
+    fn spill_keys(&self) -> Option<Vec<Vec<usize>>> {
+        None
     }
 
     /// Snapshot the operator's state at a checkpoint barrier (between two

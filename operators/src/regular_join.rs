@@ -205,6 +205,8 @@ pub struct RegularJoinOperator {
     updating: bool,
     /// Batch mode: keep rows, join once at the end of input.
     bounded: bool,
+    /// Restored input rows the disk backend held back.
+    replay: crate::spill::Replay,
     ttl: Option<i64>,
     last_sweep: i64,
     batch_size: usize,
@@ -239,6 +241,7 @@ impl RegularJoinOperator {
             output_schema,
             updating: spec.updating(),
             bounded: spec.bounded,
+            replay: Default::default(),
             ttl: spec.state_ttl_ms,
             last_sweep: now_ms(),
             batch_size: ctx.config.batch_size.max(1),
@@ -703,16 +706,43 @@ pub(crate) fn decode_picks<'a>(
         .collect::<std::result::Result<Vec<_>, _>>()?)
 }
 
+impl RegularJoinOperator {
+    /// Restored pending rows first: their changes go out before the next
+    /// input's.
+    fn put_through_replay(&mut self, out: &mut dyn Output) -> Result<()> {
+        for (input, batch) in self.replay.drain() {
+            self.process(input, batch, now_ms(), out)?;
+        }
+        Ok(())
+    }
+}
+
 impl Operator for RegularJoinOperator {
     fn name(&self) -> &str {
         &self.name
     }
 
     fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        self.put_through_replay(out)?;
         self.process(0, batch, now_ms(), out)
     }
 
+    /// A streaming join spills by its keys (a bounded one joins at the end).
+    fn spill_keys(&self) -> Option<Vec<Vec<usize>>> {
+        (!self.bounded).then(|| self.sides.iter().map(|s| s.key_indices.clone()).collect())
+    }
+
+    fn on_watermark(
+        &mut self,
+        watermark: weir_core::message::Watermark,
+        out: &mut dyn Output,
+    ) -> Result<Option<weir_core::message::Watermark>> {
+        self.put_through_replay(out)?;
+        Ok(Some(watermark))
+    }
+
     fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
+        self.put_through_replay(out)?;
         if self.bounded {
             self.join_kept(out)?;
         }
@@ -725,6 +755,7 @@ impl Operator for RegularJoinOperator {
         batch: RecordBatch,
         out: &mut dyn Output,
     ) -> Result<()> {
+        self.put_through_replay(out)?;
         self.process(input, batch, now_ms(), out)
     }
 
@@ -752,11 +783,26 @@ impl Operator for RegularJoinOperator {
             let batch = RecordBatch::try_new(Self::state_schema(side), columns)?;
             tables.push(StateTable::new(name, batch).keyed(side.key_indices.iter().copied()));
         }
+        let keys = [
+            &self.sides[0].key_indices[..],
+            &self.sides[1].key_indices[..],
+        ];
+        tables.extend(self.replay.tables(&keys));
         Ok(tables)
     }
 
     fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
         for t in tables {
+            let keys = [
+                self.sides[0].key_indices.clone(),
+                self.sides[1].key_indices.clone(),
+            ];
+            let Some(t) = self
+                .replay
+                .take_table(t, &[&keys[0], &keys[1]], &self.filter)?
+            else {
+                continue;
+            };
             let input = match t.name.as_str() {
                 "left" => 0,
                 "right" => 1,

@@ -59,6 +59,8 @@ pub struct TopNOperator {
     /// The last watermark (final rows).
     watermark: i64,
     late: u64,
+    /// Restored input rows the disk backend held back.
+    replay: crate::spill::Replay,
     /// Keep-first by rowtime: the keys emitted (row-encoded), with when
     /// (processing time, ms).
     emitted: HashMap<Box<[u8]>, i64>,
@@ -136,6 +138,7 @@ impl TopNOperator {
                 }
             },
             watermark: i64::MIN,
+            replay: Default::default(),
             late: 0,
             emitted: HashMap::new(),
             ttl: ctx
@@ -485,12 +488,26 @@ impl TopNOperator {
     }
 }
 
+impl TopNOperator {
+    /// Restored pending rows first: their changes go out before the next
+    /// input's.
+    fn put_through_replay(&mut self, out: &mut dyn Output) -> Result<()> {
+        for (_, batch) in self.replay.drain() {
+            let now = now_ms();
+            self.process(&batch, now, out)
+                .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
+        }
+        Ok(())
+    }
+}
+
 impl Operator for TopNOperator {
     fn name(&self) -> &str {
         &self.name
     }
 
     fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        self.put_through_replay(out)?;
         let batch = self.drop_late(batch)?;
         if batch.num_rows() == 0 {
             return Ok(());
@@ -499,6 +516,12 @@ impl Operator for TopNOperator {
         self.sweep(now);
         self.process(&batch, now, out)
             .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))
+    }
+
+    /// A streaming Top-N (and keep-last deduplication) spills by its key;
+    /// final rows wait on the watermark, so they stay in memory.
+    fn spill_keys(&self) -> Option<Vec<Vec<usize>>> {
+        (self.changelog && self.final_rows.is_none()).then(|| vec![self.key_indices.clone()])
     }
 
     fn next_processing_timer(&self) -> Option<i64> {
@@ -516,6 +539,7 @@ impl Operator for TopNOperator {
         watermark: weir_core::message::Watermark,
         out: &mut dyn Output,
     ) -> Result<Option<weir_core::message::Watermark>> {
+        self.put_through_replay(out)?;
         if self.final_rows.is_some() {
             self.watermark = self.watermark.max(watermark.0);
             self.emit_final(out)?;
@@ -524,6 +548,7 @@ impl Operator for TopNOperator {
     }
 
     fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
+        self.put_through_replay(out)?;
         // Streaming Top-N emitted its changes; final rows leave at the
         // final watermark, and rows not final at a stop with a savepoint
         // stay in its state.
@@ -578,12 +603,19 @@ impl Operator for TopNOperator {
             )?;
             tables.push(StateTable::new("emitted", batch).keyed(0..self.key_indices.len()));
         }
+        tables.extend(self.replay.tables(&[&self.key_indices]));
         Ok(tables)
     }
 
     fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
         let mut watermark = None;
         for t in tables {
+            let Some(t) = self
+                .replay
+                .take_table(t, &[&self.key_indices], &self.key_groups)?
+            else {
+                continue;
+            };
             if t.name == "meta" && self.final_rows.is_some() {
                 crate::window::restore_meta(&self.name, &t.batch, &mut watermark)?;
                 continue;
