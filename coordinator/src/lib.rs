@@ -28,6 +28,7 @@
 pub mod checkpoints;
 mod job_info;
 pub mod jobs;
+pub mod leader;
 pub mod metrics;
 pub mod rest;
 pub mod rest_metrics;

@@ -135,6 +135,12 @@ impl CheckpointStorage {
         })
     }
 
+    /// The object store and the path under it that this storage uses
+    /// (for other records kept beside checkpoints: the HA folder's).
+    pub fn object_store(&self) -> (Arc<dyn ObjectStore>, Path) {
+        (Arc::clone(&self.store), self.base.clone())
+    }
+
     /// The URL it was opened with.
     pub fn url(&self) -> &str {
         &self.url
