@@ -729,6 +729,11 @@ impl Operator for SpillingKeyed {
         sums
     }
 
+    /// Every partition's own tables (one per partition and table name, so
+    /// an incremental checkpoint reuses the files of partitions that did
+    /// not change), then the pending rows: one table for a single input
+    /// (thousands of small gathered batches would be thousands of files),
+    /// else one per run of an input, in arrival order.
     fn snapshot_state(&mut self, checkpoint: u64) -> Result<Vec<StateTable>> {
         let mut tables = Vec::new();
         for p in 0..PARTITIONS {
@@ -736,15 +741,27 @@ impl Operator for SpillingKeyed {
                 tables.extend(op.snapshot_state(checkpoint)?);
             }
             tables.extend(self.read_spilled(p)?);
-            let keys = &self.input_keys;
-            for run in &mut self.partitions[p].pending {
-                for rows in run.rows.batches()? {
-                    tables.push(
-                        StateTable::new(pending_table(run.input), rows.clone())
-                            .keyed(keys[run.input].iter().copied()),
-                    );
+        }
+        let single = self.input_keys.len() == 1;
+        let mut waiting: Vec<(usize, Vec<RecordBatch>)> = Vec::new();
+        for part in &mut self.partitions {
+            for run in &mut part.pending {
+                let rows = run.rows.batches()?;
+                if rows.is_empty() {
+                    continue;
+                }
+                match waiting.last_mut() {
+                    Some((_, all)) if single => all.extend(rows.iter().cloned()),
+                    _ => waiting.push((run.input, rows.to_vec())),
                 }
             }
+        }
+        for (input, rows) in waiting {
+            let batch = arrow::compute::concat_batches(&rows[0].schema(), &rows)?;
+            tables.push(
+                StateTable::new(pending_table(input), batch)
+                    .keyed(self.input_keys[input].iter().copied()),
+            );
         }
         Ok(tables)
     }

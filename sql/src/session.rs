@@ -46,6 +46,14 @@ pub const OPTIONS: &[(&str, &str)] = &[
         "where checkpoints go (a path or s3:// URL)",
     ),
     (
+        "execution.checkpointing.incremental",
+        "'true' to write only the changed key groups of each checkpoint",
+    ),
+    (
+        "state.backend.incremental",
+        "the same as execution.checkpointing.incremental (Flink 1.x's name)",
+    ),
+    (
         "execution.savepoint.path",
         "start from this savepoint or retained checkpoint",
     ),
@@ -778,6 +786,13 @@ fn apply_options(
                     .parse()
                     .map_err(|_| bad(k, v, "'true' or 'false'"))?;
                 env.configure(|c| c.checkpoint_unaligned = on);
+            }
+            "execution.checkpointing.incremental" | "state.backend.incremental" => {
+                let on: bool = v
+                    .to_ascii_lowercase()
+                    .parse()
+                    .map_err(|_| bad(k, v, "'true' or 'false'"))?;
+                env.configure(|c| c.checkpoint_incremental = on);
             }
             "execution.checkpointing.dir" => {
                 let dir = v.clone();
