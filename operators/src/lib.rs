@@ -187,11 +187,29 @@ pub trait Operator: Send {
     }
 
     /// The key columns of each input, when every table of the operator's
-    /// state is keyed and its output does not wait on the watermark: the
-    /// disk backend can then run it as partitions of its keys and spill
-    /// the partitions it does not use ([`spill::SpillingKeyed`]). None
-    /// keeps the operator in memory under either backend.
+    /// state is keyed (but a `meta` table of its clocks): the disk backend
+    /// can then run it as partitions of its keys and spill the partitions
+    /// it does not use ([`spill::SpillingKeyed`]). An operator whose output
+    /// waits on the watermark must also say when it does
+    /// ([`Self::watermark_timers`]). None keeps the operator in memory
+    /// under either backend.
     fn spill_keys(&self) -> Option<Vec<Vec<usize>>> {
+        None
+    }
+
+    /// The names and key columns of the keyed tables its snapshots may
+    /// hold, for those an empty operator's snapshot leaves out (the disk
+    /// backend splits restored tables by them).
+    fn keyed_tables(&self) -> Vec<(String, Vec<usize>)> {
+        Vec::new()
+    }
+
+    /// For an operator whose output waits on the watermark (or on the
+    /// clock): its earliest timers, and which column of each input bounds
+    /// the timers a row can set. `None`: it emits as rows come, never
+    /// because time passed. The disk backend reads a spilled partition
+    /// back only when one of these is due.
+    fn watermark_timers(&self) -> Option<WatermarkTimers> {
         None
     }
 
@@ -225,6 +243,21 @@ pub trait Operator: Send {
     fn notify_checkpoint_complete(&mut self, _checkpoint: u64) -> Result<()> {
         Ok(())
     }
+}
+
+/// When an operator's output waits on time ([`Operator::watermark_timers`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WatermarkTimers {
+    /// The lowest watermark at which it would emit or drop state.
+    pub event: Option<i64>,
+    /// The earliest wall-clock time at which it would emit (not counting
+    /// housekeeping such as state TTL sweeps).
+    pub processing: Option<i64>,
+    /// For each input, the column holding a row's event time when a row at
+    /// time `t` sets no timer before `t` (windows, sessions); `None` when a
+    /// row may set any timer, so rows of that input must go through before
+    /// the next watermark.
+    pub rowtime: Vec<Option<usize>>,
 }
 
 /// One named state table of an operator snapshot.

@@ -52,6 +52,8 @@ pub struct SessionWindowOperator {
     windows_fired: u64,
     state_bytes_max: u64,
     filter: crate::KeyGroupFilter,
+    /// Rows a disk-backend snapshot held pending, put through first.
+    replay: crate::spill::Replay,
 }
 
 impl SessionWindowOperator {
@@ -90,6 +92,7 @@ impl SessionWindowOperator {
             windows_fired: 0,
             state_bytes_max: 0,
             filter: crate::KeyGroupFilter::new(ctx),
+            replay: Default::default(),
             aggregates,
         })
     }
@@ -227,14 +230,16 @@ impl SessionWindowOperator {
         }
         Ok(())
     }
-}
 
-impl Operator for SessionWindowOperator {
-    fn name(&self) -> &str {
-        &self.name
+    /// Rows of a disk-backend snapshot's pending rows first, as they came.
+    fn put_through_replay(&mut self, out: &mut dyn Output) -> Result<()> {
+        for (_, batch) in self.replay.drain() {
+            self.process_rows(batch, out)?;
+        }
+        Ok(())
     }
 
-    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+    fn process_rows(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
         let rows = batch.num_rows();
         if rows == 0 {
             return Ok(());
@@ -271,12 +276,24 @@ impl Operator for SessionWindowOperator {
         }
         Ok(())
     }
+}
+
+impl Operator for SessionWindowOperator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        self.put_through_replay(out)?;
+        self.process_rows(batch, out)
+    }
 
     fn on_watermark(
         &mut self,
         watermark: Watermark,
         out: &mut dyn Output,
     ) -> Result<Option<Watermark>> {
+        self.put_through_replay(out)?;
         if self.ts_index.is_some() {
             self.advance(watermark.0, out)?;
         }
@@ -296,11 +313,36 @@ impl Operator for SessionWindowOperator {
     }
 
     fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
+        self.put_through_replay(out)?;
         // End of input closes the processing-time sessions still open.
         if self.ts_index.is_none() {
             self.advance(i64::MAX, out)?;
         }
         Ok(())
+    }
+
+    /// Sessions: keyed; `meta` is the clock.
+    fn spill_keys(&self) -> Option<Vec<Vec<usize>>> {
+        Some(vec![self.aggregates.key_indices.clone()])
+    }
+
+    /// The last millisecond of the earliest unfired session, or the end of
+    /// a fired one's lateness (a row at time `t` opens a session ending
+    /// after `t`).
+    fn watermark_timers(&self) -> Option<crate::WatermarkTimers> {
+        let due = (self.sessions.next_due != i64::MAX).then_some(self.sessions.next_due);
+        Some(match self.ts_index {
+            Some(ts) => crate::WatermarkTimers {
+                event: due,
+                processing: None,
+                rowtime: vec![Some(ts)],
+            },
+            None => crate::WatermarkTimers {
+                event: None,
+                processing: due,
+                rowtime: vec![None],
+            },
+        })
     }
 
     fn metrics(&self) -> Vec<(String, u64)> {
@@ -366,10 +408,12 @@ impl Operator for SessionWindowOperator {
         columns.extend(session_states.into_iter().flatten());
         let schema = self.aggregates.session_snapshot_schema()?;
         let sessions = RecordBatch::try_new(schema, columns)?;
-        Ok(vec![
+        let mut tables = vec![
             StateTable::new("sessions", sessions).keyed(0..all_keys.len()),
             crate::window::meta_table(self.watermark)?,
-        ])
+        ];
+        tables.extend(self.replay.tables(&[&self.aggregates.key_indices]));
+        Ok(tables)
     }
 
     fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
@@ -381,6 +425,10 @@ impl Operator for SessionWindowOperator {
             |what: &str| WeirError::Execution(format!("{}: malformed {what} state", self.name));
         let mut watermark = None::<i64>;
         for t in tables {
+            let keys_of_input = [self.aggregates.key_indices.as_slice()];
+            let Some(t) = self.replay.take_table(t, &keys_of_input, &self.filter)? else {
+                continue;
+            };
             match t.name.as_str() {
                 "meta" => crate::window::restore_meta(&self.name, &t.batch, &mut watermark)?,
                 "sessions" => {

@@ -26,16 +26,10 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, AsArray, BooleanArray, TimestampMillisecondArray};
 use arrow::buffer::BooleanBuffer;
 use arrow::compute::{filter, filter_record_batch};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit, TimestampMillisecondType};
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit, TimestampMillisecondType};
 use arrow::record_batch::RecordBatch;
-use datafusion_common::ScalarValue;
-use datafusion_expr::{EmitTo, GroupsAccumulator};
-use datafusion_physical_expr::PhysicalExpr;
-use datafusion_physical_expr::aggregate::{AggregateExprBuilder, AggregateFunctionExpr};
-use datafusion_physical_expr::expressions::{Column, Literal, cast};
-use datafusion_physical_expr::{GroupsAccumulatorAdapter, PhysicalSortExpr};
-use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
-use datafusion_physical_plan::aggregates::order::GroupOrdering;
+use datafusion_expr::EmitTo;
+use datafusion_physical_plan::aggregates::group_values::GroupValues;
 use weir_core::message::Watermark;
 use weir_core::spec::WindowAggregateSpec;
 use weir_core::time::{Trigger, WindowAssigner, tumbling_window_start};
@@ -44,324 +38,13 @@ use weir_core::{Result, WeirError};
 use crate::process::now_ms;
 use crate::{LateRecords, Operator, OperatorContext, Output, StateTable};
 
-/// Keys and accumulators of one set of groups.
-pub(crate) struct Accumulation {
-    pub(crate) groups: Box<dyn GroupValues>,
-    pub(crate) accumulators: Vec<Box<dyn GroupsAccumulator>>,
-}
+mod aggregates;
+mod counts;
 
-/// The aggregates of a window operator: functions, their (coerced) argument
-/// expressions and the key schema. Shared by the pane and session operators.
-pub(crate) struct Aggregates {
-    pub(crate) key_indices: Vec<usize>,
-    pub(crate) key_schema: SchemaRef,
-    pub(crate) functions: Vec<Arc<AggregateFunctionExpr>>,
-    /// Arguments of each function: the value, then (ordered functions) the
-    /// event time they are ordered by.
-    pub(crate) arguments: Vec<Vec<Arc<dyn PhysicalExpr>>>,
-}
-
-impl Aggregates {
-    pub(crate) fn try_new(name: &str, spec: &WindowAggregateSpec) -> Result<Self> {
-        Self::build(
-            name,
-            &spec.keys,
-            &spec.aggregates,
-            &spec.input_schema,
-            Some(spec.rowtime.as_deref()),
-        )
-    }
-
-    /// The aggregates over `input` grouped by `keys`. `rowtime`: `Some` when
-    /// FIRST_VALUE / LAST_VALUE follow event time (then it must name the
-    /// column), `None` when they follow arrival order.
-    pub(crate) fn build(
-        name: &str,
-        keys: &[String],
-        aggregates: &[weir_core::spec::AggregateSpec],
-        input: &SchemaRef,
-        rowtime: Option<Option<&str>>,
-    ) -> Result<Self> {
-        let key_indices = crate::column_indices(input, keys)?;
-        // A non-keyed (all-window) aggregation groups by one constant.
-        let key_schema = if key_indices.is_empty() {
-            Arc::new(arrow::datatypes::Schema::new(vec![
-                arrow::datatypes::Field::new("__all", DataType::Int8, false),
-            ]))
-        } else {
-            Arc::new(input.project(&key_indices)?)
-        };
-        let mut functions = Vec::new();
-        let mut arguments = Vec::new();
-        for a in aggregates {
-            let mut arg: Arc<dyn PhysicalExpr> = match &a.column {
-                Some(c) => Arc::new(Column::new(c, input.index_of(c)?)),
-                None => Arc::new(Literal::new(ScalarValue::Int64(Some(1)))),
-            };
-            let coerced = a.argument_field(input)?;
-            if arg.data_type(input)? != *coerced.data_type() {
-                arg = cast(arg, input, coerced.data_type().clone())?;
-            }
-            let mut builder = AggregateExprBuilder::new(a.function.udaf(), vec![Arc::clone(&arg)])
-                .schema(Arc::clone(input))
-                .alias(a.alias.clone())
-                .with_distinct(a.function.is_distinct());
-            let mut args = vec![arg];
-            if let (true, Some(rowtime)) = (a.function.is_ordered(), rowtime) {
-                // FIRST_VALUE / LAST_VALUE follow event time, not arrival order.
-                let rowtime = rowtime.ok_or_else(|| {
-                    WeirError::plan(format!("{name}: {a} needs an event-time window"))
-                })?;
-                let ts: Arc<dyn PhysicalExpr> =
-                    Arc::new(Column::new(rowtime, input.index_of(rowtime)?));
-                builder = builder.order_by(vec![PhysicalSortExpr::new_default(Arc::clone(&ts))]);
-                args.push(ts);
-            }
-            let expr = builder
-                .build()
-                .map_err(|e| WeirError::plan(format!("{name}: aggregate {a}: {e}")))?;
-            functions.push(Arc::new(expr));
-            arguments.push(args);
-        }
-        Ok(Self {
-            key_indices,
-            key_schema,
-            functions,
-            arguments,
-        })
-    }
-
-    pub(crate) fn new_accumulation(&self) -> Result<Accumulation> {
-        Ok(Accumulation {
-            groups: new_group_values(Arc::clone(&self.key_schema), &GroupOrdering::None)?,
-            accumulators: self
-                .functions
-                .iter()
-                .map(
-                    |a| -> datafusion_common::Result<Box<dyn GroupsAccumulator>> {
-                        if a.groups_accumulator_supported() {
-                            a.create_groups_accumulator()
-                        } else {
-                            // Any aggregate works: one row accumulator per group.
-                            let f = Arc::clone(a);
-                            Ok(Box::new(GroupsAccumulatorAdapter::new(move || {
-                                f.create_accumulator()
-                            })))
-                        }
-                    },
-                )
-                .collect::<datafusion_common::Result<Vec<_>>>()?,
-        })
-    }
-
-    pub(crate) fn keys(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
-        if self.key_indices.is_empty() {
-            return vec![Arc::new(arrow::array::Int8Array::from(vec![
-                0i8;
-                batch
-                    .num_rows()
-            ]))];
-        }
-        self.key_indices
-            .iter()
-            .map(|&i| Arc::clone(batch.column(i)))
-            .collect()
-    }
-
-    /// The schema of a pane snapshot: `pane_start`, the key columns, then
-    /// every accumulator's intermediate state columns, named `a{i}_{field}`.
-    pub(crate) fn snapshot_schema(&self) -> Result<SchemaRef> {
-        let mut fields = vec![Field::new("pane_start", DataType::Int64, false)];
-        fields.extend(self.key_schema.fields().iter().map(|f| f.as_ref().clone()));
-        for (i, f) in self.functions.iter().enumerate() {
-            for state in f.state_fields()? {
-                fields.push(
-                    state
-                        .as_ref()
-                        .clone()
-                        .with_name(format!("a{i}_{}", state.name()))
-                        .with_nullable(true),
-                );
-            }
-        }
-        Ok(Arc::new(Schema::new(fields)))
-    }
-
-    /// The schema of a session snapshot: the key columns, `session_start`,
-    /// `session_end`, `fired`, then the accumulators' state columns.
-    pub(crate) fn session_snapshot_schema(&self) -> Result<SchemaRef> {
-        let panes = self.snapshot_schema()?;
-        let keys = self.key_schema.fields().len();
-        let mut fields: Vec<Field> = panes.fields()[1..1 + keys]
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        fields.push(Field::new("session_start", DataType::Int64, false));
-        fields.push(Field::new("session_end", DataType::Int64, false));
-        fields.push(Field::new("fired", DataType::Boolean, false));
-        fields.extend(
-            panes.fields()[1 + keys..]
-                .iter()
-                .map(|f| f.as_ref().clone()),
-        );
-        Ok(Arc::new(Schema::new(fields)))
-    }
-
-    /// Number of state columns of each accumulator.
-    pub(crate) fn state_widths(&self) -> Result<Vec<usize>> {
-        self.functions
-            .iter()
-            .map(|f| Ok(f.state_fields()?.len()))
-            .collect()
-    }
-
-    /// Schema of the grouping key (a constant for all-windows).
-    pub(crate) fn key_schema(&self) -> SchemaRef {
-        Arc::clone(&self.key_schema)
-    }
-
-    /// Key columns as they appear in the output (none for all-windows).
-    pub(crate) fn output_keys(&self, keys: Vec<ArrayRef>) -> Vec<ArrayRef> {
-        if self.key_indices.is_empty() {
-            vec![]
-        } else {
-            keys
-        }
-    }
-
-    /// Update `accumulators` with the rows of `batch` assigned to `group_ids`.
-    pub(crate) fn update(
-        &self,
-        accumulators: &mut [Box<dyn GroupsAccumulator>],
-        batch: &RecordBatch,
-        group_ids: &[usize],
-        total_groups: usize,
-    ) -> Result<()> {
-        for (a, args) in accumulators.iter_mut().zip(&self.arguments) {
-            let values = args
-                .iter()
-                .map(|e| Ok(e.evaluate(batch)?.into_array(batch.num_rows())?))
-                .collect::<Result<Vec<_>>>()?;
-            a.update_batch(&values, group_ids, None, total_groups)?;
-        }
-        Ok(())
-    }
-}
-
-/// The rows of `waiting` that the watermark `w` has passed (event-time
-/// column `at`, named `name`), taken out as one batch; the others stay.
-pub(crate) fn take_ready(
-    waiting: &mut Vec<RecordBatch>,
-    schema: &SchemaRef,
-    (at, name): (usize, &str),
-    w: i64,
-) -> Result<Option<RecordBatch>> {
-    if waiting.is_empty() {
-        return Ok(None);
-    }
-    let all = arrow::compute::concat_batches(schema, waiting.iter())?;
-    waiting.clear();
-    let ts = timestamps(all.column(at), name)?;
-    let ready: BooleanArray = ts.iter().map(|&t| Some(t <= w)).collect();
-    let rest = arrow::compute::filter_record_batch(&all, &arrow::compute::not(&ready)?)?;
-    if rest.num_rows() > 0 {
-        waiting.push(rest);
-    }
-    let ready = arrow::compute::filter_record_batch(&all, &ready)?;
-    Ok((ready.num_rows() > 0).then_some(ready))
-}
-
-/// The rows of `batch` (times `ts`) after the watermark `watermark`; the
-/// others are late, counted into `dropped`.
-pub(crate) fn drop_late(
-    batch: RecordBatch,
-    ts: &[i64],
-    watermark: i64,
-    dropped: &mut u64,
-) -> Result<RecordBatch> {
-    let late = ts.iter().filter(|&&t| t <= watermark).count();
-    if late == 0 {
-        return Ok(batch);
-    }
-    *dropped += late as u64;
-    let keep: BooleanArray = ts.iter().map(|&t| Some(t > watermark)).collect();
-    Ok(arrow::compute::filter_record_batch(&batch, &keep)?)
-}
-
-/// Table `meta`: an operator's event-time clock (`watermark`) at a barrier.
-pub(crate) fn meta_table(watermark: i64) -> Result<StateTable> {
-    let batch = RecordBatch::try_new(
-        Arc::new(Schema::new(vec![Field::new(
-            "watermark",
-            DataType::Int64,
-            false,
-        )])),
-        vec![Arc::new(arrow::array::Int64Array::from(vec![watermark]))],
-    )?;
-    Ok(StateTable::new("meta", batch))
-}
-
-/// Fold a restored `meta` table into `watermark`: the smallest of them.
-pub(crate) fn restore_meta(
-    name: &str,
-    batch: &RecordBatch,
-    watermark: &mut Option<i64>,
-) -> Result<()> {
-    let w = batch
-        .column_by_name("watermark")
-        .and_then(|c| c.as_primitive_opt::<arrow::datatypes::Int64Type>())
-        .ok_or_else(|| WeirError::Execution(format!("{name}: malformed meta state")))?;
-    for v in w.values() {
-        *watermark = Some(watermark.map_or(*v, |m| m.min(*v)));
-    }
-    Ok(())
-}
-
-/// The rows of `batch` whose key (columns `keys`) hashes into `range`.
-pub(crate) fn keep_key_groups(
-    batch: RecordBatch,
-    keys: &[usize],
-    range: weir_core::keys::KeyGroupRange,
-    max_parallelism: u32,
-) -> Result<RecordBatch> {
-    let mut groups = Vec::new();
-    let columns: Vec<ArrayRef> = keys.iter().map(|&k| Arc::clone(batch.column(k))).collect();
-    weir_core::keys::key_groups(&columns, max_parallelism, &mut Vec::new(), &mut groups)?;
-    let mask: BooleanArray = groups.iter().map(|g| Some(range.contains(*g))).collect();
-    Ok(filter_record_batch(&batch, &mask)?)
-}
-
-/// Move groups between accumulators: merge the intermediate `states` of
-/// old group `g` (one array per state column, one row per old group) into
-/// `into` at group `target[g]`, skipping groups whose target is `None`.
-/// Several old groups may share a target (they are merged).
-pub(crate) fn regroup(
-    states: &[Vec<ArrayRef>],
-    target: &[Option<usize>],
-    into: &mut [Box<dyn GroupsAccumulator>],
-    total_groups: usize,
-) -> Result<()> {
-    let mask: BooleanArray = target.iter().map(|t| Some(t.is_some())).collect();
-    let ids: Vec<usize> = target.iter().flatten().copied().collect();
-    for (a, state) in into.iter_mut().zip(states) {
-        let state = state
-            .iter()
-            .map(|s| filter(s.as_ref(), &mask))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        a.merge_batch(&state, &ids, total_groups)?;
-    }
-    Ok(())
-}
-
-/// Drain the intermediate state of every group of `accumulators`.
-pub(crate) fn drain_states(
-    accumulators: &mut [Box<dyn GroupsAccumulator>],
-) -> Result<Vec<Vec<ArrayRef>>> {
-    Ok(accumulators
-        .iter_mut()
-        .map(|a| a.state(EmitTo::All))
-        .collect::<datafusion_common::Result<Vec<_>>>()?)
-}
+pub(crate) use aggregates::{
+    Accumulation, Aggregates, drain_states, drop_late, keep_key_groups, meta_table, regroup,
+    restore_meta, take_ready,
+};
 
 /// A pane's groups turned into intermediate state, ready to merge.
 struct Frozen {
@@ -408,6 +91,8 @@ pub struct WindowAggregateOperator {
     late_updates: u64,
     state_bytes_max: u64,
     filter: crate::KeyGroupFilter,
+    /// Rows a disk-backend snapshot held pending, put through first.
+    replay: crate::spill::Replay,
 }
 
 impl WindowAggregateOperator {
@@ -455,6 +140,7 @@ impl WindowAggregateOperator {
             late_updates: 0,
             state_bytes_max: 0,
             filter: crate::KeyGroupFilter::new(ctx),
+            replay: Default::default(),
         })
     }
 
@@ -739,94 +425,6 @@ impl WindowAggregateOperator {
     }
 }
 
-impl WindowAggregateOperator {
-    /// Count trigger (tumbling windows): split `part` after every record
-    /// that brings its key's count in the window to a multiple of `count`,
-    /// and fire that key's window there — exactly where Flink's per-record
-    /// trigger fires, with the result as of that record.
-    fn process_counted(
-        &mut self,
-        pane: i64,
-        part: &RecordBatch,
-        count: u64,
-        out: &mut dyn Output,
-    ) -> Result<()> {
-        let keys = self.aggregates.keys(part);
-        if !self.counts.contains_key(&pane) {
-            let table = new_group_values(self.aggregates.key_schema(), &GroupOrdering::None)?;
-            self.counts.insert(pane, (table, Vec::new()));
-        }
-        let (table, counts) = self.counts.get_mut(&pane).expect("inserted above");
-        let mut ids = Vec::new();
-        table.intern(&keys, &mut ids)?;
-        counts.resize(table.len(), 0);
-        let mut cuts = Vec::new();
-        for (row, &id) in ids.iter().enumerate() {
-            counts[id] += 1;
-            if counts[id] % count == 0 {
-                cuts.push(row);
-            }
-        }
-        let mut from = 0;
-        let end = pane.saturating_add(self.pane_size);
-        for row in cuts {
-            self.accumulate(pane, &part.slice(from, row + 1 - from))?;
-            from = row + 1;
-            let key: Vec<ArrayRef> = keys.iter().map(|k| k.slice(row, 1)).collect();
-            if let Some((k, v)) = self.window_result(pane, end, Some(&key))? {
-                self.windows_fired += 1;
-                self.emit(pane, end, k, v, false, out)?;
-            }
-            if self.purge {
-                self.forget_keys(pane, &key)?;
-            }
-        }
-        if from < part.num_rows() {
-            self.accumulate(pane, &part.slice(from, part.num_rows() - from))?;
-        }
-        Ok(())
-    }
-
-    /// Drop the state of `keys` in the pane at `start` (purging triggers).
-    fn forget_keys(&mut self, start: i64, keys: &[ArrayRef]) -> Result<()> {
-        self.freeze_range(start, start.saturating_add(1))?;
-        let Some(pane) = self.panes.get_mut(&start) else {
-            return Ok(());
-        };
-        let mut kept = Vec::new();
-        for part in pane.frozen.drain(..) {
-            let mut table = new_group_values(self.aggregates.key_schema(), &GroupOrdering::None)?;
-            let mut ids = Vec::new();
-            table.intern(keys, &mut ids)?;
-            let forget = table.len();
-            table.intern(&part.keys, &mut ids)?;
-            let keep = BooleanArray::new(
-                BooleanBuffer::collect_bool(ids.len(), |i| ids[i] >= forget),
-                None,
-            );
-            if keep.true_count() == 0 {
-                continue;
-            }
-            let cut = |arrays: &[ArrayRef]| -> Result<Vec<ArrayRef>> {
-                Ok(arrays
-                    .iter()
-                    .map(|a| filter(a.as_ref(), &keep))
-                    .collect::<std::result::Result<Vec<_>, _>>()?)
-            };
-            kept.push(Frozen {
-                keys: cut(&part.keys)?,
-                states: part
-                    .states
-                    .iter()
-                    .map(|s| cut(s))
-                    .collect::<Result<Vec<_>>>()?,
-            });
-        }
-        pane.frozen = kept;
-        Ok(())
-    }
-}
-
 /// Millisecond timestamps of an event-time column as a plain slice.
 pub fn timestamps<'a>(column: &'a ArrayRef, name: &str) -> Result<&'a [i64]> {
     if column.null_count() > 0 {
@@ -880,12 +478,16 @@ where
     Ok(())
 }
 
-impl Operator for WindowAggregateOperator {
-    fn name(&self) -> &str {
-        &self.name
+impl WindowAggregateOperator {
+    /// Rows of a disk-backend snapshot's pending rows first, as they came.
+    fn put_through_replay(&mut self, out: &mut dyn Output) -> Result<()> {
+        for (_, batch) in self.replay.drain() {
+            self.process_rows(batch, out)?;
+        }
+        Ok(())
     }
 
-    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+    fn process_rows(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
         let (size, offset) = (self.pane_size, self.pane_offset);
         let Some(ts_index) = self.ts_index else {
             // Processing time: the whole batch arrived now.
@@ -901,12 +503,24 @@ impl Operator for WindowAggregateOperator {
         self.starts = starts;
         result
     }
+}
+
+impl Operator for WindowAggregateOperator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
+        self.put_through_replay(out)?;
+        self.process_rows(batch, out)
+    }
 
     fn on_watermark(
         &mut self,
         watermark: Watermark,
         out: &mut dyn Output,
     ) -> Result<Option<Watermark>> {
+        self.put_through_replay(out)?;
         if self.ts_index.is_some() {
             self.advance(watermark.0, out)?;
         }
@@ -951,6 +565,7 @@ impl Operator for WindowAggregateOperator {
     }
 
     fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
+        self.put_through_replay(out)?;
         // End of input fires the processing-time windows still open.
         if self.ts_index.is_none() {
             self.advance(i64::MAX, out)?;
@@ -986,6 +601,7 @@ impl Operator for WindowAggregateOperator {
         }
         tables.push(meta_table(self.watermark)?);
         tables.extend(counts);
+        tables.extend(self.replay.tables(&[&self.aggregates.key_indices]));
         Ok(tables)
     }
 
@@ -994,6 +610,13 @@ impl Operator for WindowAggregateOperator {
         let keys = self.aggregates.key_schema().fields().len();
         let mut watermark = None::<i64>;
         for table in tables {
+            let keys_of_input = [self.aggregates.key_indices.as_slice()];
+            let Some(table) = self
+                .replay
+                .take_table(table, &keys_of_input, &self.filter)?
+            else {
+                continue;
+            };
             let batch = table.batch;
             match table.name.as_str() {
                 "meta" => restore_meta(&self.name, &batch, &mut watermark)?,
@@ -1047,6 +670,60 @@ impl Operator for WindowAggregateOperator {
         Ok(())
     }
 
+    /// Panes, counts: keyed; `meta` is the clock.
+    fn spill_keys(&self) -> Option<Vec<Vec<usize>>> {
+        Some(vec![self.aggregates.key_indices.clone()])
+    }
+
+    /// `panes` and `counts`: the pane start, then the key columns.
+    fn keyed_tables(&self) -> Vec<(String, Vec<usize>)> {
+        let keys: Vec<usize> = (1..1 + self.aggregates.key_indices.len()).collect();
+        vec![("panes".into(), keys.clone()), ("counts".into(), keys)]
+    }
+
+    /// The first window end or end of lateness after the watermark, among
+    /// panes with data (a row at time `t` only opens windows ending after
+    /// `t`); early firings of a continuous trigger; processing-time windows
+    /// by the clock.
+    fn watermark_timers(&self) -> Option<crate::WatermarkTimers> {
+        let Some(ts) = self.ts_index else {
+            return Some(crate::WatermarkTimers {
+                event: None,
+                processing: self.next_processing_timer(),
+                rowtime: vec![None],
+            });
+        };
+        let wm = self.watermark;
+        let mut event = self
+            .panes
+            .keys()
+            .map(|&p| {
+                let cleanup = self
+                    .assigner
+                    .last_window_end_of_pane(p)
+                    .saturating_sub(1)
+                    .saturating_add(self.lateness);
+                self.assigner
+                    .windows_of_pane(p)
+                    .into_iter()
+                    .map(|(_, end)| end.saturating_sub(1))
+                    .filter(|&last| last > wm)
+                    .fold(cleanup, i64::min)
+            })
+            .min();
+        if let Trigger::ContinuousEventTime { interval } = self.trigger
+            && !self.panes.is_empty()
+        {
+            let next = next_multiple(wm, interval);
+            event = Some(event.map_or(next, |e| e.min(next)));
+        }
+        Some(crate::WatermarkTimers {
+            event,
+            processing: self.next_processing_timer(),
+            rowtime: vec![Some(ts)],
+        })
+    }
+
     fn metrics(&self) -> Vec<(String, u64)> {
         vec![
             ("windows_fired".into(), self.windows_fired),
@@ -1060,67 +737,6 @@ impl Operator for WindowAggregateOperator {
 }
 
 impl WindowAggregateOperator {
-    /// The count trigger's per-pane key counts as a `counts` table.
-    fn counts_table(&mut self) -> Result<Option<StateTable>> {
-        if self.counts.is_empty() {
-            return Ok(None);
-        }
-        let key_schema = self.aggregates.key_schema();
-        let mut fields = vec![Field::new("pane_start", DataType::Int64, false)];
-        fields.extend(key_schema.fields().iter().map(|f| f.as_ref().clone()));
-        fields.push(Field::new("count", DataType::UInt64, false));
-        let schema = Arc::new(Schema::new(fields));
-        let mut parts = Vec::new();
-        for (&pane, (table, counts)) in &mut self.counts {
-            // Reading the keys empties the table: intern them again, in
-            // order, so every key keeps its id.
-            let keys = table.emit(EmitTo::All)?;
-            let mut ids = Vec::new();
-            table.intern(&keys, &mut ids)?;
-            let rows = counts.len();
-            let mut columns: Vec<ArrayRef> =
-                vec![Arc::new(arrow::array::Int64Array::from(vec![pane; rows]))];
-            columns.extend(keys);
-            columns.push(Arc::new(arrow::array::UInt64Array::from(counts.clone())));
-            parts.push(RecordBatch::try_new(Arc::clone(&schema), columns)?);
-        }
-        let batch = arrow::compute::concat_batches(&schema, &parts)?;
-        let keys = 1..1 + key_schema.fields().len();
-        Ok(Some(StateTable::new("counts", batch).keyed(keys)))
-    }
-
-    fn restore_counts(&mut self, batch: RecordBatch, keys: usize) -> Result<()> {
-        let batch = self.own_key_groups(batch, keys)?;
-        let malformed = || WeirError::Execution(format!("{}: malformed count state", self.name));
-        let starts = batch
-            .column(0)
-            .as_primitive_opt::<arrow::datatypes::Int64Type>()
-            .ok_or_else(malformed)?
-            .values()
-            .to_vec();
-        let key_schema = self.aggregates.key_schema();
-        split_by(&batch, &starts, |pane, part| {
-            let counts = part
-                .column(1 + keys)
-                .as_primitive_opt::<arrow::datatypes::UInt64Type>()
-                .ok_or_else(malformed)?;
-            let (table, pane_counts) = match self.counts.entry(pane) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(e) => e.insert((
-                    new_group_values(Arc::clone(&key_schema), &GroupOrdering::None)?,
-                    Vec::new(),
-                )),
-            };
-            let mut ids = Vec::new();
-            table.intern(&part.columns()[1..1 + keys], &mut ids)?;
-            pane_counts.resize(table.len(), 0);
-            for (row, &id) in ids.iter().enumerate() {
-                pane_counts[id] = counts.value(row);
-            }
-            Ok::<_, WeirError>(())
-        })
-    }
-
     /// The rows of a restored pane table whose keys fall in this subtask's
     /// key groups (all of them unless the job was rescaled).
     fn own_key_groups(&self, batch: RecordBatch, keys: usize) -> Result<RecordBatch> {

@@ -1,9 +1,12 @@
 //! The disk backend: keyed state beyond the managed memory budget.
 //!
-//! Any operator whose state is all keyed and whose output does not wait on
-//! the watermark declares its inputs' key columns
-//! ([`Operator::spill_keys`]): the updating `GROUP BY`, the regular join,
-//! streaming Top-N and deduplication. Under `state.backend.type = 'disk'`
+//! Any operator whose state is all keyed (but for its clocks) declares its
+//! inputs' key columns ([`Operator::spill_keys`]): the updating `GROUP BY`,
+//! the regular join, streaming Top-N and deduplication, and the window and
+//! session aggregates, which also say when their output waits on time
+//! ([`Operator::watermark_timers`], see `time.rs`: a spilled partition is
+//! read back only when one of its timers, or one its pending rows may set,
+//! is due). Under `state.backend.type = 'disk'`
 //! such an operator runs as [`PARTITIONS`] instances of itself, keys split
 //! among them by a hash — each an ordinary columnar operator (vectorized
 //! updates) while it is in memory. Past the budget the least recently used
@@ -26,19 +29,25 @@
 //! pending rows through before their next input, [`Replay`]); restore
 //! routes rows back to their partitions by the same hash of their key.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
-use arrow::compute::BatchCoalescer;
 use weir_core::message::Watermark;
 use weir_core::{Result, WeirError};
 
-use crate::group_aggregate::PENDING_TABLE;
 use crate::memory::StateReservation;
 use crate::process::now_ms;
 use crate::{KeyGroupFilter, Operator, OperatorContext, Output, StateTable};
+
+mod files;
+mod pending;
+mod time;
+
+use files::{read_ipc, task_dir, write_ipc};
+pub(crate) use pending::Replay;
+use pending::{Pending, Run};
+pub use pending::{pending_input, pending_table};
 
 /// Partitions of a subtask's keys: the unit read from and written to disk.
 pub const PARTITIONS: usize = 64;
@@ -46,136 +55,11 @@ pub const PARTITIONS: usize = 64;
 /// Rows a partition in memory gathers before they go through.
 const RESIDENT_BATCH: usize = 8192;
 
-/// Rows of the batches pending rows are gathered into.
-const PENDING_BATCH: usize = 1024;
-
 /// Most pending rows put through a partition in one batch.
 const MERGE_ROWS: usize = 65_536;
 
 /// How long the input must be quiet before every pending row goes through.
 const QUIET_MS: i64 = 1000;
-
-/// Input rows waiting for their partition, gathered into batches of
-/// [`PENDING_BATCH`] rows as they come (a 64th of a batch each time would
-/// cost more in array headers than in rows).
-#[derive(Default)]
-struct Pending {
-    building: Option<BatchCoalescer>,
-    full: Vec<RecordBatch>,
-    full_bytes: usize,
-    rows: usize,
-    /// Bytes a row takes, as the last input batch had them.
-    row_bytes: usize,
-}
-
-impl Pending {
-    /// Rows `rows` of `batch`.
-    fn push(&mut self, batch: &RecordBatch, rows: UInt32Array) -> Result<()> {
-        self.rows += rows.len();
-        self.row_bytes = batch.get_array_memory_size() / batch.num_rows().max(1);
-        let c = self
-            .building
-            .get_or_insert_with(|| BatchCoalescer::new(batch.schema(), PENDING_BATCH));
-        if rows.len() == batch.num_rows() {
-            c.push_batch(batch.clone())?;
-        } else {
-            c.push_batch_with_indices(batch.clone(), &rows)?;
-        }
-        while let Some(done) = c.next_completed_batch() {
-            self.full_bytes += done.get_array_memory_size();
-            self.full.push(done);
-        }
-        Ok(())
-    }
-
-    /// Bytes of the rows held (the batch being gathered counted by its
-    /// rows, not the capacity it set aside: that is headroom's part).
-    fn bytes(&self) -> usize {
-        let building = self.building.as_ref().map_or(0, |c| c.get_buffered_rows());
-        self.full_bytes + building * self.row_bytes
-    }
-
-    /// Every row, in batches (what is being gathered, finished).
-    fn batches(&mut self) -> Result<&[RecordBatch]> {
-        if let Some(c) = &mut self.building
-            && c.get_buffered_rows() > 0
-        {
-            c.finish_buffered_batch()?;
-            while let Some(done) = c.next_completed_batch() {
-                self.full_bytes += done.get_array_memory_size();
-                self.full.push(done);
-            }
-        }
-        Ok(&self.full)
-    }
-
-    /// Every row, in batches, leaving none.
-    fn take(&mut self) -> Result<Vec<RecordBatch>> {
-        self.batches()?;
-        self.rows = 0;
-        self.full_bytes = 0;
-        Ok(std::mem::take(&mut self.full))
-    }
-}
-
-/// The state table holding input `input`'s rows not yet put through.
-pub fn pending_table(input: usize) -> String {
-    match input {
-        0 => PENDING_TABLE.to_string(),
-        n => format!("{PENDING_TABLE}-{n}"),
-    }
-}
-
-/// The input whose pending rows table `name` holds.
-pub fn pending_input(name: &str) -> Option<usize> {
-    match name.strip_prefix(PENDING_TABLE)? {
-        "" => Some(0),
-        rest => rest.strip_prefix('-')?.parse().ok(),
-    }
-}
-
-/// Restored input rows an in-memory operator puts through before its next
-/// input, watermark or end (a disk-backend snapshot's pending rows: their
-/// changes were never sent).
-#[derive(Default)]
-pub(crate) struct Replay {
-    rows: Vec<(usize, RecordBatch)>,
-}
-
-impl Replay {
-    /// Takes `t` when it holds pending rows of one of the inputs whose key
-    /// columns are `keys` (keeping this subtask's rows), or hands it back.
-    pub(crate) fn take_table(
-        &mut self,
-        t: StateTable,
-        keys: &[&[usize]],
-        filter: &KeyGroupFilter,
-    ) -> Result<Option<StateTable>> {
-        let Some(input) = pending_input(&t.name).filter(|&i| i < keys.len()) else {
-            return Ok(Some(t));
-        };
-        let batch = filter.keep(t.batch, keys[input])?;
-        if batch.num_rows() > 0 {
-            self.rows.push((input, batch));
-        }
-        Ok(None)
-    }
-
-    /// The rows to put through, in the order they arrived.
-    pub(crate) fn drain(&mut self) -> Vec<(usize, RecordBatch)> {
-        std::mem::take(&mut self.rows)
-    }
-
-    /// The rows not yet put through, as tables of a snapshot.
-    pub(crate) fn tables(&self, keys: &[&[usize]]) -> Vec<StateTable> {
-        self.rows
-            .iter()
-            .map(|(i, b)| {
-                StateTable::new(pending_table(*i), b.clone()).keyed(keys[*i].iter().copied())
-            })
-            .collect()
-    }
-}
 
 /// Makes one partition's operator (an in-memory one, its memory counted
 /// by the spilling operator).
@@ -189,14 +73,7 @@ struct SpilledTable {
     rows: usize,
 }
 
-/// Rows of one input waiting, in arrival order with the other runs.
-struct Run {
-    input: usize,
-    rows: Pending,
-}
-
 /// One partition of the keys.
-#[derive(Default)]
 struct Partition {
     /// In memory: the partition's operator.
     resident: Option<Box<dyn Operator>>,
@@ -210,6 +87,31 @@ struct Partition {
     bytes: usize,
     /// When it was last used (a counter): the least recent is spilled first.
     used: u64,
+    /// The watermark its operator has seen.
+    seen: i64,
+    /// The earliest event time of its pending rows (the least when an
+    /// input's rows may set any timer), for operators that wait on time.
+    min_rowtime: i64,
+    /// Spilled: the watermark and clock at which its timers are due.
+    event_due: Option<i64>,
+    clock_due: Option<i64>,
+}
+
+impl Default for Partition {
+    fn default() -> Self {
+        Self {
+            resident: None,
+            spilled: Vec::new(),
+            pending: Vec::new(),
+            pending_rows: 0,
+            bytes: 0,
+            used: 0,
+            seen: i64::MIN,
+            min_rowtime: i64::MAX,
+            event_due: None,
+            clock_due: None,
+        }
+    }
 }
 
 impl Partition {
@@ -247,6 +149,15 @@ pub struct SpillingKeyed {
     /// Key columns of each table of a partition's snapshot (a restored
     /// table does not carry them).
     table_keys: Vec<(String, Vec<usize>)>,
+    /// For an operator whose output waits on time: the event-time column
+    /// of each input bounding the timers its rows set
+    /// ([`crate::WatermarkTimers::rowtime`]).
+    rowtime: Option<Vec<Option<usize>>>,
+    /// The last watermark received.
+    watermark: i64,
+    /// Restored tables that are not keyed (an operator's clocks): every
+    /// partition made afresh starts from them.
+    shared: Vec<StateTable>,
     key_groups: KeyGroupFilter,
     partitions: Vec<Partition>,
     dir: PathBuf,
@@ -254,6 +165,9 @@ pub struct SpillingKeyed {
     tick: u64,
     last_input: i64,
     hashes: Vec<u64>,
+    /// Counters of partitions' operators at the time they were spilled (a
+    /// partition read back starts counting from zero).
+    retired: Vec<(String, u64)>,
     /// Counters: partitions written to and read from disk, their bytes.
     spills: u64,
     loads: u64,
@@ -272,13 +186,21 @@ impl SpillingKeyed {
     ) -> Result<Self> {
         let dir = task_dir(ctx.memory.spill_root(), &name, ctx.subtask)?;
         // An empty partition's snapshot names its tables and their keys.
-        let table_keys = make()?
-            .snapshot_state(0)?
-            .into_iter()
-            .filter_map(|t| Some((t.name, t.key_columns?)))
-            .collect();
+        let mut probe = make()?;
+        let rowtime = probe.watermark_timers().map(|t| t.rowtime);
+        let mut table_keys: Vec<(String, Vec<usize>)> = probe.keyed_tables();
+        for t in probe.snapshot_state(0)? {
+            if let Some(keys) = t.key_columns
+                && !table_keys.iter().any(|(n, _)| *n == t.name)
+            {
+                table_keys.push((t.name, keys));
+            }
+        }
         Ok(Self {
             table_keys,
+            rowtime,
+            watermark: i64::MIN,
+            shared: Vec::new(),
             memory: ctx.memory.reserve(&name, true),
             name,
             make,
@@ -289,6 +211,7 @@ impl SpillingKeyed {
             tick: 0,
             last_input: now_ms(),
             hashes: vec![],
+            retired: Vec::new(),
             spills: 0,
             loads: 0,
             spilled_bytes: 0,
@@ -352,9 +275,17 @@ impl SpillingKeyed {
             });
         }
         self.spills += 1;
+        let counters = op.metrics().into_iter();
+        add_counters(
+            &mut self.retired,
+            counters.filter(|(k, _)| !k.starts_with("state_")).collect(),
+        );
+        let timers = op.watermark_timers().unwrap_or_default();
         let part = &mut self.partitions[p];
         part.spilled = spilled;
         part.bytes = 0;
+        part.event_due = timers.event;
+        part.clock_due = timers.processing;
         Ok(())
     }
 
@@ -383,6 +314,8 @@ impl SpillingKeyed {
                 let _ = std::fs::remove_file(&t.path);
             }
             self.loads += 1;
+        } else if !self.shared.is_empty() {
+            op.restore_state(self.shared.clone())?;
         }
         let part = &mut self.partitions[p];
         part.bytes = state_bytes(op.as_ref());
@@ -405,7 +338,15 @@ impl SpillingKeyed {
         let part = &mut self.partitions[p];
         part.used = self.tick;
         part.pending_rows = 0;
+        part.min_rowtime = i64::MAX;
         let op = part.resident.as_mut().expect("loaded");
+        // A partition left out of watermarks had nothing due at them, and
+        // its pending rows are not late at them: it sees the last one
+        // before they go through.
+        if self.rowtime.is_some() && part.seen < self.watermark {
+            op.on_watermark(Watermark(self.watermark), out)?;
+            part.seen = self.watermark;
+        }
         // Pending rows in arrival order, in batches of up to MERGE_ROWS (a
         // key's changes within one batch go out as one update).
         for mut run in std::mem::take(&mut part.pending) {
@@ -501,8 +442,8 @@ impl SpillingKeyed {
         };
         self.last_input = now_ms();
         for (p, rows) in self.route(&batch, &keys)? {
+            self.push(p, input, &batch, rows)?;
             let part = &mut self.partitions[p];
-            part.push(input, &batch, rows)?;
             // A partition in memory (or new) takes its rows a few thousand
             // at a time: columnar updates want batches, not a 64th of one.
             if !part.is_spilled() && part.pending_rows >= RESIDENT_BATCH {
@@ -555,6 +496,16 @@ impl SpillingKeyed {
     }
 }
 
+/// Add `metrics` into `sums` by name.
+fn add_counters(sums: &mut Vec<(String, u64)>, metrics: Vec<(String, u64)>) {
+    for (k, v) in metrics {
+        match sums.iter_mut().find(|(n, _)| *n == k) {
+            Some((_, sum)) => *sum += v,
+            None => sums.push((k, v)),
+        }
+    }
+}
+
 /// The bytes an operator's state takes, as it counts them.
 fn state_bytes(op: &dyn Operator) -> usize {
     op.metrics()
@@ -575,49 +526,6 @@ fn with_headroom(held: usize) -> usize {
 /// The partition of a key hash (bits the key group does not use alone).
 fn partition_of(hash: u64) -> usize {
     (hash.rotate_left(29).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % PARTITIONS
-}
-
-/// A folder of the task's own under `root`, empty: named by the start of
-/// the operator's name (a chain's name can be longer than a file name may
-/// be), the subtask, the process and the time.
-fn task_dir(root: &Path, task: &str, subtask: usize) -> Result<PathBuf> {
-    let safe: String = task
-        .chars()
-        .take(40)
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = root.join(format!("{safe}-{subtask}-{}-{nanos:x}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        WeirError::Execution(format!(
-            "state.backend.local-dir: cannot create {}: {e}",
-            dir.display()
-        ))
-    })?;
-    Ok(dir)
-}
-
-/// A file's I/O or decoding failure, named by the caller with its path.
-type IoResult<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-fn write_ipc(path: &Path, batch: &RecordBatch) -> IoResult<u64> {
-    let tmp = path.with_extension("tmp");
-    {
-        let file = std::io::BufWriter::new(File::create(&tmp)?);
-        let mut w = arrow::ipc::writer::FileWriter::try_new(file, &batch.schema())?;
-        w.write(batch)?;
-        w.finish()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    Ok(std::fs::metadata(path)?.len())
-}
-
-fn read_ipc(path: &Path) -> IoResult<Vec<RecordBatch>> {
-    let file = std::io::BufReader::new(File::open(path)?);
-    let reader = arrow::ipc::reader::FileReader::try_new(file, None)?;
-    Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
 }
 
 impl Drop for SpillingKeyed {
@@ -652,8 +560,13 @@ impl Operator for SpillingKeyed {
         watermark: Watermark,
         out: &mut dyn Output,
     ) -> Result<Option<Watermark>> {
-        // The partitions' output does not wait on the watermark (that is
-        // what lets them spill); they see it for what they keep of it.
+        if self.rowtime.is_some() {
+            self.advance(watermark, out)?;
+            self.quiet_flush(now_ms(), out)?;
+            return Ok(Some(watermark));
+        }
+        // The partitions' output does not wait on the watermark; they see
+        // it for what they keep of it.
         for part in &mut self.partitions {
             if let Some(op) = &mut part.resident {
                 op.on_watermark(watermark, out)?;
@@ -674,10 +587,18 @@ impl Operator for SpillingKeyed {
             .iter()
             .any(|p| p.pending_rows > 0)
             .then_some(self.last_input + QUIET_MS);
-        inner.into_iter().chain(quiet).min()
+        let spilled = self
+            .rowtime
+            .as_ref()
+            .and_then(|_| self.partitions.iter().filter_map(|p| p.clock_due).min());
+        inner.into_iter().chain(quiet).chain(spilled).min()
     }
 
     fn on_processing_time(&mut self, now: i64, out: &mut dyn Output) -> Result<()> {
+        if self.rowtime.is_some() {
+            self.advance_clock(now, out)?;
+            return self.quiet_flush(now, out);
+        }
         for part in &mut self.partitions {
             if let Some(op) = &mut part.resident
                 && op.next_processing_timer().is_some_and(|t| t <= now)
@@ -693,6 +614,9 @@ impl Operator for SpillingKeyed {
     /// send at the end: operators that spill send their changes as they
     /// come.
     fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
+        if self.rowtime.is_some() {
+            return self.finish_all(out);
+        }
         self.merge_all(out)
     }
 
@@ -703,14 +627,9 @@ impl Operator for SpillingKeyed {
     /// The partitions' counters summed (those of partitions in memory),
     /// `state_bytes` what is held in memory, and the spilling's own.
     fn metrics(&self) -> Vec<(String, u64)> {
-        let mut sums: Vec<(String, u64)> = Vec::new();
+        let mut sums = self.retired.clone();
         for op in self.partitions.iter().filter_map(|p| p.resident.as_ref()) {
-            for (k, v) in op.metrics() {
-                match sums.iter_mut().find(|(n, _)| *n == k) {
-                    Some((_, sum)) => *sum += v,
-                    None => sums.push((k, v)),
-                }
-            }
+            add_counters(&mut sums, op.metrics());
         }
         sums.retain(|(k, _)| k != "state_bytes" && k != "state_bytes_max");
         let on_disk: usize = self
@@ -742,6 +661,11 @@ impl Operator for SpillingKeyed {
             }
             tables.extend(self.read_spilled(p)?);
         }
+        // The partitions' clocks lag where nothing was due: the tables
+        // that are not keyed come from one operator that saw the last
+        // watermark.
+        tables.retain(|t| self.is_keyed(t));
+        tables.extend(self.clock_tables(checkpoint)?);
         let single = self.input_keys.len() == 1;
         let mut waiting: Vec<(usize, Vec<RecordBatch>)> = Vec::new();
         for part in &mut self.partitions {
@@ -767,13 +691,17 @@ impl Operator for SpillingKeyed {
     }
 
     fn restore_state(&mut self, tables: Vec<StateTable>) -> Result<()> {
-        for t in tables {
+        // Tables that are not keyed are the operator's clocks: each
+        // partition made afresh starts from them.
+        let (keyed, shared): (Vec<_>, Vec<_>) = tables.into_iter().partition(|t| self.is_keyed(t));
+        self.shared.extend(shared);
+        for t in keyed {
             match pending_input(&t.name).filter(|&i| i < self.input_keys.len()) {
                 Some(input) => {
                     let keys = self.input_keys[input].clone();
                     let batch = self.key_groups.keep(t.batch, &keys)?;
                     for (p, rows) in self.route(&batch, &keys)? {
-                        self.partitions[p].push(input, &batch, rows)?;
+                        self.push(p, input, &batch, rows)?;
                     }
                 }
                 None => self.restore_table(t)?,
@@ -785,5 +713,4 @@ impl Operator for SpillingKeyed {
 }
 
 #[cfg(test)]
-#[path = "spill_tests.rs"]
 mod tests;

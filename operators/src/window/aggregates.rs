@@ -1,0 +1,341 @@
+//! The aggregates of a window operator and the pieces the pane, session
+//! and count-window operators share: state tables, key groups, regrouping.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, AsArray, BooleanArray};
+use arrow::compute::{filter, filter_record_batch};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use datafusion_common::ScalarValue;
+use datafusion_expr::{EmitTo, GroupsAccumulator};
+use datafusion_physical_expr::PhysicalExpr;
+use datafusion_physical_expr::aggregate::{AggregateExprBuilder, AggregateFunctionExpr};
+use datafusion_physical_expr::expressions::{Column, Literal, cast};
+use datafusion_physical_expr::{GroupsAccumulatorAdapter, PhysicalSortExpr};
+use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
+use datafusion_physical_plan::aggregates::order::GroupOrdering;
+use weir_core::spec::WindowAggregateSpec;
+use weir_core::{Result, WeirError};
+
+use super::timestamps;
+use crate::StateTable;
+
+/// Keys and accumulators of one set of groups.
+pub(crate) struct Accumulation {
+    pub(crate) groups: Box<dyn GroupValues>,
+    pub(crate) accumulators: Vec<Box<dyn GroupsAccumulator>>,
+}
+
+/// The aggregates of a window operator: functions, their (coerced) argument
+/// expressions and the key schema. Shared by the pane and session operators.
+pub(crate) struct Aggregates {
+    pub(crate) key_indices: Vec<usize>,
+    pub(crate) key_schema: SchemaRef,
+    pub(crate) functions: Vec<Arc<AggregateFunctionExpr>>,
+    /// Arguments of each function: the value, then (ordered functions) the
+    /// event time they are ordered by.
+    pub(crate) arguments: Vec<Vec<Arc<dyn PhysicalExpr>>>,
+}
+
+impl Aggregates {
+    pub(crate) fn try_new(name: &str, spec: &WindowAggregateSpec) -> Result<Self> {
+        Self::build(
+            name,
+            &spec.keys,
+            &spec.aggregates,
+            &spec.input_schema,
+            Some(spec.rowtime.as_deref()),
+        )
+    }
+
+    /// The aggregates over `input` grouped by `keys`. `rowtime`: `Some` when
+    /// FIRST_VALUE / LAST_VALUE follow event time (then it must name the
+    /// column), `None` when they follow arrival order.
+    pub(crate) fn build(
+        name: &str,
+        keys: &[String],
+        aggregates: &[weir_core::spec::AggregateSpec],
+        input: &SchemaRef,
+        rowtime: Option<Option<&str>>,
+    ) -> Result<Self> {
+        let key_indices = crate::column_indices(input, keys)?;
+        // A non-keyed (all-window) aggregation groups by one constant.
+        let key_schema = if key_indices.is_empty() {
+            Arc::new(arrow::datatypes::Schema::new(vec![
+                arrow::datatypes::Field::new("__all", DataType::Int8, false),
+            ]))
+        } else {
+            Arc::new(input.project(&key_indices)?)
+        };
+        let mut functions = Vec::new();
+        let mut arguments = Vec::new();
+        for a in aggregates {
+            let mut arg: Arc<dyn PhysicalExpr> = match &a.column {
+                Some(c) => Arc::new(Column::new(c, input.index_of(c)?)),
+                None => Arc::new(Literal::new(ScalarValue::Int64(Some(1)))),
+            };
+            let coerced = a.argument_field(input)?;
+            if arg.data_type(input)? != *coerced.data_type() {
+                arg = cast(arg, input, coerced.data_type().clone())?;
+            }
+            let mut builder = AggregateExprBuilder::new(a.function.udaf(), vec![Arc::clone(&arg)])
+                .schema(Arc::clone(input))
+                .alias(a.alias.clone())
+                .with_distinct(a.function.is_distinct());
+            let mut args = vec![arg];
+            if let (true, Some(rowtime)) = (a.function.is_ordered(), rowtime) {
+                // FIRST_VALUE / LAST_VALUE follow event time, not arrival order.
+                let rowtime = rowtime.ok_or_else(|| {
+                    WeirError::plan(format!("{name}: {a} needs an event-time window"))
+                })?;
+                let ts: Arc<dyn PhysicalExpr> =
+                    Arc::new(Column::new(rowtime, input.index_of(rowtime)?));
+                builder = builder.order_by(vec![PhysicalSortExpr::new_default(Arc::clone(&ts))]);
+                args.push(ts);
+            }
+            let expr = builder
+                .build()
+                .map_err(|e| WeirError::plan(format!("{name}: aggregate {a}: {e}")))?;
+            functions.push(Arc::new(expr));
+            arguments.push(args);
+        }
+        Ok(Self {
+            key_indices,
+            key_schema,
+            functions,
+            arguments,
+        })
+    }
+
+    pub(crate) fn new_accumulation(&self) -> Result<Accumulation> {
+        Ok(Accumulation {
+            groups: new_group_values(Arc::clone(&self.key_schema), &GroupOrdering::None)?,
+            accumulators: self
+                .functions
+                .iter()
+                .map(
+                    |a| -> datafusion_common::Result<Box<dyn GroupsAccumulator>> {
+                        if a.groups_accumulator_supported() {
+                            a.create_groups_accumulator()
+                        } else {
+                            // Any aggregate works: one row accumulator per group.
+                            let f = Arc::clone(a);
+                            Ok(Box::new(GroupsAccumulatorAdapter::new(move || {
+                                f.create_accumulator()
+                            })))
+                        }
+                    },
+                )
+                .collect::<datafusion_common::Result<Vec<_>>>()?,
+        })
+    }
+
+    pub(crate) fn keys(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
+        if self.key_indices.is_empty() {
+            return vec![Arc::new(arrow::array::Int8Array::from(vec![
+                0i8;
+                batch
+                    .num_rows()
+            ]))];
+        }
+        self.key_indices
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect()
+    }
+
+    /// The schema of a pane snapshot: `pane_start`, the key columns, then
+    /// every accumulator's intermediate state columns, named `a{i}_{field}`.
+    pub(crate) fn snapshot_schema(&self) -> Result<SchemaRef> {
+        let mut fields = vec![Field::new("pane_start", DataType::Int64, false)];
+        fields.extend(self.key_schema.fields().iter().map(|f| f.as_ref().clone()));
+        for (i, f) in self.functions.iter().enumerate() {
+            for state in f.state_fields()? {
+                fields.push(
+                    state
+                        .as_ref()
+                        .clone()
+                        .with_name(format!("a{i}_{}", state.name()))
+                        .with_nullable(true),
+                );
+            }
+        }
+        Ok(Arc::new(Schema::new(fields)))
+    }
+
+    /// The schema of a session snapshot: the key columns, `session_start`,
+    /// `session_end`, `fired`, then the accumulators' state columns.
+    pub(crate) fn session_snapshot_schema(&self) -> Result<SchemaRef> {
+        let panes = self.snapshot_schema()?;
+        let keys = self.key_schema.fields().len();
+        let mut fields: Vec<Field> = panes.fields()[1..1 + keys]
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new("session_start", DataType::Int64, false));
+        fields.push(Field::new("session_end", DataType::Int64, false));
+        fields.push(Field::new("fired", DataType::Boolean, false));
+        fields.extend(
+            panes.fields()[1 + keys..]
+                .iter()
+                .map(|f| f.as_ref().clone()),
+        );
+        Ok(Arc::new(Schema::new(fields)))
+    }
+
+    /// Number of state columns of each accumulator.
+    pub(crate) fn state_widths(&self) -> Result<Vec<usize>> {
+        self.functions
+            .iter()
+            .map(|f| Ok(f.state_fields()?.len()))
+            .collect()
+    }
+
+    /// Schema of the grouping key (a constant for all-windows).
+    pub(crate) fn key_schema(&self) -> SchemaRef {
+        Arc::clone(&self.key_schema)
+    }
+
+    /// Key columns as they appear in the output (none for all-windows).
+    pub(crate) fn output_keys(&self, keys: Vec<ArrayRef>) -> Vec<ArrayRef> {
+        if self.key_indices.is_empty() {
+            vec![]
+        } else {
+            keys
+        }
+    }
+
+    /// Update `accumulators` with the rows of `batch` assigned to `group_ids`.
+    pub(crate) fn update(
+        &self,
+        accumulators: &mut [Box<dyn GroupsAccumulator>],
+        batch: &RecordBatch,
+        group_ids: &[usize],
+        total_groups: usize,
+    ) -> Result<()> {
+        for (a, args) in accumulators.iter_mut().zip(&self.arguments) {
+            let values = args
+                .iter()
+                .map(|e| Ok(e.evaluate(batch)?.into_array(batch.num_rows())?))
+                .collect::<Result<Vec<_>>>()?;
+            a.update_batch(&values, group_ids, None, total_groups)?;
+        }
+        Ok(())
+    }
+}
+
+/// The rows of `waiting` that the watermark `w` has passed (event-time
+/// column `at`, named `name`), taken out as one batch; the others stay.
+pub(crate) fn take_ready(
+    waiting: &mut Vec<RecordBatch>,
+    schema: &SchemaRef,
+    (at, name): (usize, &str),
+    w: i64,
+) -> Result<Option<RecordBatch>> {
+    if waiting.is_empty() {
+        return Ok(None);
+    }
+    let all = arrow::compute::concat_batches(schema, waiting.iter())?;
+    waiting.clear();
+    let ts = timestamps(all.column(at), name)?;
+    let ready: BooleanArray = ts.iter().map(|&t| Some(t <= w)).collect();
+    let rest = arrow::compute::filter_record_batch(&all, &arrow::compute::not(&ready)?)?;
+    if rest.num_rows() > 0 {
+        waiting.push(rest);
+    }
+    let ready = arrow::compute::filter_record_batch(&all, &ready)?;
+    Ok((ready.num_rows() > 0).then_some(ready))
+}
+
+/// The rows of `batch` (times `ts`) after the watermark `watermark`; the
+/// others are late, counted into `dropped`.
+pub(crate) fn drop_late(
+    batch: RecordBatch,
+    ts: &[i64],
+    watermark: i64,
+    dropped: &mut u64,
+) -> Result<RecordBatch> {
+    let late = ts.iter().filter(|&&t| t <= watermark).count();
+    if late == 0 {
+        return Ok(batch);
+    }
+    *dropped += late as u64;
+    let keep: BooleanArray = ts.iter().map(|&t| Some(t > watermark)).collect();
+    Ok(arrow::compute::filter_record_batch(&batch, &keep)?)
+}
+
+/// Table `meta`: an operator's event-time clock (`watermark`) at a barrier.
+pub(crate) fn meta_table(watermark: i64) -> Result<StateTable> {
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new(
+            "watermark",
+            DataType::Int64,
+            false,
+        )])),
+        vec![Arc::new(arrow::array::Int64Array::from(vec![watermark]))],
+    )?;
+    Ok(StateTable::new("meta", batch))
+}
+
+/// Fold a restored `meta` table into `watermark`: the smallest of them.
+pub(crate) fn restore_meta(
+    name: &str,
+    batch: &RecordBatch,
+    watermark: &mut Option<i64>,
+) -> Result<()> {
+    let w = batch
+        .column_by_name("watermark")
+        .and_then(|c| c.as_primitive_opt::<arrow::datatypes::Int64Type>())
+        .ok_or_else(|| WeirError::Execution(format!("{name}: malformed meta state")))?;
+    for v in w.values() {
+        *watermark = Some(watermark.map_or(*v, |m| m.min(*v)));
+    }
+    Ok(())
+}
+
+/// The rows of `batch` whose key (columns `keys`) hashes into `range`.
+pub(crate) fn keep_key_groups(
+    batch: RecordBatch,
+    keys: &[usize],
+    range: weir_core::keys::KeyGroupRange,
+    max_parallelism: u32,
+) -> Result<RecordBatch> {
+    let mut groups = Vec::new();
+    let columns: Vec<ArrayRef> = keys.iter().map(|&k| Arc::clone(batch.column(k))).collect();
+    weir_core::keys::key_groups(&columns, max_parallelism, &mut Vec::new(), &mut groups)?;
+    let mask: BooleanArray = groups.iter().map(|g| Some(range.contains(*g))).collect();
+    Ok(filter_record_batch(&batch, &mask)?)
+}
+
+/// Move groups between accumulators: merge the intermediate `states` of
+/// old group `g` (one array per state column, one row per old group) into
+/// `into` at group `target[g]`, skipping groups whose target is `None`.
+/// Several old groups may share a target (they are merged).
+pub(crate) fn regroup(
+    states: &[Vec<ArrayRef>],
+    target: &[Option<usize>],
+    into: &mut [Box<dyn GroupsAccumulator>],
+    total_groups: usize,
+) -> Result<()> {
+    let mask: BooleanArray = target.iter().map(|t| Some(t.is_some())).collect();
+    let ids: Vec<usize> = target.iter().flatten().copied().collect();
+    for (a, state) in into.iter_mut().zip(states) {
+        let state = state
+            .iter()
+            .map(|s| filter(s.as_ref(), &mask))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        a.merge_batch(&state, &ids, total_groups)?;
+    }
+    Ok(())
+}
+
+/// Drain the intermediate state of every group of `accumulators`.
+pub(crate) fn drain_states(
+    accumulators: &mut [Box<dyn GroupsAccumulator>],
+) -> Result<Vec<Vec<ArrayRef>>> {
+    Ok(accumulators
+        .iter_mut()
+        .map(|a| a.state(EmitTo::All))
+        .collect::<datafusion_common::Result<Vec<_>>>()?)
+}
