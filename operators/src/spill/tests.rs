@@ -269,3 +269,146 @@ fn pending_tables_are_named_by_their_input() {
     assert_eq!(pending_input("pendingx"), None);
     assert_eq!(pending_input("groups"), None);
 }
+
+/// Events `(k, v, ts)` of 20 000 keys, two a millisecond for 40 s, a
+/// little out of order, in batches of 1 000, each with the watermark after
+/// it (1 s behind).
+fn timed_events() -> Vec<(RecordBatch, i64)> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("v", DataType::Int64, false),
+        Field::new(
+            "ts",
+            DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None),
+            false,
+        ),
+    ]));
+    let mut out = vec![];
+    for b in 0..80i64 {
+        let rows = b * 1000..(b + 1) * 1000;
+        let ts: Vec<i64> = rows.clone().map(|r| r / 2 - (r * 37) % 500).collect();
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from_iter_values(
+                    rows.clone().map(|r| (r * 7919) % 20_000),
+                )),
+                Arc::new(Int64Array::from_iter_values(rows.map(|r| r % 1000))),
+                Arc::new(arrow::array::TimestampMillisecondArray::from(ts.clone())),
+            ],
+        )
+        .unwrap();
+        let watermark = ts.iter().max().unwrap() - 1000;
+        out.push((batch, watermark));
+    }
+    out
+}
+
+fn drive_timed(
+    op: &mut dyn Operator,
+    input: &[(RecordBatch, i64)],
+    net: &mut BTreeMap<String, i64>,
+) {
+    for (b, w) in input {
+        let mut out = vec![];
+        op.process_batch(b.clone(), &mut out).unwrap();
+        op.on_watermark(Watermark(*w), &mut out).unwrap();
+        apply(net, &out);
+    }
+}
+
+fn end_timed(op: &mut dyn Operator, net: &mut BTreeMap<String, i64>) {
+    let mut out = vec![];
+    op.on_watermark(Watermark(i64::MAX), &mut out).unwrap();
+    op.finish(&mut out).unwrap();
+    apply(net, &out);
+}
+
+/// A sliding window (6 s every 2 s) per key: the same rows in memory and
+/// on disk with its panes beyond the budget; a snapshot halfway, rows
+/// pending in it, restores into both backends.
+#[test]
+fn a_sliding_window_on_disk_ends_with_the_rows_it_has_in_memory() {
+    fn make(ctx: &OperatorContext) -> Box<dyn Operator> {
+        let input = timed_events()[0].0.schema();
+        let spec = weir_core::spec::WindowAggregateSpec {
+            keys: vec!["k".into()],
+            rowtime: Some("ts".into()),
+            processing_time: false,
+            trigger: weir_core::time::Trigger::OnWindowEnd,
+            purge: false,
+            assigner: weir_core::time::WindowAssigner::Sliding {
+                size: 6_000,
+                slide: 2_000,
+                offset: 0,
+            },
+            aggregates: vec![
+                weir_core::spec::AggregateSpec::count_star().alias("n"),
+                weir_core::spec::AggregateSpec::sum("v").alias("total"),
+            ],
+            input_schema: Arc::clone(&input),
+            allowed_lateness: 0,
+            late_data_tag: None,
+        };
+        let ts = DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("window_start", ts.clone(), false),
+            Field::new("window_end", ts, false),
+            Field::new("k", DataType::Int64, false),
+            Field::new("n", DataType::Int64, false),
+            Field::new("total", DataType::Int64, true),
+        ]));
+        Box::new(
+            crate::window::WindowAggregateOperator::try_new("window".into(), &spec, schema, ctx)
+                .unwrap(),
+        )
+    }
+    let input = timed_events();
+    let mut expected = BTreeMap::new();
+    let mut memory = make(&context(WeirConfig::default()));
+    drive_timed(memory.as_mut(), &input, &mut expected);
+    end_timed(memory.as_mut(), &mut expected);
+    let most = counter(memory.as_ref(), "state_bytes_max");
+    assert!(
+        most > 2 * BUDGET as u64,
+        "the panes ({most} bytes) are over twice the budget"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut disk = spilling(make, disk_config(dir.path()));
+    let mut got = BTreeMap::new();
+    drive_timed(&mut disk, &input, &mut got);
+    end_timed(&mut disk, &mut got);
+    assert_eq!(got, expected);
+    assert!(counter(&disk, "partitions_spilled") > 10);
+    assert!(counter(&disk, "partitions_loaded") > 10);
+    drop(disk);
+
+    let half = input.len() / 2;
+    let mut disk = spilling(make, disk_config(dir.path()));
+    let mut before = BTreeMap::new();
+    drive_timed(&mut disk, &input[..half], &mut before);
+    let mut tables = disk.snapshot_state(1).unwrap();
+    for t in &mut tables {
+        t.key_columns = None;
+    }
+    assert!(
+        tables.iter().any(|t| pending_input(&t.name).is_some()),
+        "rows wait at the snapshot"
+    );
+    assert_eq!(tables.iter().filter(|t| t.name == "meta").count(), 1);
+    drop(disk);
+    let mut again = spilling(make, disk_config(dir.path()));
+    again.restore_state(tables.clone()).unwrap();
+    let mut in_memory = make(&context(WeirConfig::default()));
+    in_memory.restore_state(tables).unwrap();
+    for (name, op) in [
+        ("disk", &mut again as &mut dyn Operator),
+        ("in memory", in_memory.as_mut()),
+    ] {
+        let mut got = before.clone();
+        drive_timed(op, &input[half..], &mut got);
+        end_timed(op, &mut got);
+        assert_eq!(got, expected, "after a restore into the {name} backend");
+    }
+}
