@@ -212,6 +212,104 @@ fn killing_a_worker_fails_the_job_with_the_reason() {
     assert_eq!(overview["slots_free"], 2, "{overview}");
 }
 
+/// Workers that are not lost, with their ids.
+fn live_workers(cluster: &Cluster) -> Vec<String> {
+    let (_, workers) = cluster.rest("GET", "/v1/workers", "");
+    workers
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["lost"] == false)
+        .map(|w| w["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A coordinator restarted on the same addresses hands out worker ids from
+/// the start again: every worker must register once more under its own
+/// process id (not heartbeat under an id now given to another), and a
+/// worker killed afterwards is declared lost.
+#[test]
+fn a_restarted_coordinator_registers_every_worker_once_and_detects_a_killed_one() {
+    let mut cluster = Cluster::start(3, 1, Some("restart-token"));
+    // The first worker (worker-1) sleeps through the restart, so the new
+    // coordinator gives its id to another worker before it heartbeats.
+    let sleeper = cluster.procs.0[cluster.workers[0].0].id().to_string();
+    let signal = |sig: &str| {
+        let status = Command::new("kill").args([sig, &sleeper]).status().unwrap();
+        assert!(status.success());
+    };
+    signal("-STOP");
+    let coordinator = &mut cluster.procs.0[0];
+    coordinator.kill().unwrap();
+    coordinator.wait().unwrap();
+    let rest = cluster.url.trim_start_matches("http://").to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let restarted = loop {
+        let mut child = Command::new(WEIR)
+            .args(["coordinator", "--rest", &rest, "--rpc", &cluster.rpc])
+            .args([
+                "--heartbeat-interval-ms",
+                "200",
+                "--heartbeat-timeout-ms",
+                "2000",
+            ])
+            .args(["--token", "restart-token"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        if child.try_wait().unwrap().is_none() {
+            break child;
+        }
+        // The old sockets may take a moment to be free.
+        assert!(Instant::now() < deadline, "the coordinator restarts");
+    };
+    cluster.procs.0[0] = restarted;
+    cluster.wait_for_workers(2);
+    signal("-CONT");
+    cluster.wait_for_workers(3);
+    // Every worker is registered once, under ids that stay theirs through
+    // many heartbeats.
+    for _ in 0..10 {
+        let mut live = live_workers(&cluster);
+        live.sort();
+        live.dedup();
+        assert_eq!(live.len(), 3, "{live:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (_, workers) = cluster.rest("GET", "/v1/workers", "");
+    let mut addresses: Vec<&str> = workers
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["address"].as_str().unwrap())
+        .collect();
+    addresses.sort();
+    addresses.dedup();
+    assert_eq!(addresses.len(), 3, "{workers}");
+    // A worker killed now is found lost, the others are not.
+    let victim = cluster.workers[1].1.clone();
+    cluster.kill_worker_at(&victim);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while live_workers(&cluster).len() != 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the killed worker is declared lost"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (_, workers) = cluster.rest("GET", "/v1/workers", "");
+    let lost: Vec<&str> = workers
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["lost"] == true)
+        .map(|w| w["address"].as_str().unwrap())
+        .collect();
+    assert_eq!(lost, vec![victim.as_str()], "{workers}");
+}
+
 #[test]
 fn bad_requests_get_clear_errors_and_the_coordinator_keeps_serving() {
     let tmp = tempfile::tempdir().unwrap();

@@ -45,6 +45,8 @@ pub struct WorkerInfo {
     pub id: String,
     /// Flight endpoint.
     pub address: String,
+    /// The worker process this id was given to.
+    pub instance: String,
     /// Slots offered.
     pub slots: usize,
     /// Slots held by running jobs.

@@ -76,11 +76,14 @@ impl ClusterState {
 
     /// Add a worker; its id is returned.
     pub fn register_worker(&mut self, r: RegisterWorker) -> Registered {
-        // A restarted worker on the same address replaces the old entry.
+        // A restarted worker on the same address, or the same process
+        // registering again, replaces the old entry.
         let stale: Vec<String> = self
             .workers
             .values()
-            .filter(|w| w.address == r.address)
+            .filter(|w| {
+                w.address == r.address || (!r.instance.is_empty() && w.instance == r.instance)
+            })
             .map(|w| w.id.clone())
             .collect();
         for id in stale {
@@ -94,6 +97,7 @@ impl ClusterState {
             WorkerInfo {
                 id: id.clone(),
                 address: r.address,
+                instance: r.instance,
                 slots: r.slots,
                 slots_used: 0,
                 lost: false,
@@ -709,12 +713,19 @@ fn probe_workers(state: &Arc<Mutex<ClusterState>>, addresses: Vec<String>) {
     }
 }
 
+/// Whether a call naming worker `w` comes from the process `w`'s id was
+/// given to (callers that name no process are taken at their word).
+fn same_process(w: &WorkerInfo, instance: &str) -> bool {
+    instance.is_empty() || w.instance == instance
+}
+
 /// A heartbeat: refresh the worker and its task reports. False when the
-/// worker is unknown or already declared lost.
+/// worker is unknown, already declared lost, or the id was given to
+/// another process (a restarted coordinator hands ids out again).
 pub fn heartbeat(state: &Arc<Mutex<ClusterState>>, h: Heartbeat) -> bool {
     let mut s = lock(state);
     match s.workers.get_mut(&h.worker_id) {
-        Some(w) if !w.lost => w.last_seen = Instant::now(),
+        Some(w) if !w.lost && same_process(w, &h.instance) => w.last_seen = Instant::now(),
         _ => return false,
     }
     let mut cancels = vec![];
@@ -732,6 +743,15 @@ pub fn heartbeat(state: &Arc<Mutex<ClusterState>>, h: Heartbeat) -> bool {
 /// A pushed task update.
 pub fn task_update(state: &Arc<Mutex<ClusterState>>, u: cluster::TaskUpdate) {
     let mut s = lock(state);
+    if !s
+        .workers
+        .get(&u.worker_id)
+        .is_some_and(|w| same_process(w, &u.instance))
+    {
+        // Another process's report under an id this coordinator gave to
+        // someone else (it restarted): its next heartbeat re-registers it.
+        return;
+    }
     let workers = s.apply_report(&u.worker_id, &u.report);
     let token = s.credentials.clone();
     drop(s);

@@ -63,6 +63,24 @@ pub struct RegisterWorker {
     pub address: String,
     /// Number of task slots it offers.
     pub slots: usize,
+    /// The worker process's own id ([`new_instance_id`]): a coordinator
+    /// that restarted hands out worker ids again, so a heartbeat must show
+    /// it comes from the process the id was given to.
+    #[serde(default)]
+    pub instance: String,
+}
+
+/// An id for this process that no other process (here or on another
+/// machine, before or after) has: the host name, the process id and the
+/// time it was made, to the nanosecond.
+pub fn new_instance_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    format!("{host}-{}-{nanos:x}", std::process::id())
 }
 
 /// The coordinator's answer to a registration.
@@ -112,6 +130,9 @@ pub struct TaskReport {
 pub struct Heartbeat {
     /// The worker.
     pub worker_id: String,
+    /// The worker process ([`RegisterWorker::instance`]).
+    #[serde(default)]
+    pub instance: String,
     /// Every task it holds.
     pub tasks: Vec<TaskReport>,
 }
@@ -129,6 +150,9 @@ pub struct HeartbeatReply {
 pub struct TaskUpdate {
     /// The worker.
     pub worker_id: String,
+    /// The worker process ([`RegisterWorker::instance`]).
+    #[serde(default)]
+    pub instance: String,
     /// The task.
     pub report: TaskReport,
 }

@@ -111,6 +111,9 @@ struct WorkerState {
     credentials: Credentials,
     address: String,
     worker_id: Mutex<String>,
+    /// This process's own id, sent with every registration, heartbeat and
+    /// update ([`cluster::new_instance_id`]).
+    instance: String,
     exchange: ExchangeServer,
     jobs: Mutex<HashMap<String, JobOnWorker>>,
     reports: Mutex<HashMap<TaskKey, TaskReport>>,
@@ -165,6 +168,7 @@ impl WorkerNode {
                 credentials: options.credentials(),
                 options: options.clone(),
                 worker_id: Mutex::new(String::new()),
+                instance: cluster::new_instance_id(),
                 exchange,
                 jobs: Mutex::default(),
                 reports: Mutex::default(),
@@ -241,6 +245,7 @@ async fn register(state: &Arc<WorkerState>, timeout: Duration) -> Result<Duratio
     let body = serde_json::to_vec(&RegisterWorker {
         address: state.address.clone(),
         slots: state.options.slots,
+        instance: state.instance.clone(),
     })
     .map_err(|e| WeirError::Execution(e.to_string()))?;
     let deadline = tokio::time::Instant::now() + timeout;
@@ -299,6 +304,7 @@ async fn heartbeats(state: Arc<WorkerState>, interval: Duration) {
         ticker.tick().await;
         let beat = Heartbeat {
             worker_id: lock(&state.worker_id).clone(),
+            instance: state.instance.clone(),
             tasks: current_reports(&state),
         };
         let Ok(body) = serde_json::to_vec(&beat) else {
@@ -340,6 +346,7 @@ fn push_update(state: &Arc<WorkerState>, report: TaskReport) {
     );
     let update = TaskUpdate {
         worker_id: lock(&state.worker_id).clone(),
+        instance: state.instance.clone(),
         report,
     };
     let state2 = Arc::clone(state);
