@@ -181,10 +181,11 @@ fn a_disk_run_killed_mid_way_resumes_from_its_checkpoint_with_the_same_rows() {
         checkpoints.display()
     );
     // Killed once a few checkpoints of the spilled state completed: at
-    // 100 000 rows a second the input lasts 6 s.
-    let text = script_with(&out, "disk", &extra, 100_000);
+    // 50 000 rows a second the input lasts 12 s (a loaded machine takes
+    // well over a second for a checkpoint of the spilled state).
+    let text = script_with(&out, "disk", &extra, 50_000);
     let (ok, _, rss) = run_sampled_with(&text, tmp.path(), &[], |_| {
-        latest_checkpoint(&checkpoints).is_some_and(|(n, _)| n >= 5)
+        latest_checkpoint(&checkpoints).is_some_and(|(n, _)| n >= 3)
     });
     assert!(!ok, "the run ended before it was killed");
     let (killed_at, job) = latest_checkpoint(&checkpoints).unwrap();
