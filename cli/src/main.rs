@@ -151,6 +151,13 @@ struct CoordinatorArgs {
     /// `jobs.history.max-size`); the oldest are forgotten beyond it.
     #[arg(long = "jobs-history-max-size", default_value_t = 1000)]
     jobs_history_max_size: usize,
+    /// HA folder (Flink's `high-availability.storageDir`): a path,
+    /// `file://`, `s3://`, `gs://` or `az://` URL. Its job store keeps every
+    /// job's graph, status and restore point; a coordinator started again
+    /// on it runs the jobs that were running again, from their latest
+    /// checkpoint, under the same ids.
+    #[arg(long, env = "WEIR_HA_DIR")]
+    ha_dir: Option<String>,
     #[command(flatten)]
     tls: Tls,
 }
@@ -394,6 +401,7 @@ fn coordinator(args: CoordinatorArgs) -> Outcome {
         heartbeat_timeout_ms: timeout,
         jobs_history_max_size,
         insecure_loopback,
+        ha_dir,
         tls,
     } = args;
     let (tls, tls_ca) = tls.load()?;
@@ -418,6 +426,7 @@ fn coordinator(args: CoordinatorArgs) -> Outcome {
         insecure_loopback,
         connectors: Some(std::sync::Arc::new(weir_worker::ProcessConnectors)),
         sql: Some(dashboard_sql()),
+        ha_dir,
     })
     .map_err(|e| e.to_string())?;
     println!("coordinator REST API on http://{}", c.rest_addr);

@@ -239,33 +239,7 @@ fn a_restarted_coordinator_registers_every_worker_once_and_detects_a_killed_one(
         assert!(status.success());
     };
     signal("-STOP");
-    let coordinator = &mut cluster.procs.0[0];
-    coordinator.kill().unwrap();
-    coordinator.wait().unwrap();
-    let rest = cluster.url.trim_start_matches("http://").to_string();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let restarted = loop {
-        let mut child = Command::new(WEIR)
-            .args(["coordinator", "--rest", &rest, "--rpc", &cluster.rpc])
-            .args([
-                "--heartbeat-interval-ms",
-                "200",
-                "--heartbeat-timeout-ms",
-                "2000",
-            ])
-            .args(["--token", "restart-token"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(500));
-        if child.try_wait().unwrap().is_none() {
-            break child;
-        }
-        // The old sockets may take a moment to be free.
-        assert!(Instant::now() < deadline, "the coordinator restarts");
-    };
-    cluster.procs.0[0] = restarted;
+    restart_coordinator(&mut cluster, &["--token", "restart-token"]);
     cluster.wait_for_workers(2);
     signal("-CONT");
     cluster.wait_for_workers(3);
@@ -308,6 +282,103 @@ fn a_restarted_coordinator_registers_every_worker_once_and_detects_a_killed_one(
         .map(|w| w["address"].as_str().unwrap())
         .collect();
     assert_eq!(lost, vec![victim.as_str()], "{workers}");
+}
+
+/// Kill -9 the coordinator at `cluster.procs.0[0]` and start another on
+/// the same addresses with `args`.
+fn restart_coordinator(cluster: &mut Cluster, args: &[&str]) {
+    let coordinator = &mut cluster.procs.0[0];
+    coordinator.kill().unwrap();
+    coordinator.wait().unwrap();
+    let rest = cluster.url.trim_start_matches("http://").to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    cluster.procs.0[0] = loop {
+        let mut child = Command::new(WEIR)
+            .args(["coordinator", "--rest", &rest, "--rpc", &cluster.rpc])
+            .args([
+                "--heartbeat-interval-ms",
+                "200",
+                "--heartbeat-timeout-ms",
+                "2000",
+            ])
+            .args(args)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        if child.try_wait().unwrap().is_none() {
+            break child;
+        }
+        // The old sockets may take a moment to be free.
+        assert!(Instant::now() < deadline, "the coordinator restarts");
+    };
+}
+
+/// A coordinator with an HA folder is killed while a checkpointing job
+/// (generator -> window -> exactly-once file sink) runs, and started again
+/// on the same folder: the workers register again, the job runs again
+/// under its id from its latest checkpoint, and the committed output
+/// equals a failure-free run.
+#[test]
+fn a_coordinator_killed_mid_job_resumes_it_from_its_ha_dir_exactly_once() {
+    const EVENTS: u64 = 360_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let ha = tmp.path().join("ha").display().to_string();
+    let ha_args = ["--ha-dir", ha.as_str(), "--token", "ha-token"];
+    let mut cluster = Cluster::start_full(2, 2, Some("ha-token"), &[], &ha_args[..2]);
+    let out = tmp.path().join("out");
+    let checkpoints = tmp.path().join("checkpoints").display().to_string();
+    let job = window_job_with_sinks(&out, None, Some(EVENTS), Some(60_000), 2, |c| {
+        c.checkpoint_interval = Some(Duration::from_millis(300));
+        c.checkpoint_dir = Some(checkpoints.clone());
+        c.restart_delay = Duration::from_millis(200);
+        c.watermark_interval = Duration::from_millis(50);
+    });
+    let (status, reply) = cluster.rest("POST", "/v1/jobs", &job.to_json().unwrap());
+    assert_eq!(status, 201, "{reply}");
+    let id = reply["job_id"].as_str().unwrap().to_string();
+    cluster.wait_for_status(&id, &["RUNNING"], Duration::from_secs(20));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, details) = cluster.rest("GET", &format!("/v1/jobs/{id}"), "");
+        if details["checkpoints"].as_array().map_or(0, Vec::len) >= 2 {
+            break;
+        }
+        assert_eq!(details["status"], "RUNNING", "{details:#}");
+        assert!(Instant::now() < deadline, "no checkpoints: {details:#}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let killed = Instant::now();
+    restart_coordinator(&mut cluster, &ha_args);
+    cluster.wait_for_status(&id, &["RUNNING"], Duration::from_secs(30));
+    eprintln!("kill -> job running again: {:?}", killed.elapsed());
+    let details = cluster.wait_for_status(&id, &["FINISHED", "FAILED"], Duration::from_secs(60));
+    assert_eq!(details["status"], "FINISHED", "{details:#}");
+    let history = details["history"].to_string();
+    assert!(
+        history.contains("from checkpoint") || history.contains("(checkpoint"),
+        "{history}"
+    );
+    let (_, workers) = cluster.rest("GET", "/v1/workers", "");
+    assert_eq!(workers.as_array().unwrap().len(), 2, "{workers}");
+
+    let local_out = tmp.path().join("local");
+    let local = window_job_with(&local_out, Some(EVENTS), Some(600_000), 2, |_| {});
+    weir_worker::executor::run_job(local).unwrap();
+    let want = sorted_rows(&read_dir(&local_out));
+    let got = sorted_rows(&read_dir(&out));
+    assert!(want.len() > 1000);
+    assert_eq!(got.len(), want.len(), "row count");
+    assert!(
+        got == want,
+        "the resumed output differs from the failure-free run"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".inprogress"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
 #[test]

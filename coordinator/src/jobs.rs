@@ -219,6 +219,31 @@ impl ClusterState {
         self.jobs.get(id).cloned()
     }
 
+    /// Free slots over the live workers.
+    pub(crate) fn free_slots_total(&self) -> usize {
+        self.free_slots().iter().map(|(_, n)| n).sum()
+    }
+
+    /// A running job's graph.
+    pub(crate) fn job_graph(&self, id: &str) -> Option<&JobGraph> {
+        self.jobs.get(id)?.graph.as_ref()
+    }
+
+    /// Where a job started from (a savepoint's `chk-N` folder), if anywhere.
+    pub(crate) fn initial_restore(&self, id: &str) -> Option<String> {
+        let point = self.jobs.get(id)?.initial_restore.as_ref()?;
+        Some(format!(
+            "{}/chk-{}",
+            point.dir.trim_end_matches('/'),
+            point.id
+        ))
+    }
+
+    /// New job ids go on after `job-{n}` (ids a job store holds).
+    pub(crate) fn continue_job_ids_after(&mut self, n: u64) {
+        self.next_job = self.next_job.max(n + 1);
+    }
+
     fn free_slots(&self) -> Vec<(String, usize)> {
         self.workers
             .values()
@@ -234,10 +259,28 @@ impl ClusterState {
         job: JobGraph,
         restore: Option<(weir_core::cluster::RestorePoint, bool)>,
     ) -> std::result::Result<(String, Vec<(String, Deploy)>), SubmitError> {
+        self.submit_as(job, restore, None)
+    }
+
+    /// [`Self::submit`] as `(id, attempt)` when given (a job recovered
+    /// from the job store keeps its id, and its attempts go on after the
+    /// one that ran: workers may still be stopping that one), else the next
+    /// id's first attempt.
+    pub fn submit_as(
+        &mut self,
+        job: JobGraph,
+        restore: Option<(weir_core::cluster::RestorePoint, bool)>,
+        recovered: Option<(String, u32)>,
+    ) -> std::result::Result<(String, Vec<(String, Deploy)>), SubmitError> {
         job.validate().map_err(SubmitError::Invalid)?;
         self.forget_old_jobs();
-        let id = format!("job-{:04}", self.next_job);
-        self.next_job += 1;
+        let (id, attempt) = match recovered {
+            Some(recovered) => recovered,
+            None => {
+                self.next_job += 1;
+                (format!("job-{:04}", self.next_job - 1), 0)
+            }
+        };
         let needed = job
             .vertices
             .iter()
@@ -255,7 +298,7 @@ impl ClusterState {
             vertices: vec![],
             history: vec![format!("{} CREATED: submitted", now_ms())],
             flight_sinks: vec![],
-            attempt: 0,
+            attempt,
             restarts: 0,
             checkpoint_dir: None,
             checkpoints: vec![],
@@ -789,9 +832,19 @@ pub async fn submit(
     job: JobGraph,
     restore: Option<(weir_core::cluster::RestorePoint, bool)>,
 ) -> std::result::Result<String, SubmitError> {
+    submit_as(state, job, restore, None).await
+}
+
+/// [`submit`] as `(id, attempt)` when given (a recovered job keeps its id).
+pub async fn submit_as(
+    state: &Arc<Mutex<ClusterState>>,
+    job: JobGraph,
+    restore: Option<(weir_core::cluster::RestorePoint, bool)>,
+    recovered: Option<(String, u32)>,
+) -> std::result::Result<String, SubmitError> {
     let (id, deploys, token) = {
         let mut s = lock(state);
-        let (id, deploys) = s.submit(job, restore)?;
+        let (id, deploys) = s.submit_as(job, restore, recovered)?;
         for job in s.jobs.get_mut(&id).into_iter() {
             for t in job.vertices.iter_mut().flat_map(|v| &mut v.subtasks) {
                 t.state = TaskState::Deploying;

@@ -27,6 +27,7 @@
 
 pub mod checkpoints;
 mod job_info;
+pub mod job_store;
 pub mod jobs;
 pub mod leader;
 pub mod metrics;
@@ -80,6 +81,10 @@ pub struct CoordinatorOptions {
     /// The binary's SQL front end, for scripts submitted from the
     /// dashboard (`POST /v1/sql`); `None` refuses them.
     pub sql: Option<web::SqlCompiler>,
+    /// The HA folder (Flink's `high-availability.storageDir`): its job
+    /// store keeps every job's graph, status and restore point, and a
+    /// coordinator started on it runs again the jobs that were running.
+    pub ha_dir: Option<String>,
 }
 
 impl Default for CoordinatorOptions {
@@ -96,6 +101,7 @@ impl Default for CoordinatorOptions {
             insecure_loopback: false,
             connectors: None,
             sql: None,
+            ha_dir: None,
         }
     }
 }
@@ -208,6 +214,12 @@ impl Coordinator {
         };
         runtime.spawn(jobs::monitor_heartbeats(Arc::clone(&state)));
         runtime.spawn(checkpoints::run(Arc::clone(&state)));
+        if let Some(dir) = &options.ha_dir {
+            let store = Arc::new(job_store::JobStore::open(dir)?);
+            // Ids and jobs of the store first, then the records follow.
+            runtime.block_on(job_store::recover(Arc::clone(&state), Arc::clone(&store)))?;
+            runtime.spawn(job_store::sync(Arc::clone(&state), store));
+        }
         Ok(Self {
             rest_addr,
             rpc_addr,
