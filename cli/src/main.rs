@@ -158,6 +158,11 @@ struct CoordinatorArgs {
     /// checkpoint, under the same ids.
     #[arg(long, env = "WEIR_HA_DIR")]
     ha_dir: Option<String>,
+    /// With `--ha-dir`: the leader's lease (ms). Coordinators sharing the
+    /// folder elect one leader; a standby takes over a lease after the
+    /// leader's last renewal.
+    #[arg(long, default_value_t = 10_000)]
+    ha_lease_ms: u64,
     #[command(flatten)]
     tls: Tls,
 }
@@ -168,7 +173,8 @@ enum Cmd {
     Coordinator(CoordinatorArgs),
     /// Start a worker (TaskManager) offering task slots to a coordinator.
     Worker {
-        /// The coordinator's control address (its `--rpc`).
+        /// The coordinator's control address (its `--rpc`); several, comma-separated,
+        /// for coordinators sharing an HA folder: it registers with the leader.
         #[arg(long, default_value = "127.0.0.1:6123")]
         coordinator: String,
         /// Task slots offered.
@@ -402,6 +408,7 @@ fn coordinator(args: CoordinatorArgs) -> Outcome {
         jobs_history_max_size,
         insecure_loopback,
         ha_dir,
+        ha_lease_ms,
         tls,
     } = args;
     let (tls, tls_ca) = tls.load()?;
@@ -427,6 +434,7 @@ fn coordinator(args: CoordinatorArgs) -> Outcome {
         connectors: Some(std::sync::Arc::new(weir_worker::ProcessConnectors)),
         sql: Some(dashboard_sql()),
         ha_dir,
+        ha_lease: Duration::from_millis(ha_lease_ms.max(300)),
     })
     .map_err(|e| e.to_string())?;
     println!("coordinator REST API on http://{}", c.rest_addr);

@@ -324,8 +324,15 @@ fn a_coordinator_killed_mid_job_resumes_it_from_its_ha_dir_exactly_once() {
     const EVENTS: u64 = 360_000;
     let tmp = tempfile::tempdir().unwrap();
     let ha = tmp.path().join("ha").display().to_string();
-    let ha_args = ["--ha-dir", ha.as_str(), "--token", "ha-token"];
-    let mut cluster = Cluster::start_full(2, 2, Some("ha-token"), &[], &ha_args[..2]);
+    let ha_args = [
+        "--ha-dir",
+        ha.as_str(),
+        "--ha-lease-ms",
+        "1000",
+        "--token",
+        "ha-token",
+    ];
+    let mut cluster = Cluster::start_full(2, 2, Some("ha-token"), &[], &ha_args[..4]);
     let out = tmp.path().join("out");
     let checkpoints = tmp.path().join("checkpoints").display().to_string();
     let job = window_job_with_sinks(&out, None, Some(EVENTS), Some(60_000), 2, |c| {
@@ -379,6 +386,143 @@ fn a_coordinator_killed_mid_job_resumes_it_from_its_ha_dir_exactly_once() {
         .filter(|n| n.ends_with(".inprogress"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// Start a coordinator on HA folder `ha` (lease 1 s) with free ports;
+/// returns it and its REST URL and control address.
+fn ha_coordinator(ha: &str, token: &str) -> (Child, String, String) {
+    let mut child = Command::new(WEIR)
+        .args([
+            "coordinator",
+            "--rest",
+            "127.0.0.1:0",
+            "--rpc",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--heartbeat-interval-ms",
+            "200",
+            "--heartbeat-timeout-ms",
+            "2000",
+        ])
+        .args(["--ha-dir", ha, "--ha-lease-ms", "1000", "--token", token])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let (mut url, mut rpc) = (None, None);
+    while url.is_none() || rpc.is_none() {
+        let line = lines
+            .next()
+            .expect("the coordinator printed its addresses")
+            .unwrap();
+        if let Some(u) = line.strip_prefix("coordinator REST API on ") {
+            url = Some(u.to_string());
+        }
+        if let Some(r) = line.strip_prefix("coordinator control endpoint on ") {
+            rpc = Some(r.to_string());
+        }
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, url.unwrap(), rpc.unwrap())
+}
+
+/// Two coordinators share an HA folder: one leads, the other answers with
+/// the leader's address. Workers given both register with the leader.
+/// Kill -9 the leader during a checkpointing job (generator -> window ->
+/// exactly-once file sink): the standby takes over after the lease, runs
+/// the job again from its latest checkpoint, and the committed output
+/// equals the failure-free run.
+#[test]
+fn a_standby_coordinator_takes_over_a_killed_leaders_job_exactly_once() {
+    const EVENTS: u64 = 360_000;
+    const TOKEN: &str = "ha-pair-token";
+    let tmp = tempfile::tempdir().unwrap();
+    let ha = tmp.path().join("ha").display().to_string();
+    let (first, url1, rpc1) = ha_coordinator(&ha, TOKEN);
+    let (second, url2, rpc2) = ha_coordinator(&ha, TOKEN);
+    let mut procs = Processes(vec![first, second]);
+    // Which one leads: the other refuses with 503 and names it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (leader, standby) = loop {
+        let (s1, _) = rest_call(&url1, Some(TOKEN), "GET", "/v1/overview", "");
+        let (s2, body2) = rest_call(&url2, Some(TOKEN), "GET", "/v1/overview", "");
+        let (_, body1) = rest_call(&url1, Some(TOKEN), "GET", "/v1/overview", "");
+        match (s1, s2) {
+            (200, 503) if body2.to_string().contains(&url1) => break (0, 1),
+            (503, 200) if body1.to_string().contains(&url2) => break (1, 0),
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "no leader: {s1} {s2}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let urls = [url1, url2];
+    let both = format!("{rpc1},{rpc2}");
+    let mut cluster = Cluster {
+        url: urls[leader].clone(),
+        rpc: both,
+        token: Some(TOKEN.to_string()),
+        given_token: true,
+        extra: vec![],
+        procs: Processes(vec![]),
+        workers: vec![],
+    };
+    std::mem::swap(&mut cluster.procs, &mut procs);
+    cluster.add_worker(2);
+    cluster.add_worker(2);
+    cluster.wait_for_workers(2);
+
+    let out = tmp.path().join("out");
+    let checkpoints = tmp.path().join("checkpoints").display().to_string();
+    let job = window_job_with_sinks(&out, None, Some(EVENTS), Some(60_000), 2, |c| {
+        c.checkpoint_interval = Some(Duration::from_millis(300));
+        c.checkpoint_dir = Some(checkpoints.clone());
+        c.restart_delay = Duration::from_millis(200);
+        c.watermark_interval = Duration::from_millis(50);
+    });
+    let (status, reply) = cluster.rest("POST", "/v1/jobs", &job.to_json().unwrap());
+    assert_eq!(status, 201, "{reply}");
+    let id = reply["job_id"].as_str().unwrap().to_string();
+    cluster.wait_for_status(&id, &["RUNNING"], Duration::from_secs(20));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, details) = cluster.rest("GET", &format!("/v1/jobs/{id}"), "");
+        if details["checkpoints"].as_array().map_or(0, Vec::len) >= 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no checkpoints: {details:#}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let killed = Instant::now();
+    let old = &mut cluster.procs.0[leader];
+    old.kill().unwrap();
+    old.wait().unwrap();
+    cluster.url = urls[standby].clone();
+    cluster.wait_for_status(&id, &["RUNNING"], Duration::from_secs(30));
+    eprintln!(
+        "leader killed -> job running on the standby: {:?}",
+        killed.elapsed()
+    );
+    let details = cluster.wait_for_status(&id, &["FINISHED", "FAILED"], Duration::from_secs(60));
+    assert_eq!(details["status"], "FINISHED", "{details:#}");
+    assert!(
+        details["history"].to_string().contains("(checkpoint"),
+        "{details:#}"
+    );
+    let (_, workers) = cluster.rest("GET", "/v1/workers", "");
+    assert_eq!(workers.as_array().unwrap().len(), 2, "{workers}");
+
+    let local_out = tmp.path().join("local");
+    let local = window_job_with(&local_out, Some(EVENTS), Some(600_000), 2, |_| {});
+    weir_worker::executor::run_job(local).unwrap();
+    let want = sorted_rows(&read_dir(&local_out));
+    let got = sorted_rows(&read_dir(&out));
+    assert!(want.len() > 1000);
+    assert_eq!(got.len(), want.len(), "row count");
+    assert!(
+        got == want,
+        "the output after the failover differs from the failure-free run"
+    );
 }
 
 #[test]

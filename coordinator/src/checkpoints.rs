@@ -447,6 +447,7 @@ pub(crate) fn take_if_complete(job: &mut crate::jobs::JobInfo) -> Option<Commit>
         timestamp_ms: pending.timestamp,
         max_parallelism: graph.map_or(128, |g| g.config.max_parallelism),
         subtasks: pending.acks.into_values().collect(),
+        leader_epoch: None,
     };
     let retained = graph.map_or(3, |g| g.config.checkpoint_retained);
     match pending.savepoint {
@@ -462,8 +463,25 @@ pub(crate) fn take_if_complete(job: &mut crate::jobs::JobInfo) -> Option<Commit>
 /// Commit a complete checkpoint: `_metadata`, then the job's record, the
 /// workers' notification, retention, and a requested stop.
 pub(crate) async fn complete(state: &Arc<Mutex<ClusterState>>, job_id: &str, commit: Commit) {
-    let (storage, manifest, retained, savepoint, mut record) = commit;
+    let (storage, mut manifest, retained, savepoint, mut record) = commit;
     let id = manifest.checkpoint_id;
+    // With an HA folder only the leader commits, and says in which epoch:
+    // a coordinator paused past its lease knows on waking, before it
+    // writes anything.
+    let leadership = lock(state).leadership.clone();
+    if let Some(leadership) = leadership {
+        match leadership.confirm().await {
+            Ok(epoch) => manifest.leader_epoch = Some(epoch),
+            Err(e) => {
+                tracing::warn!("checkpoint {id} of {job_id} not committed: {e}");
+                if let Some(job) = lock(state).job_mut(job_id) {
+                    job.history
+                        .push(format!("checkpoint {id} not committed: {e}"));
+                }
+                return;
+            }
+        }
+    }
     let started = Instant::now();
     let commit = storage.commit(&manifest).await;
     record.end_to_end_duration += started.elapsed().as_millis() as u64;

@@ -32,6 +32,8 @@ pub struct ClusterState {
     pub(crate) sql: Option<crate::web::SqlCompiler>,
     next_worker: u64,
     next_job: u64,
+    /// With an HA folder: this coordinator's standing in the election.
+    pub(crate) leadership: Option<Arc<crate::leader::Leadership>>,
 }
 
 /// Lock the state, whatever a panicking holder left.
@@ -71,6 +73,7 @@ impl ClusterState {
             sql: None,
             next_worker: 1,
             next_job: 1,
+            leadership: None,
         }
     }
 

@@ -46,8 +46,11 @@ pub struct LeaderRecord {
     pub epoch: u64,
     /// The coordinator's instance id (unique per process).
     pub id: String,
-    /// Where its REST and control endpoints answer.
+    /// Where its control endpoint answers (workers call it).
     pub address: String,
+    /// Where its REST API answers (`http://host:port`).
+    #[serde(default)]
+    pub rest: String,
     /// When it claimed the epoch (ms since the epoch, for people).
     pub claimed_ms: i64,
 }
@@ -80,6 +83,7 @@ pub struct Election {
     dir: Path,
     id: String,
     address: String,
+    rest: String,
     lease: Duration,
     /// Standing by: the newest (epoch, renewal) listed and when it changed.
     seen: Option<(Seen, Instant)>,
@@ -105,12 +109,19 @@ impl Election {
             dir: base.clone().join("leader"),
             id: id.into(),
             address: address.into(),
+            rest: String::new(),
             lease,
             seen: None,
             epoch: None,
             renewals: 0,
             renewed_at: None,
         }
+    }
+
+    /// The REST URL its leader record names.
+    pub fn with_rest(mut self, url: impl Into<String>) -> Self {
+        self.rest = url.into();
+        self
     }
 
     /// How often [`Self::step`] should run: a third of the lease.
@@ -195,6 +206,7 @@ impl Election {
             epoch,
             id: self.id.clone(),
             address: self.address.clone(),
+            rest: self.rest.clone(),
             claimed_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64),
@@ -302,6 +314,46 @@ impl Election {
 
     fn error(&self, what: &str, path: &Path, e: object_store::Error) -> WeirError {
         WeirError::Execution(format!("HA dir: cannot {what} {path}: {e}"))
+    }
+}
+
+/// A coordinator's standing in the election, shared by its tasks: the
+/// REST API and control endpoint answer only while it leads, and every
+/// checkpoint commit is fenced ([`Self::confirm`]).
+pub struct Leadership {
+    election: tokio::sync::Mutex<Election>,
+    role: std::sync::Mutex<Role>,
+}
+
+impl Leadership {
+    /// Standing by, until the first [`Self::step`].
+    pub fn new(election: Election) -> Arc<Self> {
+        Arc::new(Self {
+            election: tokio::sync::Mutex::new(election),
+            role: std::sync::Mutex::new(Role::Standby { leader: None }),
+        })
+    }
+
+    /// The role as of the last step.
+    pub fn role(&self) -> Role {
+        self.role.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// One round of the election.
+    pub async fn step(&self) -> Result<Role> {
+        let role = self.election.lock().await.step().await?;
+        *self.role.lock().unwrap_or_else(|e| e.into_inner()) = role.clone();
+        Ok(role)
+    }
+
+    /// How often to step.
+    pub async fn interval(&self) -> Duration {
+        self.election.lock().await.interval()
+    }
+
+    /// The epoch an effect may carry now, or why it may not happen.
+    pub async fn confirm(&self) -> Result<u64> {
+        self.election.lock().await.confirm().await
     }
 }
 

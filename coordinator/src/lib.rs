@@ -85,6 +85,9 @@ pub struct CoordinatorOptions {
     /// store keeps every job's graph, status and restore point, and a
     /// coordinator started on it runs again the jobs that were running.
     pub ha_dir: Option<String>,
+    /// With an HA folder: the leader's lease. A standby takes over a lease
+    /// after the leader's last renewal.
+    pub ha_lease: Duration,
 }
 
 impl Default for CoordinatorOptions {
@@ -102,6 +105,7 @@ impl Default for CoordinatorOptions {
             connectors: None,
             sql: None,
             ha_dir: None,
+            ha_lease: Duration::from_secs(10),
         }
     }
 }
@@ -216,9 +220,20 @@ impl Coordinator {
         runtime.spawn(checkpoints::run(Arc::clone(&state)));
         if let Some(dir) = &options.ha_dir {
             let store = Arc::new(job_store::JobStore::open(dir)?);
-            // Ids and jobs of the store first, then the records follow.
-            runtime.block_on(job_store::recover(Arc::clone(&state), Arc::clone(&store)))?;
-            runtime.spawn(job_store::sync(Arc::clone(&state), store));
+            let (objects, base) = weir_state::CheckpointStorage::open(dir)
+                .map_err(|e| WeirError::Config(format!("--ha-dir {dir}: {e}")))?
+                .object_store();
+            let election = leader::Election::new(
+                objects,
+                &base,
+                cluster::new_instance_id(),
+                rpc_addr.to_string(),
+                options.ha_lease,
+            )
+            .with_rest(format!("http://{rest_addr}"));
+            let leadership = leader::Leadership::new(election);
+            jobs::lock(&state).leadership = Some(Arc::clone(&leadership));
+            runtime.spawn(lead(Arc::clone(&state), store, leadership));
         }
         Ok(Self {
             rest_addr,
@@ -249,6 +264,56 @@ impl Drop for Coordinator {
     }
 }
 
+/// Take part in the election of an HA folder: on becoming the leader, run
+/// again the jobs its store lists as running and keep the store up to
+/// date. A leader that lost its lease (paused, cut off) and finds a newer
+/// epoch exits: another coordinator runs its jobs now, and one that acted
+/// on them too would be a second leader.
+async fn lead(
+    state: Arc<Mutex<ClusterState>>,
+    store: Arc<job_store::JobStore>,
+    leadership: Arc<leader::Leadership>,
+) {
+    let mut led = false;
+    loop {
+        match leadership.step().await {
+            Ok(leader::Role::Leader { epoch }) if !led => {
+                led = true;
+                tracing::info!("leading the cluster in epoch {epoch}");
+                // Ids and jobs of the store first, then the records follow.
+                if let Err(e) = job_store::recover(Arc::clone(&state), Arc::clone(&store)).await {
+                    tracing::error!("cannot recover the stored jobs: {e}");
+                }
+                tokio::spawn(job_store::sync(Arc::clone(&state), Arc::clone(&store)));
+            }
+            Ok(leader::Role::Standby { leader }) if led => {
+                tracing::error!(
+                    "this coordinator no longer leads (now: {:?}); exiting",
+                    leader.map(|l| l.epoch)
+                );
+                std::process::exit(3);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("leader election: {e}"),
+        }
+        tokio::time::sleep(leadership.interval().await).await;
+    }
+}
+
+/// Why a standby refuses a call, naming the leader's address (REST or
+/// control) when it knows it.
+pub(crate) fn standby_refusal(state: &Mutex<ClusterState>, rest: bool) -> Option<String> {
+    let leadership = jobs::lock(state).leadership.clone()?;
+    match leadership.role() {
+        leader::Role::Leader { .. } => None,
+        leader::Role::Standby { leader } => Some(match leader {
+            Some(l) if rest => format!("this coordinator stands by; the leader is {}", l.rest),
+            Some(l) => format!("this coordinator stands by; the leader is {}", l.address),
+            None => "this coordinator stands by; no leader yet".to_string(),
+        }),
+    }
+}
+
 /// Most slots one worker may offer (slot sums stay far from overflow).
 pub const MAX_SLOTS_PER_WORKER: usize = 4096;
 
@@ -273,6 +338,9 @@ fn reply<T: serde::Serialize>(value: &T) -> std::result::Result<Bytes, tonic::St
 #[tonic::async_trait]
 impl ActionHandler for ControlActions {
     async fn handle(&self, kind: &str, body: Bytes) -> std::result::Result<Bytes, tonic::Status> {
+        if let Some(why) = standby_refusal(&self.state, false) {
+            return Err(tonic::Status::unavailable(why));
+        }
         match kind {
             cluster::REGISTER => {
                 let r: RegisterWorker = parse("registration", &body)?;

@@ -60,6 +60,16 @@ pub async fn serve(addr: SocketAddr, state: Shared, token: Option<Secret>) -> Re
         })
         // Job graphs carry lookup tables and in-memory data inline.
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            |State(state): State<Shared>, req: Request, next: Next| async move {
+                // A standby answers every call with the leader's address.
+                match crate::standby_refusal(&state, true) {
+                    Some(why) => error(StatusCode::SERVICE_UNAVAILABLE, &why),
+                    None => next.run(req).await,
+                }
+            },
+        ))
         .layer(axum::middleware::from_fn(
             move |req: Request, next: Next| {
                 let token = Arc::clone(&token);

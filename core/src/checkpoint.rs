@@ -62,6 +62,10 @@ pub struct Manifest {
     pub max_parallelism: u32,
     /// Every subtask's state.
     pub subtasks: Vec<SubtaskHandle>,
+    /// The epoch of the coordinator that committed it, with an HA folder
+    /// (a coordinator that no longer leads commits nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_epoch: Option<u64>,
 }
 
 impl Manifest {

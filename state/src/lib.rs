@@ -645,6 +645,7 @@ mod tests {
                     tables: vec![table.clone()],
                 }],
             }],
+            leader_epoch: None,
         };
         storage.commit(&manifest).await.unwrap();
         assert_eq!(storage.completed().await.unwrap(), vec![1]);

@@ -294,6 +294,7 @@ impl LocalCheckpointCoordinator {
             timestamp_ms: timestamp,
             max_parallelism: self.job.config.max_parallelism,
             subtasks,
+            leader_epoch: None,
         };
         self.storage.commit(&manifest).await?;
         if let Some(shared) = &mut self.shared {

@@ -37,7 +37,10 @@ use crate::executor::{TaskEvent, build_placed_tasks, run_observed_tasks};
 /// How a worker is started.
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
-    /// The coordinator's control address (`host:port`).
+    /// The coordinator's control address (`host:port`); several,
+    /// comma-separated, for coordinators sharing an HA folder (the worker
+    /// registers with the one that leads, and looks again when it stops
+    /// answering).
     pub coordinator: String,
     /// Task slots offered.
     pub slots: usize,
@@ -111,6 +114,9 @@ struct WorkerState {
     credentials: Credentials,
     address: String,
     worker_id: Mutex<String>,
+    /// The coordinator it registered with (of those `options.coordinator`
+    /// lists, comma-separated: the leader of an HA cluster).
+    leader: Mutex<String>,
     /// This process's own id, sent with every registration, heartbeat and
     /// update ([`cluster::new_instance_id`]).
     instance: String,
@@ -168,6 +174,7 @@ impl WorkerNode {
                 credentials: options.credentials(),
                 options: options.clone(),
                 worker_id: Mutex::new(String::new()),
+                leader: Mutex::new(coordinators(&options.coordinator)[0].clone()),
                 instance: cluster::new_instance_id(),
                 exchange,
                 jobs: Mutex::default(),
@@ -241,6 +248,26 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The coordinators an address list names (`a,b,c`; at least one).
+fn coordinators(list: &str) -> Vec<String> {
+    let all: Vec<String> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+        .collect();
+    if all.is_empty() {
+        vec![list.to_string()]
+    } else {
+        all
+    }
+}
+
+/// The coordinator calls go to.
+fn leader(state: &WorkerState) -> String {
+    lock(&state.leader).clone()
+}
+
 async fn register(state: &Arc<WorkerState>, timeout: Duration) -> Result<Duration> {
     let body = serde_json::to_vec(&RegisterWorker {
         address: state.address.clone(),
@@ -249,9 +276,14 @@ async fn register(state: &Arc<WorkerState>, timeout: Duration) -> Result<Duratio
     })
     .map_err(|e| WeirError::Execution(e.to_string()))?;
     let deadline = tokio::time::Instant::now() + timeout;
+    let all = coordinators(&state.options.coordinator);
+    let mut next = all.iter().position(|a| *a == leader(state)).unwrap_or(0);
     loop {
+        // Each coordinator in turn: standbys refuse, the leader takes it.
+        let address = all[next % all.len()].clone();
+        next += 1;
         match call_action(
-            &state.options.coordinator,
+            &address,
             &state.credentials,
             cluster::REGISTER,
             body.clone(),
@@ -262,12 +294,9 @@ async fn register(state: &Arc<WorkerState>, timeout: Duration) -> Result<Duratio
                 let r: Registered = serde_json::from_slice(&reply).map_err(|e| {
                     WeirError::Execution(format!("malformed registration reply: {e}"))
                 })?;
-                tracing::info!(
-                    "registered as {} with {}",
-                    r.worker_id,
-                    state.options.coordinator
-                );
+                tracing::info!("registered as {} with {address}", r.worker_id);
                 *lock(&state.worker_id) = r.worker_id;
+                *lock(&state.leader) = address;
                 return Ok(Duration::from_millis(r.heartbeat_interval_ms.max(10)));
             }
             Err(e @ WeirError::Config(_)) => return Err(e),
@@ -277,7 +306,10 @@ async fn register(state: &Arc<WorkerState>, timeout: Duration) -> Result<Duratio
                     state.options.coordinator
                 )));
             }
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            Err(_) if next % all.len() == 0 => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(_) => {}
         }
     }
 }
@@ -298,7 +330,22 @@ fn current_reports(state: &WorkerState) -> Vec<TaskReport> {
     reports.values().cloned().collect()
 }
 
+/// Heartbeats failed in a row before a worker looks for the leader again.
+const LOST_COORDINATOR_HEARTBEATS: u32 = 5;
+
+/// Stop every task (the coordinator that deployed them is gone or has
+/// forgotten this worker) and register with whichever coordinator leads.
+async fn rejoin(state: &Arc<WorkerState>) {
+    for job in lock(&state.jobs).values() {
+        job.cancel.send_replace(true);
+    }
+    while let Err(e) = register(state, Duration::from_secs(30)).await {
+        tracing::warn!("{e}");
+    }
+}
+
 async fn heartbeats(state: Arc<WorkerState>, interval: Duration) {
+    let mut failures = 0u32;
     let mut ticker = tokio::time::interval(interval);
     loop {
         ticker.tick().await;
@@ -311,7 +358,7 @@ async fn heartbeats(state: Arc<WorkerState>, interval: Duration) {
             continue;
         };
         match call_action(
-            &state.options.coordinator,
+            &leader(&state),
             &state.credentials,
             cluster::HEARTBEAT,
             body,
@@ -322,15 +369,22 @@ async fn heartbeats(state: Arc<WorkerState>, interval: Duration) {
                 let known = serde_json::from_slice::<HeartbeatReply>(&reply)
                     .map(|r| r.known)
                     .unwrap_or(true);
+                failures = 0;
                 if !known {
                     tracing::warn!("the coordinator no longer knows this worker; re-registering");
-                    for job in lock(&state.jobs).values() {
-                        job.cancel.send_replace(true);
-                    }
-                    let _ = register(&state, Duration::from_secs(5)).await;
+                    rejoin(&state).await;
                 }
             }
-            Err(e) => tracing::warn!("heartbeat failed: {e}"),
+            Err(e) => {
+                tracing::warn!("heartbeat failed: {e}");
+                failures += 1;
+                // The coordinator is gone or stands by now: whoever leads
+                // next runs this worker's jobs again from a checkpoint.
+                if failures >= LOST_COORDINATOR_HEARTBEATS {
+                    failures = 0;
+                    rejoin(&state).await;
+                }
+            }
         }
     }
 }
@@ -353,7 +407,7 @@ fn push_update(state: &Arc<WorkerState>, report: TaskReport) {
     state.runtime.spawn(async move {
         if let Ok(body) = serde_json::to_vec(&update)
             && let Err(e) = call_action(
-                &state2.options.coordinator,
+                &leader(&state2),
                 &state2.credentials,
                 cluster::TASK_UPDATE,
                 body,
@@ -604,7 +658,7 @@ fn forward_acks(
                     continue;
                 };
                 if let Err(e) = state.runtime.block_on(call_action(
-                    &state.options.coordinator,
+                    &leader(&state),
                     &state.credentials,
                     cluster::CHECKPOINT_ACK,
                     body,
