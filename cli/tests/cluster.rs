@@ -435,19 +435,66 @@ fn ha_coordinator(ha: &str, token: &str) -> (Child, String, String) {
 /// equals the failure-free run.
 #[test]
 fn a_standby_coordinator_takes_over_a_killed_leaders_job_exactly_once() {
-    const EVENTS: u64 = 360_000;
-    const TOKEN: &str = "ha-pair-token";
     let tmp = tempfile::tempdir().unwrap();
     let ha = tmp.path().join("ha").display().to_string();
-    let (first, url1, rpc1) = ha_coordinator(&ha, TOKEN);
-    let (second, url2, rpc2) = ha_coordinator(&ha, TOKEN);
+    fail_over(tmp.path(), &ha, false);
+}
+
+/// The same with the HA folder in an S3-compatible server on loopback:
+/// epochs are claimed with S3's conditional create.
+#[test]
+fn a_standby_takes_over_with_the_ha_folder_in_s3() {
+    let _s3 = weir_tests::S3Server::start("weir-ha");
+    let tmp = tempfile::tempdir().unwrap();
+    fail_over(tmp.path(), "s3://weir-ha/ha", false);
+}
+
+/// Split brain: the leader is paused (SIGSTOP) past its lease, the standby
+/// takes over and runs the job; the old leader continued (SIGCONT) finds
+/// the newer epoch and exits, and commits no checkpoint after the standby
+/// took over — every checkpoint of the resumed job carries the new epoch.
+#[test]
+fn a_paused_leader_woken_after_a_takeover_commits_nothing_and_steps_down() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ha = tmp.path().join("ha").display().to_string();
+    fail_over(tmp.path(), &ha, true);
+}
+
+/// Checkpoint folders (`job-…`) under `dir`, each with its `chk-N` ids.
+fn checkpoint_folders(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u64>)> {
+    let mut folders: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .map(|p| {
+            let mut ids: Vec<u64> = std::fs::read_dir(&p)
+                .unwrap()
+                .filter_map(|e| {
+                    let e = e.unwrap();
+                    let name = e.file_name().to_string_lossy().to_string();
+                    let id = name.strip_prefix("chk-")?.parse().ok()?;
+                    e.path().join("_metadata").exists().then_some(id)
+                })
+                .collect();
+            ids.sort();
+            (p, ids)
+        })
+        .collect();
+    folders.sort();
+    folders
+}
+
+fn fail_over(tmp: &Path, ha: &str, pause: bool) {
+    const EVENTS: u64 = 360_000;
+    const TOKEN: &str = "ha-pair-token";
+    let (first, url1, rpc1) = ha_coordinator(ha, TOKEN);
+    let (second, url2, rpc2) = ha_coordinator(ha, TOKEN);
     let mut procs = Processes(vec![first, second]);
     // Which one leads: the other refuses with 503 and names it.
     let deadline = Instant::now() + Duration::from_secs(20);
     let (leader, standby) = loop {
-        let (s1, _) = rest_call(&url1, Some(TOKEN), "GET", "/v1/overview", "");
+        let (s1, body1) = rest_call(&url1, Some(TOKEN), "GET", "/v1/overview", "");
         let (s2, body2) = rest_call(&url2, Some(TOKEN), "GET", "/v1/overview", "");
-        let (_, body1) = rest_call(&url1, Some(TOKEN), "GET", "/v1/overview", "");
         match (s1, s2) {
             (200, 503) if body2.to_string().contains(&url1) => break (0, 1),
             (503, 200) if body1.to_string().contains(&url2) => break (1, 0),
@@ -457,10 +504,9 @@ fn a_standby_coordinator_takes_over_a_killed_leaders_job_exactly_once() {
         std::thread::sleep(Duration::from_millis(100));
     };
     let urls = [url1, url2];
-    let both = format!("{rpc1},{rpc2}");
     let mut cluster = Cluster {
         url: urls[leader].clone(),
-        rpc: both,
+        rpc: format!("{rpc1},{rpc2}"),
         token: Some(TOKEN.to_string()),
         given_token: true,
         extra: vec![],
@@ -472,11 +518,11 @@ fn a_standby_coordinator_takes_over_a_killed_leaders_job_exactly_once() {
     cluster.add_worker(2);
     cluster.wait_for_workers(2);
 
-    let out = tmp.path().join("out");
-    let checkpoints = tmp.path().join("checkpoints").display().to_string();
+    let out = tmp.join("out");
+    let checkpoints = tmp.join("checkpoints");
     let job = window_job_with_sinks(&out, None, Some(EVENTS), Some(60_000), 2, |c| {
         c.checkpoint_interval = Some(Duration::from_millis(300));
-        c.checkpoint_dir = Some(checkpoints.clone());
+        c.checkpoint_dir = Some(checkpoints.display().to_string());
         c.restart_delay = Duration::from_millis(200);
         c.watermark_interval = Duration::from_millis(50);
     });
@@ -493,17 +539,48 @@ fn a_standby_coordinator_takes_over_a_killed_leaders_job_exactly_once() {
         assert!(Instant::now() < deadline, "no checkpoints: {details:#}");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let killed = Instant::now();
-    let old = &mut cluster.procs.0[leader];
-    old.kill().unwrap();
-    old.wait().unwrap();
+    let old_pid = cluster.procs.0[leader].id().to_string();
+    let signal = |sig: &str| {
+        let status = Command::new("kill").args([sig, &old_pid]).status().unwrap();
+        assert!(status.success());
+    };
+    let faulted = Instant::now();
+    if pause {
+        signal("-STOP");
+    } else {
+        let old = &mut cluster.procs.0[leader];
+        old.kill().unwrap();
+        old.wait().unwrap();
+    }
     cluster.url = urls[standby].clone();
-    cluster.wait_for_status(&id, &["RUNNING"], Duration::from_secs(30));
+    cluster.wait_for_status(&id, &["RUNNING"], Duration::from_secs(60));
     eprintln!(
-        "leader killed -> job running on the standby: {:?}",
-        killed.elapsed()
+        "leader {} -> job running on the standby: {:?}",
+        if pause { "paused" } else { "killed" },
+        faulted.elapsed()
     );
-    let details = cluster.wait_for_status(&id, &["FINISHED", "FAILED"], Duration::from_secs(60));
+    if pause {
+        // The standby leads now; the old leader wakes up.
+        let before = checkpoint_folders(&checkpoints);
+        signal("-CONT");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let code = loop {
+            if let Some(status) = cluster.procs.0[leader].try_wait().unwrap() {
+                break status.code();
+            }
+            assert!(Instant::now() < deadline, "the old leader steps down");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(code, Some(3), "the old leader exits as it steps down");
+        let after = checkpoint_folders(&checkpoints);
+        // The old job's folder got no checkpoint after the takeover.
+        assert_eq!(before[0].1, after[0].1[..before[0].1.len()].to_vec());
+        assert_eq!(
+            before[0], after[0],
+            "a checkpoint committed by the old leader"
+        );
+    }
+    let details = cluster.wait_for_status(&id, &["FINISHED", "FAILED"], Duration::from_secs(90));
     assert_eq!(details["status"], "FINISHED", "{details:#}");
     assert!(
         details["history"].to_string().contains("(checkpoint"),
@@ -511,8 +588,24 @@ fn a_standby_coordinator_takes_over_a_killed_leaders_job_exactly_once() {
     );
     let (_, workers) = cluster.rest("GET", "/v1/workers", "");
     assert_eq!(workers.as_array().unwrap().len(), 2, "{workers}");
+    // Checkpoints of the old leader carry epoch 1, of the new one 2.
+    if !ha.starts_with("s3://") {
+        for (folder, ids) in checkpoint_folders(&checkpoints) {
+            let epochs: Vec<u64> = ids
+                .iter()
+                .map(|n| {
+                    let text =
+                        std::fs::read_to_string(folder.join(format!("chk-{n}/_metadata"))).unwrap();
+                    let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    m["leader_epoch"].as_u64().unwrap()
+                })
+                .collect();
+            assert!(epochs.windows(2).all(|w| w[0] == w[1]), "{epochs:?}");
+            assert!(!epochs.is_empty());
+        }
+    }
 
-    let local_out = tmp.path().join("local");
+    let local_out = tmp.join("local");
     let local = window_job_with(&local_out, Some(EVENTS), Some(600_000), 2, |_| {});
     weir_worker::executor::run_job(local).unwrap();
     let want = sorted_rows(&read_dir(&local_out));

@@ -155,6 +155,11 @@ pub async fn run(state: Arc<Mutex<ClusterState>>) {
     let mut ticker = tokio::time::interval(Duration::from_millis(20));
     loop {
         ticker.tick().await;
+        if !lock(&state).may_act() {
+            // A standby, or a leader whose lease ran out: nothing to
+            // trigger, restart or deploy.
+            continue;
+        }
         let (triggers, deploys, failed_deploys, credentials) = {
             let mut s = lock(&state);
             let credentials = s.credentials();

@@ -222,6 +222,12 @@ impl ClusterState {
         self.jobs.get(id).cloned()
     }
 
+    /// Whether this coordinator may act on its jobs and workers: always,
+    /// but with an HA folder only while it leads within its lease.
+    pub(crate) fn may_act(&self) -> bool {
+        self.leadership.as_ref().is_none_or(|l| l.may_act())
+    }
+
     /// Free slots over the live workers.
     pub(crate) fn free_slots_total(&self) -> usize {
         self.free_slots().iter().map(|(_, n)| n).sum()
@@ -911,6 +917,9 @@ pub async fn monitor_heartbeats(state: Arc<Mutex<ClusterState>>) {
         / 2;
     loop {
         tokio::time::sleep(period).await;
+        if !lock(&state).may_act() {
+            continue;
+        }
         let (cancels, token) = {
             let mut s = lock(&state);
             (s.check_heartbeats(), s.credentials.clone())

@@ -137,6 +137,13 @@ impl Election {
         (at.elapsed() < self.lease * 4 / 5).then_some(self.epoch?)
     }
 
+    /// When its right to act runs out, while it leads (see
+    /// [`Self::leading`]).
+    pub fn lease_end(&self) -> Option<Instant> {
+        self.epoch?;
+        Some(self.renewed_at? + self.lease * 4 / 5)
+    }
+
     /// Fence an effect (committing a checkpoint, publishing sink files,
     /// deploying): the epoch it may carry, or why it may not happen.
     pub async fn confirm(&self) -> Result<u64> {
@@ -323,6 +330,8 @@ impl Election {
 pub struct Leadership {
     election: tokio::sync::Mutex<Election>,
     role: std::sync::Mutex<Role>,
+    /// The election's lease end after its last step.
+    lease_end: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Leadership {
@@ -331,6 +340,7 @@ impl Leadership {
         Arc::new(Self {
             election: tokio::sync::Mutex::new(election),
             role: std::sync::Mutex::new(Role::Standby { leader: None }),
+            lease_end: std::sync::Mutex::new(None),
         })
     }
 
@@ -341,9 +351,19 @@ impl Leadership {
 
     /// One round of the election.
     pub async fn step(&self) -> Result<Role> {
-        let role = self.election.lock().await.step().await?;
+        let mut election = self.election.lock().await;
+        let role = election.step().await?;
+        *self.lease_end.lock().unwrap_or_else(|e| e.into_inner()) = election.lease_end();
         *self.role.lock().unwrap_or_else(|e| e.into_inner()) = role.clone();
         Ok(role)
+    }
+
+    /// Whether it may act now (cancel, deploy, trigger, answer workers):
+    /// it leads and its lease has not run out by its own clock — so a
+    /// leader woken after a pause acts on nothing before it steps.
+    pub fn may_act(&self) -> bool {
+        let end = *self.lease_end.lock().unwrap_or_else(|e| e.into_inner());
+        end.is_some_and(|end| Instant::now() < end)
     }
 
     /// How often to step.

@@ -305,7 +305,10 @@ async fn lead(
 pub(crate) fn standby_refusal(state: &Mutex<ClusterState>, rest: bool) -> Option<String> {
     let leadership = jobs::lock(state).leadership.clone()?;
     match leadership.role() {
-        leader::Role::Leader { .. } => None,
+        leader::Role::Leader { .. } if leadership.may_act() => None,
+        leader::Role::Leader { epoch } => Some(format!(
+            "this coordinator's lease of epoch {epoch} ran out; it may no longer lead"
+        )),
         leader::Role::Standby { leader } => Some(match leader {
             Some(l) if rest => format!("this coordinator stands by; the leader is {}", l.rest),
             Some(l) => format!("this coordinator stands by; the leader is {}", l.address),

@@ -282,14 +282,18 @@ async fn register(state: &Arc<WorkerState>, timeout: Duration) -> Result<Duratio
         // Each coordinator in turn: standbys refuse, the leader takes it.
         let address = all[next % all.len()].clone();
         next += 1;
-        match call_action(
+        // A coordinator that accepts the connection but does not answer
+        // (paused) is skipped like one that refuses it.
+        let call = call_action(
             &address,
             &state.credentials,
             cluster::REGISTER,
             body.clone(),
-        )
-        .await
-        {
+        );
+        let answer = tokio::time::timeout(CALL_TIMEOUT, call)
+            .await
+            .unwrap_or_else(|_| Err(WeirError::Execution(format!("{address} did not answer"))));
+        match answer {
             Ok(reply) => {
                 let r: Registered = serde_json::from_slice(&reply).map_err(|e| {
                     WeirError::Execution(format!("malformed registration reply: {e}"))
@@ -330,8 +334,11 @@ fn current_reports(state: &WorkerState) -> Vec<TaskReport> {
     reports.values().cloned().collect()
 }
 
+/// How long a registration or heartbeat waits for the coordinator's answer.
+const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Heartbeats failed in a row before a worker looks for the leader again.
-const LOST_COORDINATOR_HEARTBEATS: u32 = 5;
+const LOST_COORDINATOR_HEARTBEATS: u32 = 3;
 
 /// Stop every task (the coordinator that deployed them is gone or has
 /// forgotten this worker) and register with whichever coordinator leads.
@@ -357,14 +364,12 @@ async fn heartbeats(state: Arc<WorkerState>, interval: Duration) {
         let Ok(body) = serde_json::to_vec(&beat) else {
             continue;
         };
-        match call_action(
-            &leader(&state),
-            &state.credentials,
-            cluster::HEARTBEAT,
-            body,
-        )
-        .await
-        {
+        let to = leader(&state);
+        let call = call_action(&to, &state.credentials, cluster::HEARTBEAT, body);
+        let answer = tokio::time::timeout(CALL_TIMEOUT.max(interval), call)
+            .await
+            .unwrap_or_else(|_| Err(WeirError::Execution("no answer".into())));
+        match answer {
             Ok(reply) => {
                 let known = serde_json::from_slice::<HeartbeatReply>(&reply)
                     .map(|r| r.known)
