@@ -618,6 +618,34 @@ fn fail_over(tmp: &Path, ha: &str, pause: bool) {
     );
 }
 
+/// A job deployed to a worker that died a moment ago (not yet found lost):
+/// the failed deployment counts as a failure for the restart strategy, the
+/// dead worker is found lost, and the job runs on the one left.
+#[test]
+fn a_deployment_to_a_dead_worker_is_retried_by_the_restart_strategy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(2, 2, None);
+    let dead = cluster.workers[1].1.clone();
+    cluster.kill_worker_at(&dead);
+    let out = tmp.path().join("out");
+    let checkpoints = tmp.path().join("checkpoints").display().to_string();
+    // Checkpointing on: the restart strategy is fixed-delay, as in Flink.
+    let job = window_job_with_sinks(&out, None, Some(20_000), None, 2, |c| {
+        c.checkpoint_interval = Some(Duration::from_millis(300));
+        c.checkpoint_dir = Some(checkpoints);
+        c.restart_delay = Duration::from_millis(200);
+        c.restart_attempts = 20;
+    });
+    let (status, reply) = cluster.rest("POST", "/v1/jobs", &job.to_json().unwrap());
+    assert_eq!(status, 201, "{reply}");
+    let id = reply["job_id"].as_str().unwrap().to_string();
+    let details = cluster.wait_for_status(&id, &["FINISHED", "FAILED"], Duration::from_secs(60));
+    assert_eq!(details["status"], "FINISHED", "{details:#}");
+    let history = details["history"].to_string();
+    assert!(history.contains("deployment failed"), "{history}");
+    assert!(details["restarts"].as_u64().unwrap() >= 1, "{details:#}");
+}
+
 #[test]
 fn bad_requests_get_clear_errors_and_the_coordinator_keeps_serving() {
     let tmp = tempfile::tempdir().unwrap();

@@ -872,18 +872,10 @@ pub async fn submit_as(
     });
     let results = futures::future::join_all(calls).await;
     if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
-        let workers = {
-            let mut s = lock(state);
-            let workers = match s.jobs.get_mut(&id) {
-                Some(job) => {
-                    job.fail(format!("deployment failed: {e}"));
-                    job.worker_addresses()
-                }
-                None => vec![],
-            };
-            s.release_slots(&id);
-            workers
-        };
+        // As any failure of the job: the restart strategy decides (a
+        // worker that cannot be reached is found lost meanwhile).
+        let workers = lock(state).redeployment_failed(&id, format!("deployment failed: {e}"));
+        probe_workers(state, workers.clone());
         send_cancels(
             token,
             workers.into_iter().map(|a| (id.clone(), a)).collect(),
