@@ -386,6 +386,21 @@ fn a_coordinator_killed_mid_job_resumes_it_from_its_ha_dir_exactly_once() {
         .filter(|n| n.ends_with(".inprogress"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Once the store has it (it follows every 200 ms), a coordinator
+    // started again lists the finished job, and new ids go on after it.
+    std::thread::sleep(Duration::from_millis(600));
+    restart_coordinator(&mut cluster, &ha_args);
+    let details = cluster.wait_for_status(&id, &["FINISHED"], Duration::from_secs(30));
+    assert!(
+        details["history"].to_string().contains("job store"),
+        "{details:#}"
+    );
+    cluster.wait_for_workers(2);
+    let next = window_job(&tmp.path().join("out2"), Some(1000), None);
+    let (status, reply) = cluster.rest("POST", "/v1/jobs", &next.to_json().unwrap());
+    assert_eq!(status, 201, "{reply}");
+    assert_ne!(reply["job_id"], id.as_str(), "{reply}");
 }
 
 /// Start a coordinator on HA folder `ha` (lease 1 s) with free ports;

@@ -348,3 +348,44 @@ fn in_progress<S: serde::Serializer>(
         })
         .serialize(serializer)
 }
+
+impl JobInfo {
+    /// A job just accepted (status CREATED), needing `slots` slots.
+    pub(crate) fn new(id: String, name: String, slots: usize, attempt: u32) -> Self {
+        JobInfo {
+            id,
+            name,
+            status: JobStatus::Created,
+            failure: None,
+            slots,
+            submitted_at_ms: now_ms(),
+            ended_at_ms: None,
+            vertices: vec![],
+            history: vec![format!("{} CREATED: submitted", now_ms())],
+            flight_sinks: vec![],
+            attempt,
+            restarts: 0,
+            checkpoint_dir: None,
+            checkpoints: vec![],
+            checkpoints_declined: 0,
+            savepoints: vec![],
+            initial_restore: None,
+            allow_non_restored_state: false,
+            savepoint_request: None,
+            stopped_with: None,
+            failure_times: vec![],
+            declined_in_a_row: 0,
+            last_checkpoint_end: None,
+            graph: None,
+            failed_at: None,
+            failure_is_symptom: false,
+            slots_held: false,
+            pending: None,
+            next_checkpoint: 1,
+            last_trigger: None,
+            restart_at: None,
+            storage: None,
+            observed: Default::default(),
+        }
+    }
+}

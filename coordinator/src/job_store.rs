@@ -47,6 +47,12 @@ pub struct StoredJob {
     /// The attempt that ran (a recovered job runs the next one).
     #[serde(default)]
     pub attempt: u32,
+    /// When it was submitted and ended (ms since the epoch).
+    #[serde(default)]
+    pub submitted_at_ms: u64,
+    /// When it ended, if it did.
+    #[serde(default)]
+    pub ended_at_ms: Option<u64>,
 }
 
 /// The `jobs/` records of an HA folder.
@@ -133,6 +139,8 @@ fn current(state: &Mutex<ClusterState>) -> Vec<StoredJob> {
                 restore,
                 graph,
                 attempt: info.attempt,
+                submitted_at_ms: info.submitted_at_ms,
+                ended_at_ms: info.ended_at_ms,
                 name: info.name,
                 id: info.id,
             }
@@ -173,8 +181,15 @@ pub async fn recover(state: Arc<Mutex<ClusterState>>, store: Arc<JobStore>) -> R
         .iter()
         .filter_map(|j| j.id.strip_prefix("job-")?.parse::<u64>().ok())
         .max();
-    if let Some(n) = highest {
-        jobs::lock(&state).continue_job_ids_after(n);
+    {
+        let mut s = jobs::lock(&state);
+        if let Some(n) = highest {
+            s.continue_job_ids_after(n);
+        }
+        // Ended jobs stay listed, as their records say.
+        for job in stored.iter().filter(|j| j.ended) {
+            s.add_ended(job);
+        }
     }
     for job in stored.into_iter().filter(|j| !j.ended) {
         let Some(text) = &job.graph else {

@@ -248,6 +248,30 @@ impl ClusterState {
         ))
     }
 
+    /// A job that ended under an earlier coordinator, as the job store
+    /// recorded it (listed, not run; one this coordinator knows wins).
+    pub(crate) fn add_ended(&mut self, stored: &crate::job_store::StoredJob) {
+        if self.jobs.contains_key(&stored.id) {
+            return;
+        }
+        let status = match stored.status.as_str() {
+            "FINISHED" => JobStatus::Finished,
+            "CANCELED" => JobStatus::Canceled,
+            _ => JobStatus::Failed,
+        };
+        let mut info = JobInfo::new(stored.id.clone(), stored.name.clone(), 0, stored.attempt);
+        info.status = status;
+        info.failure = stored.failure.clone();
+        info.submitted_at_ms = stored.submitted_at_ms;
+        info.ended_at_ms = stored.ended_at_ms;
+        info.history = vec![format!(
+            "{} {}: as recorded in the HA folder's job store",
+            stored.ended_at_ms.unwrap_or(stored.submitted_at_ms),
+            stored.status
+        )];
+        self.jobs.insert(stored.id.clone(), info);
+    }
+
     /// New job ids go on after `job-{n}` (ids a job store holds).
     pub(crate) fn continue_job_ids_after(&mut self, n: u64) {
         self.next_job = self.next_job.max(n + 1);
@@ -296,44 +320,11 @@ impl ClusterState {
             .map(|v| v.parallelism)
             .max()
             .unwrap_or(1);
-        let mut info = JobInfo {
-            id: id.clone(),
-            name: job.job_name.clone(),
-            status: JobStatus::Created,
-            failure: None,
-            slots: needed,
-            submitted_at_ms: now_ms(),
-            ended_at_ms: None,
-            vertices: vec![],
-            history: vec![format!("{} CREATED: submitted", now_ms())],
-            flight_sinks: vec![],
-            attempt,
-            restarts: 0,
-            checkpoint_dir: None,
-            checkpoints: vec![],
-            checkpoints_declined: 0,
-            savepoints: vec![],
-            initial_restore: None,
-            allow_non_restored_state: false,
-            savepoint_request: None,
-            stopped_with: None,
-            failure_times: vec![],
-            declined_in_a_row: 0,
-            last_checkpoint_end: None,
-            graph: None,
-            failed_at: None,
-            failure_is_symptom: false,
-            slots_held: false,
-            pending: None,
-            next_checkpoint: 1,
-            last_trigger: None,
-            restart_at: None,
-            storage: None,
-            observed: crate::metrics::JobObservations {
-                plan: crate::metrics::plan_of(&job),
-                config: serde_json::to_value(&job.config).unwrap_or_default(),
-                ..Default::default()
-            },
+        let mut info = JobInfo::new(id.clone(), job.job_name.clone(), needed, attempt);
+        info.observed = crate::metrics::JobObservations {
+            plan: crate::metrics::plan_of(&job),
+            config: serde_json::to_value(&job.config).unwrap_or_default(),
+            ..Default::default()
         };
         if job.config.runtime_mode == weir_core::config::RuntimeMode::Streaming {
             let base = job.config.checkpoint_dir.clone().unwrap_or_else(|| {
