@@ -5,9 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use weir_core::WeirError;
-use weir_core::cluster::{
-    self, Cancel, Deploy, Heartbeat, RegisterWorker, Registered, TaskReport, TaskState,
-};
+use weir_core::cluster::{self, Deploy, RegisterWorker, Registered, TaskReport, TaskState};
 use weir_core::graph::{JobGraph, StreamNodeKind};
 use weir_flight::{Credentials, call_action};
 
@@ -15,13 +13,15 @@ pub use crate::job_info::{
     FlightSinkInfo, JobInfo, JobStatus, SubtaskInfo, VertexInfo, WorkerInfo,
 };
 use crate::job_info::{bounded_text, now_ms};
+pub use crate::workers::{heartbeat, monitor_heartbeats, task_update};
+use crate::workers::{probe_workers, send_cancels};
 
 /// Workers and jobs.
 pub struct ClusterState {
-    credentials: Credentials,
-    heartbeat_interval: Duration,
+    pub(crate) credentials: Credentials,
+    pub(crate) heartbeat_interval: Duration,
     heartbeat_timeout: Duration,
-    workers: BTreeMap<String, WorkerInfo>,
+    pub(crate) workers: BTreeMap<String, WorkerInfo>,
     jobs: BTreeMap<String, JobInfo>,
     /// Finished jobs kept for `GET /v1/jobs` (Flink's
     /// `jobs.history.max-size`): the oldest are forgotten beyond it.
@@ -515,7 +515,7 @@ impl ClusterState {
 
     /// Apply a task report; returns the workers to send a cancel to when
     /// the job just failed.
-    fn apply_report(&mut self, worker_id: &str, r: &TaskReport) -> Vec<String> {
+    pub(crate) fn apply_report(&mut self, worker_id: &str, r: &TaskReport) -> Vec<String> {
         let Some(job) = self.jobs.get_mut(&r.job_id) else {
             return vec![];
         };
@@ -648,7 +648,7 @@ impl ClusterState {
 
     /// Workers silent for too long: mark them lost and fail their jobs.
     /// Returns the workers to tell about cancelled jobs.
-    fn check_heartbeats(&mut self) -> Vec<(String, String)> {
+    pub(crate) fn check_heartbeats(&mut self) -> Vec<(String, String)> {
         let timeout = self.heartbeat_timeout;
         let silent: Vec<String> = self
             .workers
@@ -666,7 +666,7 @@ impl ClusterState {
     /// Mark worker `wid` lost and fail every live job with a task on it;
     /// a job that failed moments ago from a broken channel gets the lost
     /// worker as its cause. Returns the workers to tell about cancelled jobs.
-    fn declare_lost(&mut self, wid: &str, why: &str) -> Vec<(String, String)> {
+    pub(crate) fn declare_lost(&mut self, wid: &str, why: &str) -> Vec<(String, String)> {
         let Some(worker) = self.workers.get_mut(wid).filter(|w| !w.lost) else {
             return vec![];
         };
@@ -719,7 +719,7 @@ impl ClusterState {
         cancels
     }
 
-    fn worker_at(&self, addr: &str) -> Option<String> {
+    pub(crate) fn worker_at(&self, addr: &str) -> Option<String> {
         self.workers
             .values()
             .find(|w| w.address == addr && !w.lost)
@@ -732,98 +732,6 @@ pub const DEFAULT_JOBS_HISTORY_MAX: usize = 1000;
 
 /// Status changes kept per job (besides its submission).
 pub(crate) const HISTORY_ENTRIES: usize = 200;
-
-/// After a task failed, ask every worker of the job
-/// whether it is alive: one that cannot be reached is declared lost at
-/// once (rather than after the heartbeat timeout), and becomes the cause.
-fn probe_workers(state: &Arc<Mutex<ClusterState>>, addresses: Vec<String>) {
-    let token = lock(state).credentials.clone();
-    for addr in addresses {
-        let state = Arc::clone(state);
-        let token = token.clone();
-        tokio::spawn(async move {
-            if let Err(e) = call_action(&addr, &token, cluster::PING, vec![]).await {
-                let cancels = {
-                    let mut s = lock(&state);
-                    match s.worker_at(&addr) {
-                        Some(wid) => s.declare_lost(&wid, &format!("unreachable ({e})")),
-                        None => vec![],
-                    }
-                };
-                send_cancels(token, cancels);
-            }
-        });
-    }
-}
-
-/// Whether a call naming worker `w` comes from the process `w`'s id was
-/// given to (callers that name no process are taken at their word).
-fn same_process(w: &WorkerInfo, instance: &str) -> bool {
-    instance.is_empty() || w.instance == instance
-}
-
-/// A heartbeat: refresh the worker and its task reports. False when the
-/// worker is unknown, already declared lost, or the id was given to
-/// another process (a restarted coordinator hands ids out again).
-pub fn heartbeat(state: &Arc<Mutex<ClusterState>>, h: Heartbeat) -> bool {
-    let mut s = lock(state);
-    match s.workers.get_mut(&h.worker_id) {
-        Some(w) if !w.lost && same_process(w, &h.instance) => w.last_seen = Instant::now(),
-        _ => return false,
-    }
-    let mut cancels = vec![];
-    for r in &h.tasks {
-        for addr in s.apply_report(&h.worker_id, r) {
-            cancels.push((r.job_id.clone(), addr));
-        }
-    }
-    let token = s.credentials.clone();
-    drop(s);
-    send_cancels(token, cancels);
-    true
-}
-
-/// A pushed task update.
-pub fn task_update(state: &Arc<Mutex<ClusterState>>, u: cluster::TaskUpdate) {
-    let mut s = lock(state);
-    if !s
-        .workers
-        .get(&u.worker_id)
-        .is_some_and(|w| same_process(w, &u.instance))
-    {
-        // Another process's report under an id this coordinator gave to
-        // someone else (it restarted): its next heartbeat re-registers it.
-        return;
-    }
-    let workers = s.apply_report(&u.worker_id, &u.report);
-    let token = s.credentials.clone();
-    drop(s);
-    // A failure next to a dead worker shows up as broken channels first:
-    // check the job's workers so the dead one becomes the cause.
-    if u.report.state == TaskState::Failed && !workers.is_empty() {
-        probe_workers(state, workers.clone());
-    }
-    let cancels = workers
-        .into_iter()
-        .map(|a| (u.report.job_id.clone(), a))
-        .collect();
-    send_cancels(token, cancels);
-}
-
-fn send_cancels(token: Credentials, cancels: Vec<(String, String)>) {
-    for (job_id, addr) in cancels {
-        let token = token.clone();
-        tokio::spawn(async move {
-            let body = serde_json::to_vec(&Cancel {
-                job_id: job_id.clone(),
-            })
-            .unwrap_or_default();
-            if let Err(e) = call_action(&addr, &token, cluster::CANCEL, body).await {
-                tracing::warn!("cannot cancel {job_id} on {addr}: {e}");
-            }
-        });
-    }
-}
 
 /// Submit a job and deploy it; returns its id. Deployment failures fail
 /// the job (and cancel what was deployed) with the worker named.
@@ -890,25 +798,6 @@ pub fn cancel(state: &Arc<Mutex<ClusterState>>, job_id: &str) -> Option<JobStatu
             .collect(),
     );
     Some(status)
-}
-
-/// Declare workers lost when they stop heartbeating.
-pub async fn monitor_heartbeats(state: Arc<Mutex<ClusterState>>) {
-    let period = lock(&state)
-        .heartbeat_interval
-        .max(Duration::from_millis(50))
-        / 2;
-    loop {
-        tokio::time::sleep(period).await;
-        if !lock(&state).may_act() {
-            continue;
-        }
-        let (cancels, token) = {
-            let mut s = lock(&state);
-            (s.check_heartbeats(), s.credentials.clone())
-        };
-        send_cancels(token, cancels);
-    }
 }
 
 /// Submit a job from its JSON text (REST body).

@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod rest;
 pub mod rest_metrics;
 pub mod web;
+mod workers;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
