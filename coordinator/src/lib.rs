@@ -176,6 +176,7 @@ impl Coordinator {
                 .tls
                 .as_ref()
                 .map(|t| Arc::new(options.tls_ca.clone().unwrap_or_else(|| t.cert.clone()))),
+            epoch: None,
         };
         let mut cluster = ClusterState::new(
             credentials,
@@ -281,6 +282,8 @@ async fn lead(
             Ok(leader::Role::Leader { epoch }) if !led => {
                 led = true;
                 tracing::info!("leading the cluster in epoch {epoch}");
+                // Every call to workers carries the epoch from now on.
+                jobs::lock(&state).credentials.epoch = Some(epoch);
                 // Ids and jobs of the store first, then the records follow.
                 if let Err(e) = job_store::recover(Arc::clone(&state), Arc::clone(&store)).await {
                     tracing::error!("cannot recover the stored jobs: {e}");

@@ -27,5 +27,5 @@ pub mod token_file;
 
 pub use connector::flight_sink;
 pub use exchange::{ExchangeServer, FlightChannelSender, LazyFlightSender};
-pub use node::{ActionHandler, Credentials, FlightNode, call_action};
+pub use node::{ActionHandler, Credentials, EpochFence, FlightNode, call_action};
 pub use sinks::{SinkServer, TlsPem};

@@ -31,6 +31,12 @@ use crate::sinks::{SinkServer, TlsPem, authorize};
 pub trait ActionHandler: Send + Sync + 'static {
     /// Answer action `kind` with `body`; errors become the call's `Status`.
     async fn handle(&self, kind: &str, body: Bytes) -> std::result::Result<Bytes, Status>;
+    /// The leader epoch the caller presented ([`Credentials::epoch`]),
+    /// checked before [`Self::handle`]: a handler that fences refuses an
+    /// epoch older than one it has seen ([`EpochFence`]).
+    fn check_epoch(&self, _epoch: Option<u64>) -> std::result::Result<(), Status> {
+        Ok(())
+    }
     /// The actions understood, for `list_actions`.
     fn actions(&self) -> Vec<(&'static str, &'static str)>;
 }
@@ -239,6 +245,12 @@ impl FlightService for FlightNode {
         let Some(handler) = &self.actions else {
             return Err(absent("actions"));
         };
+        let epoch = request
+            .metadata()
+            .get(EPOCH_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        handler.check_epoch(epoch)?;
         let action = request.into_inner();
         let body = handler.handle(&action.r#type, action.body).await?;
         let result = arrow_flight::Result { body };
@@ -280,6 +292,36 @@ pub struct Credentials {
     pub token: Option<Secret>,
     /// Trusted CA (PEM); `None` speaks plain HTTP/2.
     pub tls_ca: Option<Arc<Vec<u8>>>,
+    /// The leader epoch sent with every action: a coordinator of an HA
+    /// cluster presents the epoch it leads, and workers refuse an older one.
+    pub epoch: Option<u64>,
+}
+
+/// The metadata header carrying [`Credentials::epoch`].
+pub const EPOCH_HEADER: &str = "weir-leader-epoch";
+
+/// The newest leader epoch a process has been called with: calls from an
+/// older one (a coordinator that lost its lease) are refused.
+#[derive(Default)]
+pub struct EpochFence(std::sync::atomic::AtomicU64);
+
+impl EpochFence {
+    /// Admit a call presenting `epoch` (none: a coordinator without HA).
+    pub fn admit(&self, epoch: Option<u64>) -> std::result::Result<(), Status> {
+        let Some(epoch) = epoch else {
+            return Ok(());
+        };
+        let newest = self
+            .0
+            .fetch_max(epoch, std::sync::atomic::Ordering::SeqCst)
+            .max(epoch);
+        if epoch < newest {
+            return Err(Status::failed_precondition(format!(
+                "a call from the leader of epoch {epoch}, superseded by epoch {newest}"
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for Credentials {
@@ -299,6 +341,7 @@ impl Credentials {
         Self {
             token,
             tls_ca: None,
+            epoch: None,
         }
     }
 
@@ -357,6 +400,11 @@ pub async fn call_action(
     });
     if let Some(header) = credentials.bearer()? {
         request.metadata_mut().insert("authorization", header);
+    }
+    if let Some(epoch) = credentials.epoch {
+        request
+            .metadata_mut()
+            .insert(EPOCH_HEADER, epoch.to_string().parse().expect("digits"));
     }
     let mut replies = client
         .do_action(request)

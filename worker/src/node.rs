@@ -81,6 +81,7 @@ impl WorkerOptions {
                 .tls
                 .as_ref()
                 .map(|t| Arc::new(self.tls_ca.clone().unwrap_or_else(|| t.cert.clone()))),
+            epoch: None,
         }
     }
 }
@@ -159,6 +160,7 @@ impl WorkerNode {
             let state_cell: Arc<Mutex<Option<Arc<WorkerState>>>> = Arc::default();
             let handler = Arc::new(WorkerActions {
                 state: Arc::clone(&state_cell),
+                epochs: Default::default(),
             });
             let node = FlightNode::new(
                 Some(exchange.clone()),
@@ -678,6 +680,9 @@ fn forward_acks(
 
 struct WorkerActions {
     state: Arc<Mutex<Option<Arc<WorkerState>>>>,
+    /// Deploys, cancels and checkpoint calls from a coordinator that no
+    /// longer leads are refused.
+    epochs: weir_flight::EpochFence,
 }
 
 fn bad_request(e: impl std::fmt::Display) -> tonic::Status {
@@ -686,6 +691,10 @@ fn bad_request(e: impl std::fmt::Display) -> tonic::Status {
 
 #[tonic::async_trait]
 impl ActionHandler for WorkerActions {
+    fn check_epoch(&self, epoch: Option<u64>) -> std::result::Result<(), tonic::Status> {
+        self.epochs.admit(epoch)
+    }
+
     async fn handle(&self, kind: &str, body: Bytes) -> std::result::Result<Bytes, tonic::Status> {
         let state = lock(&self.state)
             .clone()
