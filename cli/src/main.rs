@@ -39,7 +39,8 @@ struct Cli {
 
 #[derive(clap::Args, Clone)]
 struct Remote {
-    /// The coordinator's REST API.
+    /// The coordinator's REST API; several, comma-separated, for
+    /// coordinators sharing an HA folder (the one that leads answers).
     #[arg(
         long,
         env = "WEIR_COORDINATOR_URL",
@@ -565,14 +566,29 @@ fn api(
     path: &str,
     body: Option<&str>,
 ) -> Result<serde_json::Value, String> {
-    let token = match &remote.token {
-        Some(t) => Some(t.clone()),
-        // The token file of a coordinator this user started here.
-        None => weir_flight::token_file::read(&remote.url)
-            .map_err(|e| e.to_string())?
-            .map(|t| t.expose().to_string()),
-    };
-    let reply = http::call(&remote.url, token.as_deref(), method, path, body)?;
+    // Each coordinator in turn: one that is down, or stands by (503,
+    // naming the leader), gives way to the next.
+    let urls: Vec<&str> = remote
+        .url
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .collect();
+    let mut last = Err(format!("no coordinator URL in '{}'", remote.url));
+    for url in urls {
+        let token = match &remote.token {
+            Some(t) => Some(t.clone()),
+            // The token file of a coordinator this user started here.
+            None => weir_flight::token_file::read(url)
+                .map_err(|e| e.to_string())?
+                .map(|t| t.expose().to_string()),
+        };
+        last = http::call(url, token.as_deref(), method, path, body);
+        if last.as_ref().is_ok_and(|r| r.status != 503) {
+            break;
+        }
+    }
+    let reply = last?;
     if reply.status >= 400 {
         let message = reply.body["error"]
             .as_str()

@@ -619,6 +619,21 @@ fn finishes_exactly_once(cluster: &Cluster, id: &str, tmp: &Path, events: u64) {
     );
 }
 
+/// `weir list` given every coordinator's URL, in this order, lists `id`.
+fn cli_lists(addresses: &[(String, String)], token: &str, id: &str) {
+    let urls: Vec<&str> = addresses.iter().map(|(url, _)| url.as_str()).collect();
+    let listed = Command::new(WEIR)
+        .arg("list")
+        .env("WEIR_COORDINATOR_URL", urls.join(","))
+        .env("WEIR_TOKEN", token)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&listed.stdout);
+    let err = String::from_utf8_lossy(&listed.stderr);
+    assert!(listed.status.success(), "{err}");
+    assert!(text.contains(id), "{text}");
+}
+
 fn fail_over(tmp: &Path, ha: &str, pause: bool) {
     const EVENTS: u64 = 360_000;
     const TOKEN: &str = "ha-pair-token";
@@ -626,6 +641,9 @@ fn fail_over(tmp: &Path, ha: &str, pause: bool) {
     let standby = 1 - leader;
     let id = submit_checkpointing_job(&cluster, tmp, EVENTS);
     let checkpoints = tmp.join("checkpoints");
+    // The CLI given both coordinators, the standby first, finds the leader.
+    let standby_first = [addresses[standby].clone(), addresses[leader].clone()];
+    cli_lists(&standby_first, TOKEN, &id);
     let old_pid = cluster.procs.0[leader].id().to_string();
     let signal = |sig: &str| {
         let status = Command::new("kill").args([sig, &old_pid]).status().unwrap();
@@ -646,6 +664,11 @@ fn fail_over(tmp: &Path, ha: &str, pause: bool) {
         "leader {how} -> job running on the standby: {:?}",
         faulted.elapsed()
     );
+    if !pause {
+        // The CLI given both coordinators finds the one that leads now
+        // (the other is down).
+        cli_lists(&addresses, TOKEN, &id);
+    }
     if pause {
         // The standby leads now; the old leader wakes up.
         let before = checkpoint_folders(&checkpoints);
