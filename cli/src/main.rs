@@ -287,6 +287,15 @@ enum Cmd {
         /// (default: one is made and kept in a token file of this user).
         #[arg(long, env = "WEIR_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// HA folder: the run's job is recorded there, and a run started
+        /// again on the folder after this one died resumes it from its
+        /// latest checkpoint instead of starting it anew.
+        #[arg(long, env = "WEIR_HA_DIR")]
+        ha_dir: Option<String>,
+        /// With `--ha-dir`: the coordinator's lease (ms); a run started
+        /// again waits this long after the dead one's last renewal.
+        #[arg(long, default_value_t = 10_000)]
+        ha_lease_ms: u64,
         #[command(flatten)]
         restore: Restore,
         /// No progress display (there is none when stderr is not a
@@ -366,6 +375,8 @@ fn main() -> ExitCode {
             processes,
             flight_bind,
             token,
+            ha_dir,
+            ha_lease_ms,
             restore,
             quiet,
         } => run(
@@ -376,6 +387,7 @@ fn main() -> ExitCode {
                 processes,
                 flight_bind,
                 token,
+                ha: ha_dir.map(|dir| (dir, Duration::from_millis(ha_lease_ms.max(300)))),
             },
             &restore,
             quiet,
@@ -727,6 +739,8 @@ struct RunCluster {
     processes: bool,
     flight_bind: SocketAddr,
     token: Option<String>,
+    /// The HA folder and lease.
+    ha: Option<(String, Duration)>,
 }
 
 fn run(job: &PathBuf, cluster: RunCluster, restore: &Restore, quiet: bool) -> Outcome {
@@ -736,6 +750,7 @@ fn run(job: &PathBuf, cluster: RunCluster, restore: &Restore, quiet: bool) -> Ou
         processes,
         flight_bind,
         token,
+        ha,
     } = cluster;
     let Some(text) = read_job_or_sql(job)? else {
         return Ok(ExitCode::SUCCESS);
@@ -760,9 +775,31 @@ fn run(job: &PathBuf, cluster: RunCluster, restore: &Restore, quiet: bool) -> Ou
     let slots = slots.unwrap_or(needed.div_ceil(workers)).max(1);
     let c = Coordinator::start(CoordinatorOptions {
         token,
+        ha_dir: ha.as_ref().map(|(dir, _)| dir.clone()),
+        ha_lease: ha
+            .as_ref()
+            .map_or(Duration::from_secs(10), |(_, lease)| *lease),
         ..CoordinatorOptions::ephemeral()
     })
     .map_err(|e| e.to_string())?;
+    // With an HA folder: lead first (a run that died left its epoch, which
+    // runs out a lease after its last renewal), and see which jobs the
+    // store had running.
+    let resumed = match &ha {
+        Some((dir, lease)) => {
+            let deadline = Instant::now() + *lease * 3 + Duration::from_secs(10);
+            loop {
+                if let Some(jobs) = weir_coordinator::jobs::lock(&c.state).recovered_jobs() {
+                    break jobs;
+                }
+                if Instant::now() > deadline {
+                    return Err(format!("did not become the leader of HA folder {dir}"));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        None => vec![],
+    };
     let rpc = c.rpc_addr.to_string();
     let mut nodes = Vec::new();
     let mut children = Children(Vec::new());
@@ -821,13 +858,31 @@ fn run(job: &PathBuf, cluster: RunCluster, restore: &Restore, quiet: bool) -> Ou
         token: c.token.as_ref().map(|t| t.expose().to_string()),
     };
     let started = Instant::now();
-    let reply = api(
-        &remote,
-        "POST",
-        &format!("/v1/jobs{}", restore.query()),
-        Some(&text),
-    )?;
-    let id = reply["job_id"].as_str().unwrap_or_default().to_string();
+    // The job a run before this one left running resumes (from its latest
+    // checkpoint) rather than starting again.
+    let id = match resumed.iter().find(|(_, name)| *name == graph.job_name) {
+        Some((id, _)) => {
+            eprintln!("resuming job {id} from the HA folder");
+            // It is deployed once the workers offer its slots.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while api(&remote, "GET", &format!("/v1/jobs/{id}"), None).is_err() {
+                if Instant::now() > deadline {
+                    return Err(format!("job {id} of the HA folder was not resumed"));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            id.clone()
+        }
+        None => {
+            let reply = api(
+                &remote,
+                "POST",
+                &format!("/v1/jobs{}", restore.query()),
+                Some(&text),
+            )?;
+            reply["job_id"].as_str().unwrap_or_default().to_string()
+        }
+    };
     eprintln!(
         "job {id} '{}' running on {workers} worker{} ({})",
         graph.job_name,

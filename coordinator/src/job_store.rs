@@ -191,11 +191,13 @@ pub async fn recover(state: Arc<Mutex<ClusterState>>, store: Arc<JobStore>) -> R
             s.add_ended(job);
         }
     }
+    let mut recovered = Vec::new();
     for job in stored.into_iter().filter(|j| !j.ended) {
         let Some(text) = &job.graph else {
             continue;
         };
         let graph = JobGraph::from_json(text)?;
+        recovered.push((job.id.clone(), job.name.clone()));
         let state = Arc::clone(&state);
         tokio::spawn(async move {
             let next = (job.id.clone(), job.attempt + 1);
@@ -204,6 +206,7 @@ pub async fn recover(state: Arc<Mutex<ClusterState>>, store: Arc<JobStore>) -> R
             }
         });
     }
+    jobs::lock(&state).recovered = Some(recovered);
     Ok(())
 }
 

@@ -34,6 +34,9 @@ pub struct ClusterState {
     next_job: u64,
     /// With an HA folder: this coordinator's standing in the election.
     pub(crate) leadership: Option<Arc<crate::leader::Leadership>>,
+    /// With an HA folder, once it leads: the jobs (id, name) its store
+    /// listed as running, being run again.
+    pub(crate) recovered: Option<Vec<(String, String)>>,
 }
 
 /// Lock the state, whatever a panicking holder left.
@@ -74,6 +77,7 @@ impl ClusterState {
             next_worker: 1,
             next_job: 1,
             leadership: None,
+            recovered: None,
         }
     }
 
@@ -270,6 +274,13 @@ impl ClusterState {
             stored.status
         )];
         self.jobs.insert(stored.id.clone(), info);
+    }
+
+    /// With an HA folder: `None` until it leads and has read its job
+    /// store, then the jobs (id, name) the store listed as running, which
+    /// it runs again.
+    pub fn recovered_jobs(&self) -> Option<Vec<(String, String)>> {
+        self.recovered.clone()
     }
 
     /// New job ids go on after `job-{n}` (ids a job store holds).
