@@ -157,13 +157,19 @@ struct CoordinatorArgs {
     /// job's graph, status and restore point; a coordinator started again
     /// on it runs the jobs that were running again, from their latest
     /// checkpoint, under the same ids.
-    #[arg(long, env = "WEIR_HA_DIR")]
+    #[arg(long, env = "WEIR_HA_DIR", alias = "high-availability.storageDir")]
     ha_dir: Option<String>,
     /// With `--ha-dir`: the leader's lease (ms). Coordinators sharing the
     /// folder elect one leader; a standby takes over a lease after the
     /// leader's last renewal.
     #[arg(long, default_value_t = 10_000)]
     ha_lease_ms: u64,
+    /// Flink's `high-availability.type`: `none` turns HA off even with a
+    /// folder; Weir's own (`weir`, also taken as `object-store`) is what
+    /// `--ha-dir` gives. ZooKeeper and Kubernetes are not needed here and
+    /// are refused.
+    #[arg(long = "high-availability.type", default_value = "weir")]
+    ha_type: String,
     #[command(flatten)]
     tls: Tls,
 }
@@ -290,7 +296,7 @@ enum Cmd {
         /// HA folder: the run's job is recorded there, and a run started
         /// again on the folder after this one died resumes it from its
         /// latest checkpoint instead of starting it anew.
-        #[arg(long, env = "WEIR_HA_DIR")]
+        #[arg(long, env = "WEIR_HA_DIR", alias = "high-availability.storageDir")]
         ha_dir: Option<String>,
         /// With `--ha-dir`: the coordinator's lease (ms); a run started
         /// again waits this long after the dead one's last renewal.
@@ -422,8 +428,19 @@ fn coordinator(args: CoordinatorArgs) -> Outcome {
         insecure_loopback,
         ha_dir,
         ha_lease_ms,
+        ha_type,
         tls,
     } = args;
+    let ha_dir = match ha_type.to_ascii_lowercase().as_str() {
+        "none" | "false" => None,
+        "weir" | "object-store" => ha_dir,
+        other => {
+            return Err(format!(
+                "high-availability.type '{other}': Weir elects its leader in the HA folder \
+                 (--ha-dir) and needs no ZooKeeper or Kubernetes; use 'weir' or 'none'"
+            ));
+        }
+    };
     let (tls, tls_ca) = tls.load()?;
     let mut token = secret(token)?;
     if token.is_none() && (!rest.ip().is_loopback() || !rpc.ip().is_loopback()) {

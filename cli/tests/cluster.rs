@@ -844,6 +844,46 @@ fn weir_run_killed_and_started_again_on_its_ha_dir_resumes_its_job_exactly_once(
     );
 }
 
+/// Flink's option names: `--high-availability.storageDir` is the HA folder
+/// (the coordinator claims its first epoch there); a
+/// `--high-availability.type` Weir does not need is refused by name.
+#[test]
+fn flinks_high_availability_options_are_understood() {
+    let refused = Command::new(WEIR)
+        .args(["coordinator", "--high-availability.type", "zookeeper"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("needs no ZooKeeper"), "{err}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let ha = tmp.path().join("ha");
+    let child = Command::new(WEIR)
+        .args([
+            "coordinator",
+            "--rest",
+            "127.0.0.1:0",
+            "--rpc",
+            "127.0.0.1:0",
+        ])
+        .args(["--token", "flink-names", "--high-availability.storageDir"])
+        .arg(&ha)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _procs = Processes(vec![child]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ha.join("leader").join(format!("epoch-{:020}", 1)).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "no epoch claimed in {}",
+            ha.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn bad_requests_get_clear_errors_and_the_coordinator_keeps_serving() {
     let tmp = tempfile::tempdir().unwrap();
