@@ -125,6 +125,112 @@ fn ms_timestamps(a: &ArrayRef, function: &str) -> Result<TimestampMillisecondArr
     }
 }
 
+/// A constant string argument: `Some(None)` for a NULL literal, `None`
+/// when the argument is a column.
+fn constant_str(arg: &ColumnarValue) -> Option<Option<String>> {
+    match arg {
+        ColumnarValue::Scalar(s) => s.try_as_str().map(|v| v.map(str::to_string)),
+        ColumnarValue::Array(_) => None,
+    }
+}
+
+/// A constant integer argument, as [`constant_str`].
+fn constant_int(arg: &ColumnarValue) -> Option<Option<i64>> {
+    let ColumnarValue::Scalar(s) = arg else {
+        return None;
+    };
+    match s.cast_to(&DataType::Int64).ok()? {
+        datafusion_common::ScalarValue::Int64(v) => Some(v),
+        _ => None,
+    }
+}
+
+impl FlinkFunction {
+    /// `REGEXP_EXTRACT` and `SPLIT_INDEX` with constant pattern, separator
+    /// and index (as queries write them): the pattern compiled once, no
+    /// per-row copies of the constants, no per-row lookups. `None` when an
+    /// argument varies by row (the general path takes it).
+    fn with_constant_arguments(
+        &self,
+        args: &[ColumnarValue],
+        n: usize,
+    ) -> Result<Option<ArrayRef>> {
+        match self.kind {
+            Kind::RegexpExtract => {
+                let Some(pattern) = args.get(1).and_then(constant_str) else {
+                    return Ok(None);
+                };
+                let group = match args.get(2) {
+                    Some(g) => match constant_int(g) {
+                        Some(g) => g,
+                        None => return Ok(None),
+                    },
+                    None => Some(0),
+                };
+                let s = strings(&args[0].to_array(n)?)?;
+                let (Some(pattern), Some(group)) = (pattern, group.filter(|g| *g >= 0)) else {
+                    return Ok(Some(arrow::array::new_null_array(&DataType::Utf8, n)));
+                };
+                let re = regex::Regex::new(&pattern).map_err(|e| {
+                    DataFusionError::Execution(format!(
+                        "REGEXP_EXTRACT: bad regular expression '{pattern}': {e}"
+                    ))
+                })?;
+                let group = group as usize;
+                let mut locations = re.capture_locations();
+                let mut b = StringBuilder::with_capacity(n, n * 8);
+                for i in 0..n {
+                    if s.is_null(i) {
+                        b.append_null();
+                        continue;
+                    }
+                    let text = s.value(i);
+                    let found = re
+                        .captures_read(&mut locations, text)
+                        .and_then(|_| locations.get(group))
+                        .map(|(from, to)| &text[from..to]);
+                    b.append_option(found);
+                }
+                Ok(Some(Arc::new(b.finish())))
+            }
+            Kind::SplitIndex => {
+                let (Some(sep), Some(index)) = (
+                    args.get(1).and_then(constant_str),
+                    args.get(2).and_then(constant_int),
+                ) else {
+                    return Ok(None);
+                };
+                let s = strings(&args[0].to_array(n)?)?;
+                let (Some(sep), Some(index)) = (sep.filter(|s| !s.is_empty()), index) else {
+                    return Ok(Some(arrow::array::new_null_array(&DataType::Utf8, n)));
+                };
+                if index < 0 {
+                    return Ok(Some(arrow::array::new_null_array(&DataType::Utf8, n)));
+                }
+                // Only the pieces up to the one wanted are looked for; a
+                // one-character separator (the usual) by a byte search.
+                let index = index as usize;
+                let single = (sep.len() == 1).then(|| sep.as_bytes()[0] as char);
+                let mut b = StringBuilder::with_capacity(n, n * 8);
+                for i in 0..n {
+                    if s.is_null(i) {
+                        b.append_null();
+                        continue;
+                    }
+                    let text = s.value(i);
+                    let piece = match single {
+                        Some(c) => text.split(c).nth(index),
+                        None => text.split(sep.as_str()).nth(index),
+                    };
+                    b.append_option(piece);
+                }
+                Ok(Some(Arc::new(b.finish())))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
 fn strings(a: &ArrayRef) -> Result<arrow::array::StringArray> {
     Ok(cast(a, &DataType::Utf8)?.as_string::<i32>().clone())
 }
@@ -301,6 +407,9 @@ impl ScalarUDFImpl for FlinkFunction {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let n = args.number_rows;
+        if let Some(out) = self.with_constant_arguments(&args.args, n)? {
+            return Ok(ColumnarValue::Array(out));
+        }
         let arrays = args
             .args
             .iter()
@@ -576,6 +685,94 @@ mod tests {
             })
             .unwrap();
         out.to_array(n).unwrap()
+    }
+
+    /// `kind` over column `text` with constant `rest`, as a query writes
+    /// it (scalars) and with the constants repeated as columns: the same
+    /// rows either way.
+    fn constant_and_column(
+        kind: Kind,
+        text: ArrayRef,
+        rest: Vec<datafusion_common::ScalarValue>,
+    ) -> ArrayRef {
+        let f = FlinkFunction::new(kind);
+        let n = text.len();
+        let mut types = vec![text.data_type().clone()];
+        types.extend(rest.iter().map(|r| r.data_type()));
+        let ret = f.return_type(&types).unwrap();
+        let invoke = |args: Vec<ColumnarValue>| {
+            f.invoke_with_args(ScalarFunctionArgs {
+                arg_fields: types
+                    .iter()
+                    .map(|t| Arc::new(Field::new("a", t.clone(), true)))
+                    .collect(),
+                args,
+                number_rows: n,
+                return_field: Arc::new(Field::new("r", ret.clone(), true)),
+                config_options: Default::default(),
+            })
+            .unwrap()
+            .to_array(n)
+            .unwrap()
+        };
+        let mut scalars = vec![ColumnarValue::Array(Arc::clone(&text))];
+        scalars.extend(rest.iter().cloned().map(ColumnarValue::Scalar));
+        let fast = invoke(scalars);
+        let mut columns = vec![ColumnarValue::Array(text)];
+        columns.extend(
+            rest.iter()
+                .map(|r| ColumnarValue::Array(r.to_array_of_size(n).unwrap())),
+        );
+        assert_eq!(&fast, &invoke(columns), "{kind:?} {rest:?}");
+        fast
+    }
+
+    #[test]
+    fn constant_patterns_and_separators_give_the_per_row_results() {
+        use datafusion_common::ScalarValue as V;
+        let text: ArrayRef = Arc::new(StringArray::from(vec![
+            Some("a,b,,c"),
+            None,
+            Some(""),
+            Some(",lead"),
+            Some("trail,"),
+            Some("x=1&channel_id=42&y"),
+            Some("channel_id=7"),
+            Some("no id"),
+        ]));
+        for index in [-1, 0, 1, 2, 3, 9] {
+            for sep in [",", ",,", "", "&"] {
+                constant_and_column(
+                    Kind::SplitIndex,
+                    Arc::clone(&text),
+                    vec![V::Utf8(Some(sep.into())), V::Int64(Some(index))],
+                );
+            }
+        }
+        constant_and_column(
+            Kind::SplitIndex,
+            Arc::clone(&text),
+            vec![V::Utf8(None), V::Int64(Some(1))],
+        );
+        for group in [None, Some(-1), Some(0), Some(1), Some(2), Some(5)] {
+            let ids = constant_and_column(
+                Kind::RegexpExtract,
+                Arc::clone(&text),
+                vec![
+                    V::Utf8(Some("(&|^)channel_id=([^&]*)".into())),
+                    V::Int64(group),
+                ],
+            );
+            if group == Some(2) {
+                assert_eq!(ids.as_string::<i32>().value(5), "42");
+            }
+        }
+        constant_and_column(
+            Kind::RegexpExtract,
+            Arc::clone(&text),
+            vec![V::Utf8(Some("[a-z]+".into()))],
+        );
+        constant_and_column(Kind::RegexpExtract, text, vec![V::Utf8(None)]);
     }
 
     fn ts(ms: &[i64]) -> ArrayRef {
