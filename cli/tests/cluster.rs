@@ -284,6 +284,20 @@ fn a_restarted_coordinator_registers_every_worker_once_and_detects_a_killed_one(
     assert_eq!(lost, vec![victim.as_str()], "{workers}");
 }
 
+/// The committed output in `out` equals a failure-free run of the window
+/// job over `events` events (made under `tmp`); its sorted rows.
+fn equals_failure_free_run(tmp: &Path, out: &Path, events: u64) -> Vec<String> {
+    let local_out = tmp.join("local");
+    let local = window_job_with(&local_out, Some(events), Some(600_000), 2, |_| {});
+    weir_worker::executor::run_job(local).unwrap();
+    let want = sorted_rows(&read_dir(&local_out));
+    let got = sorted_rows(&read_dir(out));
+    assert!(want.len() > 1000);
+    assert_eq!(got.len(), want.len(), "row count");
+    assert!(got == want, "the output differs from the failure-free run");
+    want
+}
+
 /// Kill -9 the coordinator at `cluster.procs.0[0]` and start another on
 /// the same addresses with `args`.
 fn restart_coordinator(cluster: &mut Cluster, args: &[&str]) {
@@ -369,17 +383,7 @@ fn a_coordinator_killed_mid_job_resumes_it_from_its_ha_dir_exactly_once() {
     let (_, workers) = cluster.rest("GET", "/v1/workers", "");
     assert_eq!(workers.as_array().unwrap().len(), 2, "{workers}");
 
-    let local_out = tmp.path().join("local");
-    let local = window_job_with(&local_out, Some(EVENTS), Some(600_000), 2, |_| {});
-    weir_worker::executor::run_job(local).unwrap();
-    let want = sorted_rows(&read_dir(&local_out));
-    let got = sorted_rows(&read_dir(&out));
-    assert!(want.len() > 1000);
-    assert_eq!(got.len(), want.len(), "row count");
-    assert!(
-        got == want,
-        "the resumed output differs from the failure-free run"
-    );
+    equals_failure_free_run(tmp.path(), &out, EVENTS);
     let leftovers: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
@@ -608,17 +612,7 @@ fn finishes_exactly_once(cluster: &Cluster, id: &str, tmp: &Path, events: u64) {
     );
     let (_, workers) = cluster.rest("GET", "/v1/workers", "");
     assert_eq!(workers.as_array().unwrap().len(), 2, "{workers}");
-    let local_out = tmp.join("local");
-    let local = window_job_with(&local_out, Some(events), Some(600_000), 2, |_| {});
-    weir_worker::executor::run_job(local).unwrap();
-    let want = sorted_rows(&read_dir(&local_out));
-    let got = sorted_rows(&read_dir(&tmp.join("out")));
-    assert!(want.len() > 1000);
-    assert_eq!(got.len(), want.len(), "row count");
-    assert!(
-        got == want,
-        "the output after the failover differs from the failure-free run"
-    );
+    equals_failure_free_run(tmp, &tmp.join("out"), events);
 }
 
 /// `weir list` given every coordinator's URL, in this order, lists `id`.
@@ -831,17 +825,7 @@ fn weir_run_killed_and_started_again_on_its_ha_dir_resumes_its_job_exactly_once(
             .iter()
             .all(|(f, _)| f.to_string_lossy().contains("job-0001-"))
     );
-    let local_out = tmp.path().join("local");
-    let local = window_job_with(&local_out, Some(EVENTS), Some(600_000), 2, |_| {});
-    weir_worker::executor::run_job(local).unwrap();
-    let want = sorted_rows(&read_dir(&local_out));
-    let got = sorted_rows(&read_dir(&out));
-    assert!(want.len() > 1000);
-    assert_eq!(got.len(), want.len(), "row count");
-    assert!(
-        got == want,
-        "the resumed output differs from the failure-free run"
-    );
+    equals_failure_free_run(tmp.path(), &out, EVENTS);
 }
 
 /// Flink's option names: `--high-availability.storageDir` is the HA folder
@@ -1344,17 +1328,7 @@ fn kill_a_worker_and_recover(
     );
 
     // Exactly once: the committed output equals a failure-free run.
-    let local_out = tmp.path().join("local");
-    let local = window_job_with(&local_out, Some(EVENTS), Some(600_000), 2, |_| {});
-    weir_worker::executor::run_job(local).unwrap();
-    let want = sorted_rows(&read_dir(&local_out));
-    let got = sorted_rows(&read_dir(&out));
-    assert!(want.len() > 1000);
-    assert_eq!(got.len(), want.len(), "row count");
-    assert!(
-        got == want,
-        "the recovered output differs from the failure-free run"
-    );
+    let want = equals_failure_free_run(tmp.path(), &out, EVENTS);
     let leftovers: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())

@@ -121,28 +121,28 @@ impl JobStore {
     }
 }
 
-/// The record of every job the cluster knows, as it stands.
+/// The record of every job the cluster knows, as it stands — without its
+/// graph, which does not change while the job keeps its id (it is
+/// serialized only when the record is written).
 fn current(state: &Mutex<ClusterState>) -> Vec<StoredJob> {
     let s = jobs::lock(state);
-    s.jobs()
-        .into_iter()
+    s.job_refs()
         .map(|info| {
-            let graph = s.job_graph(&info.id).and_then(|g| g.to_json().ok());
             let restore = match (&info.checkpoint_dir, info.checkpoints.is_empty()) {
                 (Some(dir), false) => Some(dir.clone()),
                 _ => s.initial_restore(&info.id),
             };
             StoredJob {
+                id: info.id.clone(),
+                name: info.name.clone(),
                 status: format!("{:?}", info.status).to_uppercase(),
                 ended: info.status.is_terminal(),
                 failure: info.failure.clone(),
                 restore,
-                graph,
+                graph: None,
                 attempt: info.attempt,
                 submitted_at_ms: info.submitted_at_ms,
                 ended_at_ms: info.ended_at_ms,
-                name: info.name,
-                id: info.id,
             }
         })
         .collect()
@@ -152,16 +152,19 @@ fn current(state: &Mutex<ClusterState>) -> Vec<StoredJob> {
 pub async fn sync(state: Arc<Mutex<ClusterState>>, store: Arc<JobStore>) {
     let mut written: BTreeMap<String, StoredJob> = BTreeMap::new();
     loop {
-        for mut job in current(&state) {
-            // A finished job's record keeps no graph; one that ended before
-            // it was first written is stored as it ended.
-            if job.ended {
-                job.graph = None;
-            }
+        for job in current(&state) {
             if written.get(&job.id) == Some(&job) {
                 continue;
             }
-            match store.put(&job).await {
+            // A running job's record carries its graph; a finished one's
+            // (also one that ended before it was first written) does not.
+            let mut record = job.clone();
+            if !job.ended {
+                record.graph = jobs::lock(&state)
+                    .job_graph(&job.id)
+                    .and_then(|g| g.to_json().ok());
+            }
+            match store.put(&record).await {
                 Ok(()) => {
                     written.insert(job.id.clone(), job);
                 }
