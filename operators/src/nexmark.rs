@@ -46,7 +46,9 @@ pub struct NexmarkConfig {
     pub avg_auction_bytes: u64,
     /// See `avg_person_bytes`.
     pub avg_bid_bytes: u64,
-    /// Probability that an event's time lags its position.
+    /// Probability that an event's time lags its position. The Java
+    /// generator declares this setting but never applies it, so its events
+    /// are in order; 0 by default here too (`delayed-event.probability`).
     pub prob_delayed_event: f64,
     /// Largest lag of a delayed event, ms.
     pub occasional_delay_ms: i64,
@@ -71,7 +73,7 @@ impl Default for NexmarkConfig {
             avg_person_bytes: 200,
             avg_auction_bytes: 500,
             avg_bid_bytes: 100,
-            prob_delayed_event: 0.1,
+            prob_delayed_event: 0.0,
             occasional_delay_ms: 3000,
         }
     }
@@ -92,6 +94,16 @@ impl NexmarkConfig {
         }
         if self.hot_auction_ratio == 0 || self.hot_seller_ratio == 0 || self.hot_bidder_ratio == 0 {
             return bad("hot ratios must be positive");
+        }
+        if [
+            self.avg_person_bytes,
+            self.avg_auction_bytes,
+            self.avg_bid_bytes,
+        ]
+        .iter()
+        .any(|&b| b > 60_000)
+        {
+            return bad("average event sizes (*.avg-size) may be at most 60000 bytes");
         }
         if !(0.0..=1.0).contains(&self.prob_delayed_event) || self.occasional_delay_ms < 0 {
             return bad("the delayed-event probability must be in [0, 1] and the delay ≥ 0");

@@ -80,8 +80,11 @@ def rows_of(t, query, upsert_key=None):
     if not body:
         kinds_seen.append({})
         return counts
-    for part in re.split(r"\], (?=[+-][IUD]\[)", body):
-        if not part.endswith("]"):
+    parts = re.split(r"\], (?=[+-][IUD]\[)", body)
+    for i, part in enumerate(parts):
+        # The split took each row's closing bracket but the last one's
+        # (a value may end in "]" itself: Nexmark's padding does).
+        if i < len(parts) - 1:
             part += "]"
         m = ROW.match(part)
         if not m:

@@ -99,7 +99,7 @@ impl ConnectorFactory for Nexmark {
     }
 
     fn options(&self) -> Vec<ConnectorOption> {
-        use OptionKind::{Boolean, Integer, Text, Timestamp};
+        use OptionKind::{Boolean, Duration, Integer, MemorySize, Text, Timestamp};
         vec![
             ConnectorOption::optional(
                 "events.num",
@@ -144,6 +144,54 @@ impl ConnectorFactory for Nexmark {
                 "share of Auction events",
             ),
             ConnectorOption::optional("bid.proportion", Integer, Some("46"), "share of Bid events"),
+            ConnectorOption::optional(
+                "bid.hot-ratio.auctions",
+                Integer,
+                Some("2"),
+                "a bid goes to a hot auction with probability 1 - 1/ratio",
+            ),
+            ConnectorOption::optional(
+                "bid.hot-ratio.bidders",
+                Integer,
+                Some("4"),
+                "a bid comes from a hot bidder with probability 1 - 1/ratio",
+            ),
+            ConnectorOption::optional(
+                "auction.hot-ratio.sellers",
+                Integer,
+                Some("4"),
+                "an auction is a hot seller's with probability 1 - 1/ratio",
+            ),
+            ConnectorOption::optional(
+                "person.avg-size",
+                MemorySize,
+                Some("200b"),
+                "average size a person's extra pads to",
+            ),
+            ConnectorOption::optional(
+                "auction.avg-size",
+                MemorySize,
+                Some("500b"),
+                "average size an auction's extra pads to",
+            ),
+            ConnectorOption::optional(
+                "bid.avg-size",
+                MemorySize,
+                Some("100b"),
+                "average size a bid's extra pads to",
+            ),
+            ConnectorOption::optional(
+                "delayed-event.probability",
+                Text,
+                Some("0"),
+                "Weir's own: share of events whose time lags their place (the Java generator has none)",
+            ),
+            ConnectorOption::optional(
+                "delayed-event.max-delay",
+                Duration,
+                Some("3 s"),
+                "Weir's own: the largest lag of a delayed event",
+            ),
             ConnectorOption::optional(
                 "base-time",
                 Timestamp,
@@ -193,6 +241,31 @@ fn nexmark(t: &TableDescriptor) -> Result<SourceSpec> {
     }
     if let Some(p) = t.number("bid.proportion")? {
         c.bid_proportion = p;
+    }
+    for (key, ratio) in [
+        ("bid.hot-ratio.auctions", &mut c.hot_auction_ratio),
+        ("bid.hot-ratio.bidders", &mut c.hot_bidder_ratio),
+        ("auction.hot-ratio.sellers", &mut c.hot_seller_ratio),
+    ] {
+        if let Some(r) = t.number(key)? {
+            *ratio = r;
+        }
+    }
+    for (key, size) in [
+        ("person.avg-size", &mut c.avg_person_bytes),
+        ("auction.avg-size", &mut c.avg_auction_bytes),
+        ("bid.avg-size", &mut c.avg_bid_bytes),
+    ] {
+        if let Some(v) = t.option(key) {
+            *size = weir_core::connector::parse_memory_size(v)
+                .ok_or_else(|| t.error(format!("option '{key}' = '{v}' is not a memory size")))?;
+        }
+    }
+    if let Some(p) = t.number::<f64>("delayed-event.probability")? {
+        c.prob_delayed_event = p;
+    }
+    if let Some(ms) = t.duration_ms("delayed-event.max-delay")? {
+        c.occasional_delay_ms = ms;
     }
     if let Some(b) = t.option("base-time") {
         c.base_time_ms = parse_timestamp_ms(b)
