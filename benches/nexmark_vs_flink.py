@@ -152,7 +152,7 @@ def main():
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--cpu", type=int, default=0)
     ap.add_argument("queries", nargs="*", default=QUERIES)
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     work = tempfile.mkdtemp(prefix="nexmark-vs-flink-")
     data = os.path.join(work, "events")
     write_events(a.weir, a.events, data, work)
