@@ -38,6 +38,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
+from flink_differential import statements  # noqa: E402  (split at `;` outside quotes and comments)
+
 NEXMARK = os.path.join(HERE, "..", "sql", "nexmark")
 TPS = "10000000"
 
@@ -104,8 +107,9 @@ def weir_time(weir, cpu, text, work):
     return time.perf_counter() - start
 
 
-# One JVM for every Flink query: reads {"tables": ddl, "jobs": {q: text}}
-# and prints one JSON line per query with its best job time.
+# One JVM for every Flink query: reads {"jobs": {q: [statement, ...]}}
+# and prints one JSON line per query with its best job time (the last
+# statement, the INSERT, is the job).
 FLINK_DRIVER = r"""
 import json, sys, time
 from pyflink.table import EnvironmentSettings, TableEnvironment
@@ -115,7 +119,7 @@ for q, text in spec["jobs"].items():
     for _ in range(spec["runs"]):
         t = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
         t.get_config().set("parallelism.default", "1")
-        statements = [s.strip() for s in (spec["tables"] + text).split(";") if s.strip()]
+        statements = text
         for s in statements[:-1]:
             t.execute_sql(s)
         start = time.perf_counter()
@@ -129,7 +133,8 @@ for q, text in spec["jobs"].items():
 def flink_times(python, cpu, data, queries, runs, work):
     spec = os.path.join(work, "flink-jobs.json")
     with open(spec, "w") as f:
-        json.dump({"tables": csv_tables(data), "jobs": {q: query_text(q) for q in queries}, "runs": runs}, f)
+        jobs = {q: statements(csv_tables(data) + query_text(q)) for q in queries}
+        json.dump({"jobs": jobs, "runs": runs}, f)
     driver = os.path.join(work, "flink_driver.py")
     with open(driver, "w") as f:
         f.write(FLINK_DRIVER)
