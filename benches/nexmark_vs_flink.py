@@ -144,6 +144,7 @@ def flink_times(python, cpu, data, queries, runs, work):
     for line in proc.stdout:
         if line.startswith("{"):
             r = json.loads(line)
+            print(f"  (Flink {r['query']}: {r['seconds']:.2f} s)", file=sys.stderr, flush=True)
             yield r["query"], r["seconds"]
     if proc.wait() != 0:
         sys.exit(f"the Flink driver failed (exit {proc.returncode})")
