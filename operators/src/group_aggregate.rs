@@ -18,6 +18,10 @@
 //! In batch mode nothing is emitted until the input ends; then every key's
 //! final row, once.
 //!
+//! Over an insert-only input, `COUNT(DISTINCT …)` keeps a hash set per key
+//! across batches instead ([`crate::distinct_sets`]): its list state would
+//! otherwise be re-read whole for every batch touching the key.
+//!
 //! Snapshots hold the store (`groups`: key columns, then state columns
 //! `a{i}_{field}`), keyed by the key columns, so a restore at another
 //! parallelism keeps the keys of its own key groups.
@@ -34,6 +38,7 @@ use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::spec::{GroupAggregateSpec, RowKind};
 use weir_core::{Result, WeirError};
 
+use crate::distinct_sets::DistinctSets;
 use crate::memory::StateReservation;
 use crate::process::now_ms;
 use crate::row_store::RowStore;
@@ -47,7 +52,13 @@ pub(crate) const PENDING_TABLE: &str = "pending";
 /// The updating aggregation operator.
 pub struct GroupAggregateOperator {
     name: String,
+    /// The aggregates whose states the store holds (all but the
+    /// incremental distinct counts).
     aggregates: Aggregates,
+    /// Every aggregate, in the spec's order: the snapshot's layout.
+    all: Aggregates,
+    /// Distinct counts kept as sets (streaming over insert-only input).
+    distinct: Vec<DistinctSets>,
     /// Key → dense id.
     index: Box<dyn GroupValues>,
     /// Per id: key columns, then state columns.
@@ -98,7 +109,22 @@ impl GroupAggregateOperator {
         if spec.retractions {
             list.push(weir_core::spec::AggregateSpec::count_star().alias("__rows"));
         }
-        let aggregates = Aggregates::build(&name, &spec.keys, &list, &spec.input_schema, None)?;
+        let mut distinct = vec![];
+        let mut stored = vec![];
+        for (i, a) in list.iter().enumerate() {
+            match (&a.function, &a.column) {
+                (weir_core::spec::AggregateFunction::CountDistinct, Some(c))
+                    if spec.changelog && !spec.retractions =>
+                {
+                    let column = spec.input_schema.index_of(c)?;
+                    let ty = spec.input_schema.field(column).data_type();
+                    distinct.push(DistinctSets::new(i, column, ty)?);
+                }
+                _ => stored.push(a.clone()),
+            }
+        }
+        let all = Aggregates::build(&name, &spec.keys, &list, &spec.input_schema, None)?;
+        let aggregates = Aggregates::build(&name, &spec.keys, &stored, &spec.input_schema, None)?;
         let key_schema = aggregates.key_schema();
         let snapshot = aggregates.snapshot_schema()?;
         // The pane snapshot schema minus its `pane_start`: keys, then states.
@@ -117,6 +143,8 @@ impl GroupAggregateOperator {
             key_width: key_schema.fields().len(),
             state_widths: aggregates.state_widths()?,
             aggregates,
+            all,
+            distinct,
             schema,
             changelog: spec.changelog,
             key_groups: KeyGroupFilter::new(ctx),
@@ -140,16 +168,37 @@ impl GroupAggregateOperator {
         })
     }
 
-    /// Whether each group of `values` (evaluated) has rows left.
-    fn has_rows(&self, values: &[ArrayRef]) -> Vec<bool> {
+    /// Whether each of the `n` groups of `values` (evaluated) has rows left.
+    fn has_rows(&self, values: &[ArrayRef], n: usize) -> Vec<bool> {
         match (self.retractions, values.last()) {
             (true, Some(rows)) => rows
                 .as_primitive::<arrow::datatypes::Int64Type>()
                 .iter()
                 .map(|n| n.unwrap_or(0) > 0)
                 .collect(),
-            _ => vec![true; values.first().map_or(0, |v| v.len())],
+            _ => vec![true; n],
         }
+    }
+
+    /// The stored aggregates' values and the distinct counts, in the
+    /// spec's order.
+    fn in_order(&self, stored: Vec<ArrayRef>, distinct: Vec<ArrayRef>) -> Vec<ArrayRef> {
+        if distinct.is_empty() {
+            return stored;
+        }
+        let mut stored = stored.into_iter();
+        let mut distinct = distinct.into_iter();
+        let mut next = self.distinct.iter().map(|d| d.position).peekable();
+        (0..stored.len() + distinct.len())
+            .filter_map(|p| {
+                if next.peek() == Some(&p) {
+                    next.next();
+                    distinct.next()
+                } else {
+                    stored.next()
+                }
+            })
+            .collect()
     }
 
     /// The batch's rows split into additions and (for a changelog input)
@@ -275,14 +324,33 @@ impl GroupAggregateOperator {
             }
             new_states.extend(a.state(EmitTo::All)?);
         }
+        // Distinct counts: the old ones, then the batch's values added
+        // (a key that starts afresh forgets its values first).
+        let old_distinct: Vec<ArrayRef> =
+            self.distinct.iter().map(|d| d.counts(&old_ids)).collect();
+        if !self.distinct.is_empty() {
+            for (r, &id) in ids.iter().enumerate() {
+                if !was_alive[r] {
+                    self.distinct.iter_mut().for_each(|d| d.clear(id));
+                }
+            }
+            let mut row_ids = Vec::new();
+            self.index
+                .intern(&self.aggregates.keys(batch), &mut row_ids)?;
+            for d in &mut self.distinct {
+                d.insert(batch.column(d.column), &row_ids)?;
+            }
+        }
+        let new_distinct = self.distinct.iter().map(|d| d.counts(&ids)).collect();
         let new_values = self.evaluate(&self.states_of(&new_states), n)?;
-        let alive = self.has_rows(&new_values);
+        let new_values = self.in_order(new_values, new_distinct);
+        let alive = self.has_rows(&new_values, n);
         if self.changelog {
             self.emit_changes(
                 &keys,
                 &new_values,
                 &old_rows,
-                &old_states,
+                (&old_states, old_distinct),
                 &was_alive,
                 &alive,
                 out,
@@ -314,19 +382,32 @@ impl GroupAggregateOperator {
     /// Take in restored groups (key columns, then state columns) of this
     /// subtask's keys.
     pub(crate) fn restore_groups(&mut self, batch: RecordBatch) -> Result<()> {
-        if batch.schema().fields() != self.store.schema().fields() {
+        let layout = self.groups_schema()?;
+        if batch.schema().fields() != layout.fields() {
             return Err(WeirError::Execution(format!(
                 "{}: the checkpoint's groups have columns [{}], this aggregation needs [{}]",
                 self.name,
                 weir_core::time::column_list(&batch.schema()),
-                weir_core::time::column_list(self.store.schema())
+                weir_core::time::column_list(&layout)
             )));
         }
         if batch.num_rows() == 0 {
             return Ok(());
         }
+        // The distinct counts' states go to their sets, the rest to the store.
+        let mut columns = batch.columns()[..self.key_width].to_vec();
+        let mut distinct_states = vec![];
+        let mut at = self.key_width;
+        for (p, w) in self.all.state_widths()?.into_iter().enumerate() {
+            let state = &batch.columns()[at..at + w];
+            if self.distinct.iter().any(|d| d.position == p) {
+                distinct_states.push(Arc::clone(&state[0]));
+            } else {
+                columns.extend(state.iter().cloned());
+            }
+            at += w;
+        }
         // Subtasks own disjoint keys: a key seen twice is damaged state.
-        let columns = batch.columns().to_vec();
         let mut ids = Vec::new();
         let known = self.index.len();
         self.index.intern(&columns[..self.key_width], &mut ids)?;
@@ -338,10 +419,13 @@ impl GroupAggregateOperator {
         }
         let alive = if self.retractions {
             let values = self.evaluate(&self.states_of(&columns), ids.len())?;
-            self.has_rows(&values)
+            self.has_rows(&values, ids.len())
         } else {
             vec![true; ids.len()]
         };
+        for (d, state) in self.distinct.iter_mut().zip(&distinct_states) {
+            d.restore(state, &ids)?;
+        }
         let max = ids.iter().max().copied().unwrap_or(0);
         if self.alive.len() <= max {
             self.alive.resize(max + 1, false);
@@ -357,15 +441,45 @@ impl GroupAggregateOperator {
         self.store.put(&ids, columns)
     }
 
+    /// The layout of snapshots' groups: key columns, then every
+    /// aggregate's state columns in the spec's order.
+    fn groups_schema(&self) -> Result<SchemaRef> {
+        if self.distinct.is_empty() {
+            return Ok(Arc::clone(self.store.schema()));
+        }
+        let snapshot = self.all.snapshot_schema()?;
+        Ok(Arc::new(Schema::new(
+            snapshot.fields()[1..]
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect::<Vec<Field>>(),
+        )))
+    }
+
     /// The live groups (key columns, then state columns), as snapshots
     /// hold them.
     pub(crate) fn groups(&self) -> Result<RecordBatch> {
         let ids: Vec<usize> = (0..self.store.len())
             .filter(|&i| self.alive.get(i).copied().unwrap_or(false))
             .collect();
-        let columns = self.store.gather(&ids)?;
+        let stored = self.store.gather(&ids)?;
+        let columns = if self.distinct.is_empty() {
+            stored
+        } else {
+            let mut columns = stored[..self.key_width].to_vec();
+            let mut states = self.states_of(&stored).into_iter();
+            let mut fresh = self.all.new_accumulation()?.accumulators.into_iter();
+            for p in 0..self.all.state_widths()?.len() {
+                let accumulator = fresh.next().expect("one accumulator per aggregate");
+                match self.distinct.iter().find(|d| d.position == p) {
+                    Some(d) => columns.extend(d.state(&ids, accumulator)?),
+                    None => columns.extend(states.next().into_iter().flatten().cloned()),
+                }
+            }
+            columns
+        };
         Ok(RecordBatch::try_new_with_options(
-            Arc::clone(self.store.schema()),
+            self.groups_schema()?,
             columns,
             &arrow::array::RecordBatchOptions::new().with_row_count(Some(ids.len())),
         )?)
@@ -374,6 +488,7 @@ impl GroupAggregateOperator {
     /// Bytes of state held in memory.
     pub(crate) fn state_size(&self) -> usize {
         self.store.bytes()
+            + self.distinct.iter().map(DistinctSets::bytes).sum::<usize>()
             + self.index.size()
             + self.alive.len()
             + self.written.len() * std::mem::size_of::<i64>()
@@ -436,6 +551,9 @@ impl GroupAggregateOperator {
         self.store = RowStore::new(Arc::clone(self.store.schema()));
         let ids: Vec<usize> = (0..order.len()).collect();
         self.store.put(&ids, columns)?;
+        for d in &mut self.distinct {
+            d.renumber(&order);
+        }
         self.alive = vec![true; order.len()];
         self.live = order.len();
         if self.ttl.is_some() {
@@ -472,7 +590,7 @@ impl GroupAggregateOperator {
         keys: &[ArrayRef],
         new_values: &[ArrayRef],
         old_rows: &[usize],
-        old_states: &[&[ArrayRef]],
+        (old_states, old_distinct): (&[&[ArrayRef]], Vec<ArrayRef>),
         was_alive: &[bool],
         alive: &[bool],
         out: &mut dyn Output,
@@ -486,6 +604,7 @@ impl GroupAggregateOperator {
         let mut old_deleted = vec![];
         if !old_rows.is_empty() {
             let old_values = self.evaluate(old_states, old_rows.len())?;
+            let old_values = self.in_order(old_values, old_distinct);
             let old_values = &old_values[..visible];
             let index = UInt32Array::from_iter_values(old_rows.iter().map(|&r| r as u32));
             let new_of_old: Vec<ArrayRef> = new_values

@@ -25,6 +25,7 @@ macro_rules! stateless {
 pub mod basic;
 pub mod connectors;
 pub mod count_window;
+mod distinct_sets;
 pub mod formats;
 pub mod group_aggregate;
 pub mod join;

@@ -219,17 +219,21 @@ impl TopNOperator {
                 due.push((time, key.clone()));
             }
         }
-        // Earlier times first.
+        // Earlier times first, all in one batch.
         due.sort();
+        let mut batches = vec![];
         for (_, key) in due {
             if let Some(rows) = self.kept.remove(&key) {
                 let numbers: Vec<u64> = (1..=rows.num_rows() as u64).collect();
-                out.collect(self.output(&rows, &numbers, None)?)?;
+                batches.push(self.output(&rows, &numbers, None)?);
                 if matches!(mode, Final::FirstByRowtime(_)) {
                     self.written.remove(&key);
                     self.emitted.insert(key, self.clock);
                 }
             }
+        }
+        if !batches.is_empty() {
+            out.collect(concat_batches(&self.schema, &batches)?)?;
         }
         Ok(())
     }
@@ -453,8 +457,14 @@ impl TopNOperator {
             }
             self.kept.insert(key.into(), new);
         }
-        for b in emitted {
-            out.collect(b)?;
+        // One output batch for the input batch, not one per key touched:
+        // downstream pays per batch, and a batch of new keys emitted as
+        // many one-row batches.
+        let emitted: Vec<RecordBatch> = emitted.into_iter().filter(|b| b.num_rows() > 0).collect();
+        match emitted.len() {
+            0 => {}
+            1 => out.collect(emitted.into_iter().next().expect("one batch"))?,
+            _ => out.collect(concat_batches(&self.schema, &emitted)?)?,
         }
         Ok(())
     }
