@@ -51,6 +51,9 @@ pub struct TopNOperator {
     keys: RowConverter,
     /// Kept rows by row-encoded key.
     kept: HashMap<Box<[u8]>, RecordBatch>,
+    /// Bytes of `kept` (keys and batches), kept up to date as it changes:
+    /// summing it for each metrics read visited every key.
+    kept_bytes: usize,
     /// Encodes whole input rows, to compare old and new kept rows.
     rows: RowConverter,
     key_groups: KeyGroupFilter,
@@ -122,6 +125,7 @@ impl TopNOperator {
             schema,
             keys,
             kept: HashMap::new(),
+            kept_bytes: 0,
             rows: RowConverter::new(
                 input
                     .fields()
@@ -224,6 +228,7 @@ impl TopNOperator {
         let mut batches = vec![];
         for (_, key) in due {
             if let Some(rows) = self.kept.remove(&key) {
+                self.kept_bytes -= key.len() + rows.get_array_memory_size();
                 let numbers: Vec<u64> = (1..=rows.num_rows() as u64).collect();
                 batches.push(self.output(&rows, &numbers, None)?);
                 if matches!(mode, Final::FirstByRowtime(_)) {
@@ -448,14 +453,14 @@ impl TopNOperator {
             }
             if self.changelog && self.limit == 1 && self.later_wins_ties {
                 let new = self.keep_last_changes(&all, old.is_some(), &mut emitted)?;
-                self.kept.insert(key.into(), new);
+                self.keep(key, new);
                 continue;
             }
             let new = self.best(&all)?;
             if self.changelog {
                 self.changes(old, &new, &mut emitted)?;
             }
-            self.kept.insert(key.into(), new);
+            self.keep(key, new);
         }
         // One output batch for the input batch, not one per key touched:
         // downstream pays per batch, and a batch of new keys emitted as
@@ -469,6 +474,14 @@ impl TopNOperator {
         Ok(())
     }
 
+    /// Keep `rows` as the rows of `key`.
+    fn keep(&mut self, key: &[u8], rows: RecordBatch) {
+        self.kept_bytes += key.len() + rows.get_array_memory_size();
+        if let Some(old) = self.kept.insert(key.into(), rows) {
+            self.kept_bytes -= key.len() + old.get_array_memory_size();
+        }
+    }
+
     /// Forget keys (kept rows, and keys emitted by keep-first) not written
     /// within the TTL, at most every tenth of it.
     fn sweep(&mut self, now: i64) {
@@ -480,9 +493,11 @@ impl TopNOperator {
         self.clock = self.clock.max(now);
         let cutoff = now.saturating_sub(ttl);
         let written = &mut self.written;
-        self.kept.retain(|k, _| match written.get(k) {
+        let bytes = &mut self.kept_bytes;
+        self.kept.retain(|k, rows| match written.get(k) {
             Some(&t) if t < cutoff => {
                 written.remove(k);
+                *bytes -= k.len() + rows.get_array_memory_size();
                 false
             }
             _ => true,
@@ -573,11 +588,7 @@ impl Operator for TopNOperator {
     }
 
     fn metrics(&self) -> Vec<(String, u64)> {
-        let bytes: usize = self
-            .kept
-            .iter()
-            .map(|(k, b)| k.len() + b.get_array_memory_size())
-            .sum();
+        let bytes = self.kept_bytes;
         let mut m = vec![
             ("keys".into(), self.kept.len() as u64),
             ("state_bytes".into(), bytes as u64),
