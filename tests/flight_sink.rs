@@ -234,8 +234,10 @@ fn a_sink_served_over_tls_is_read_by_a_client_trusting_its_certificate() {
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (plain, read) = runtime.block_on(async move {
-        // A plaintext client gets no answer from a TLS listener.
-        let plain =
+        // A plaintext client gets no answer from a TLS listener (an
+        // answer it waits for in vain counts as none: the probe once hung a
+        // whole test run).
+        let probe = async {
             match tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
                 .unwrap()
                 .connect()
@@ -243,7 +245,11 @@ fn a_sink_served_over_tls_is_read_by_a_client_trusting_its_certificate() {
             {
                 Ok(channel) => FlightClient::new(channel).list_flights("").await.is_ok(),
                 Err(_) => false,
-            };
+            }
+        };
+        let plain = tokio::time::timeout(std::time::Duration::from_secs(10), probe)
+            .await
+            .unwrap_or(false);
         let tls = tonic::transport::ClientTlsConfig::new()
             .ca_certificate(tonic::transport::Certificate::from_pem(cert_pem))
             .domain_name("localhost");
@@ -261,8 +267,12 @@ fn a_sink_served_over_tls_is_read_by_a_client_trusting_its_certificate() {
             ]))
             .await
             .unwrap();
-        let batches: Vec<RecordBatch> =
-            read(&mut client, info.endpoint[0].ticket.clone().unwrap()).await;
+        let batches: Vec<RecordBatch> = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            read(&mut client, info.endpoint[0].ticket.clone().unwrap()),
+        )
+        .await
+        .expect("the TLS client read the sink's rows within a minute");
         (plain, batches.iter().map(|b| b.num_rows()).sum::<usize>())
     });
     assert!(!plain, "a plaintext client must not be served");

@@ -35,7 +35,12 @@ fn operator(config: WeirConfig) -> GroupAggregateOperator {
         retractions: true,
         upsert: false,
     };
-    let ctx = OperatorContext {
+    GroupAggregateOperator::try_new("agg".into(), &spec, output(), &context(config)).unwrap()
+}
+
+/// One subtask of one.
+fn context(config: WeirConfig) -> OperatorContext {
+    OperatorContext {
         task_name: "agg".into(),
         subtask: 0,
         parallelism: 1,
@@ -43,8 +48,7 @@ fn operator(config: WeirConfig) -> GroupAggregateOperator {
         memory: crate::memory::StateMemory::new(&config.state),
         config,
         connectors: Default::default(),
-    };
-    GroupAggregateOperator::try_new("agg".into(), &spec, output(), &ctx).unwrap()
+    }
 }
 
 fn rows(keys: impl Iterator<Item = i64>, kind: RowKind) -> RecordBatch {
@@ -380,17 +384,8 @@ fn distinct_operator() -> GroupAggregateOperator {
         Field::new("dw", DataType::Int64, false),
         weir_core::spec::row_kind_field(),
     ]));
-    let config = WeirConfig::default();
-    let ctx = OperatorContext {
-        task_name: "agg".into(),
-        subtask: 0,
-        parallelism: 1,
-        key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-        memory: crate::memory::StateMemory::new(&config.state),
-        config,
-        connectors: Default::default(),
-    };
-    GroupAggregateOperator::try_new("agg".into(), &spec, out, &ctx).unwrap()
+    GroupAggregateOperator::try_new("agg".into(), &spec, out, &context(WeirConfig::default()))
+        .unwrap()
 }
 
 #[test]
