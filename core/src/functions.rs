@@ -178,20 +178,11 @@ impl FlinkFunction {
                 })?;
                 let group = group as usize;
                 let mut locations = re.capture_locations();
-                let mut b = StringBuilder::with_capacity(n, n * 8);
-                for i in 0..n {
-                    if s.is_null(i) {
-                        b.append_null();
-                        continue;
-                    }
-                    let text = s.value(i);
-                    let found = re
-                        .captures_read(&mut locations, text)
+                Ok(Some(map_strings(&s, |text| {
+                    re.captures_read(&mut locations, text)
                         .and_then(|_| locations.get(group))
-                        .map(|(from, to)| &text[from..to]);
-                    b.append_option(found);
-                }
-                Ok(Some(Arc::new(b.finish())))
+                        .map(|(from, to)| &text[from..to])
+                })))
             }
             Kind::SplitIndex => {
                 let (Some(sep), Some(index)) = (
@@ -211,20 +202,10 @@ impl FlinkFunction {
                 // one-character separator (the usual) by a byte search.
                 let index = index as usize;
                 let single = (sep.len() == 1).then(|| sep.as_bytes()[0] as char);
-                let mut b = StringBuilder::with_capacity(n, n * 8);
-                for i in 0..n {
-                    if s.is_null(i) {
-                        b.append_null();
-                        continue;
-                    }
-                    let text = s.value(i);
-                    let piece = match single {
-                        Some(c) => text.split(c).nth(index),
-                        None => text.split(sep.as_str()).nth(index),
-                    };
-                    b.append_option(piece);
-                }
-                Ok(Some(Arc::new(b.finish())))
+                Ok(Some(map_strings(&s, |text| match single {
+                    Some(c) => text.split(c).nth(index),
+                    None => text.split(sep.as_str()).nth(index),
+                })))
             }
             _ => Ok(None),
         }
@@ -233,6 +214,18 @@ impl FlinkFunction {
 
 fn strings(a: &ArrayRef) -> Result<arrow::array::StringArray> {
     Ok(cast(a, &DataType::Utf8)?.as_string::<i32>().clone())
+}
+
+/// `f` of every non-null string (NULL stays NULL, `None` gives NULL).
+fn map_strings<'a>(
+    s: &'a arrow::array::StringArray,
+    mut f: impl FnMut(&'a str) -> Option<&'a str>,
+) -> ArrayRef {
+    Arc::new(
+        s.iter()
+            .map(|v| v.and_then(&mut f))
+            .collect::<arrow::array::StringArray>(),
+    )
 }
 
 fn integers(a: &ArrayRef) -> Result<Int64Array> {

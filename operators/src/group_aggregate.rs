@@ -269,6 +269,9 @@ impl GroupAggregateOperator {
         //    its keys interned once.
         let mut local = new_group_values(self.aggregates.key_schema(), &GroupOrdering::None)?;
         let mut partials: Vec<(Vec<usize>, Vec<Vec<ArrayRef>>)> = vec![];
+        // Each input row's group in `local` (distinct counts only: their
+        // input is insert-only, so the batch is one part).
+        let mut row_groups: Vec<usize> = vec![];
         for (rows, negate) in self.parts(batch)? {
             if rows.num_rows() == 0 {
                 continue;
@@ -292,6 +295,9 @@ impl GroupAggregateOperator {
             }
             let mut at = Vec::new();
             local.intern(&keys, &mut at)?;
+            if !self.distinct.is_empty() {
+                row_groups = ids.iter().map(|&g| at[g]).collect();
+            }
             partials.push((at, states));
         }
         let n = local.len();
@@ -334,9 +340,7 @@ impl GroupAggregateOperator {
                     self.distinct.iter_mut().for_each(|d| d.clear(id));
                 }
             }
-            let mut row_ids = Vec::new();
-            self.index
-                .intern(&self.aggregates.keys(batch), &mut row_ids)?;
+            let row_ids: Vec<usize> = row_groups.iter().map(|&g| ids[g]).collect();
             for d in &mut self.distinct {
                 d.insert(batch.column(d.column), &row_ids)?;
             }
