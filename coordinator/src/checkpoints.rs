@@ -313,6 +313,7 @@ fn start(
         .unwrap_or(0);
     let savepoint_dir = savepoint.as_ref().map(|r| r.path.clone());
     let drain = savepoint.as_ref().is_some_and(|r| r.drain);
+    let stop = savepoint.as_ref().is_some_and(|r| r.stop);
     let unaligned = savepoint.is_none()
         && job
             .graph
@@ -333,6 +334,7 @@ fn start(
         checkpoint_id,
         timestamp,
         drain,
+        stop,
         savepoint_dir,
         unaligned,
     }

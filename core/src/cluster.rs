@@ -217,6 +217,9 @@ pub struct TriggerCheckpoint {
     /// A savepoint that drains the job first (`stop --drain`).
     #[serde(default)]
     pub drain: bool,
+    /// A savepoint the job stops with: sources read no more after it.
+    #[serde(default)]
+    pub stop: bool,
 }
 
 /// Checkpoint `checkpoint_id` of a job's attempt completed.

@@ -33,6 +33,11 @@ pub enum BarrierKind {
     /// watermark, so every window and event-time timer fires into the
     /// savepoint, then read no more (Flink's `stop --drain`).
     SavepointDrain,
+    /// A stop-with-savepoint without drain: sources read no more after
+    /// it, so nothing past the savepoint reaches a sink (nor an end of
+    /// input that would commit it) before the job is cancelled (Flink's
+    /// suspending savepoint).
+    SavepointSuspend,
 }
 
 /// Whether a barrier waits for alignment or overtakes in-flight data.

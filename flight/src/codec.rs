@@ -50,6 +50,7 @@ pub fn encode_control(message: &StreamMessage) -> Option<Bytes> {
                 BarrierKind::Checkpoint => 0,
                 BarrierKind::Savepoint => 1,
                 BarrierKind::SavepointDrain => 2,
+                BarrierKind::SavepointSuspend => 3,
             });
             b.push(matches!(barrier.mode, AlignmentMode::Unaligned) as u8);
         }
@@ -89,6 +90,7 @@ pub fn decode_control(metadata: &[u8]) -> Result<StreamMessage> {
                     0 => BarrierKind::Checkpoint,
                     1 => BarrierKind::Savepoint,
                     2 => BarrierKind::SavepointDrain,
+                    3 => BarrierKind::SavepointSuspend,
                     _ => return Err(bad()),
                 },
                 mode: if flags[1] == 1 {

@@ -728,10 +728,11 @@ impl ActionHandler for WorkerActions {
                 let barrier = weir_core::message::CheckpointBarrier {
                     id: t.checkpoint_id,
                     timestamp: t.timestamp,
-                    kind: match (&t.savepoint_dir, t.drain) {
-                        (Some(_), true) => weir_core::message::BarrierKind::SavepointDrain,
-                        (Some(_), false) => weir_core::message::BarrierKind::Savepoint,
-                        (None, _) => weir_core::message::BarrierKind::Checkpoint,
+                    kind: match (&t.savepoint_dir, t.drain, t.stop) {
+                        (Some(_), true, _) => weir_core::message::BarrierKind::SavepointDrain,
+                        (Some(_), false, true) => weir_core::message::BarrierKind::SavepointSuspend,
+                        (Some(_), false, false) => weir_core::message::BarrierKind::Savepoint,
+                        (None, _, _) => weir_core::message::BarrierKind::Checkpoint,
                     },
                     mode: if t.unaligned {
                         weir_core::message::AlignmentMode::Unaligned

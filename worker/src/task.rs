@@ -263,6 +263,7 @@ impl Task {
         let mut last_data = Instant::now();
         let mut idle = false;
         let mut drained = false;
+        let mut suspended = false;
         let streaming = self.mode == RuntimeMode::Streaming;
         loop {
             tokio::task::yield_now().await;
@@ -278,6 +279,14 @@ impl Task {
                     .and_then(|t| t.try_recv().ok()),
             };
             if let Some(barrier) = trigger {
+                // A later barrier after a stop's savepoint: the stop did
+                // not complete (the job goes on), so reading resumes.
+                suspended = false;
+                if barrier.kind == weir_core::message::BarrierKind::SavepointSuspend {
+                    // The job ends with this savepoint: nothing read after
+                    // it may reach a sink, nor an end of input commit it.
+                    suspended = true;
+                }
                 if barrier.kind == weir_core::message::BarrierKind::SavepointDrain {
                     // Every window and timer fires into the savepoint; the
                     // source reads no more until the job is stopped.
@@ -295,7 +304,7 @@ impl Task {
                     .map(|p| vec![StateTable::new(table, p)]);
                 self.checkpoint(barrier, Some(position)).await?;
             }
-            if drained {
+            if drained || suspended {
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
