@@ -5,7 +5,9 @@
 //! row; when dead rows (rows no id points at any more) outnumber the live
 //! ones, everything is rewritten into one batch. Gathers `interleave` from
 //! every batch, so callers put rows in batches of thousands, not a few (the
-//! disk backend merges a partition's rows before they reach it).
+//! disk backend merges a partition's rows before they reach it). Ids may
+//! be removed (Top-N's rows leave and their ids are reused): a removed id
+//! reads nothing and its row counts as dead.
 
 use std::sync::Arc;
 
@@ -17,6 +19,13 @@ use weir_core::Result;
 /// No row yet.
 const NONE: (u32, u32) = (u32::MAX, 0);
 
+/// A row to gather: a stored id's, or one of a batch given alongside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ref {
+    Stored(usize),
+    Extra(usize),
+}
+
 pub(crate) struct RowStore {
     schema: SchemaRef,
     batches: Vec<RecordBatch>,
@@ -24,6 +33,8 @@ pub(crate) struct RowStore {
     rows: Vec<(u32, u32)>,
     /// Rows in `batches`, live or dead.
     stored: usize,
+    /// Ids with a row.
+    live: usize,
     /// Arrow memory of `batches`.
     bytes: usize,
 }
@@ -35,6 +46,7 @@ impl RowStore {
             batches: vec![],
             rows: vec![],
             stored: 0,
+            live: 0,
             bytes: 0,
         }
     }
@@ -55,17 +67,36 @@ impl RowStore {
 
     /// The rows of `ids`, in that order (every id must have a row).
     pub(crate) fn gather(&self, ids: &[usize]) -> Result<Vec<ArrayRef>> {
-        let at: Vec<(usize, usize)> = ids
+        let refs: Vec<Ref> = ids.iter().map(|&i| Ref::Stored(i)).collect();
+        self.gather_refs(&refs, None)
+    }
+
+    /// The rows of `refs`, in that order: stored ids (each with a row) and
+    /// rows of `extra` (a batch of this schema), in one `interleave` per
+    /// column.
+    pub(crate) fn gather_refs(
+        &self,
+        refs: &[Ref],
+        extra: Option<&RecordBatch>,
+    ) -> Result<Vec<ArrayRef>> {
+        let last = self.batches.len();
+        let at: Vec<(usize, usize)> = refs
             .iter()
-            .map(|&i| {
-                let (b, r) = self.rows[i];
-                (b as usize, r as usize)
+            .map(|r| match *r {
+                Ref::Stored(i) => {
+                    let (b, r) = self.rows[i];
+                    (b as usize, r as usize)
+                }
+                Ref::Extra(r) => (last, r),
             })
             .collect();
         (0..self.schema.fields().len())
             .map(|c| {
-                let columns: Vec<&dyn Array> =
+                let mut columns: Vec<&dyn Array> =
                     self.batches.iter().map(|b| b.column(c).as_ref()).collect();
+                if let Some(extra) = extra {
+                    columns.push(extra.column(c).as_ref());
+                }
                 if columns.is_empty() || at.is_empty() {
                     return Ok(arrow::array::new_empty_array(
                         self.schema.field(c).data_type(),
@@ -74,6 +105,22 @@ impl RowStore {
                 Ok(interleave(&columns, &at)?)
             })
             .collect()
+    }
+
+    /// Where id `id`'s row is (it must have one): its batch and index.
+    pub(crate) fn row(&self, id: usize) -> (&RecordBatch, usize) {
+        let (b, r) = self.rows[id];
+        (&self.batches[b as usize], r as usize)
+    }
+
+    /// Forget id `id`'s row (if it has one).
+    pub(crate) fn remove(&mut self, id: usize) {
+        if let Some(at) = self.rows.get_mut(id)
+            && *at != NONE
+        {
+            *at = NONE;
+            self.live -= 1;
+        }
     }
 
     /// Row `r` of `columns` becomes id `ids[r]`'s row (ids may be new,
@@ -92,10 +139,11 @@ impl RowStore {
             self.rows.resize(max + 1, NONE);
         }
         for (r, &id) in ids.iter().enumerate() {
+            self.live += usize::from(self.rows[id] == NONE);
             self.rows[id] = (b, r as u32);
         }
         // Rewrite when dead rows outnumber live ones.
-        if self.batches.len() > 64 && self.stored > 2 * self.rows.len() + 8192 {
+        if self.batches.len() > 64 && self.stored > 2 * self.live + 8192 {
             let live: Vec<usize> = (0..self.rows.len())
                 .filter(|&i| self.rows[i] != NONE)
                 .collect();

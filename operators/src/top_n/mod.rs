@@ -1,14 +1,21 @@
 //! Top-N per key (and deduplication, N = 1): SQL's `ROW_NUMBER() OVER
 //! (PARTITION BY k ORDER BY …) <= N`.
 //!
-//! Each key's kept rows are one small sorted batch. A batch is split by key
-//! (keys row-encoded once for the whole batch); for each key it touches, the
-//! kept rows and its new rows are concatenated, sorted (the arrival
-//! position breaks ties, so earlier rows rank first, as in Flink) and cut
-//! to N. The changelog compares old and new kept rows as multisets: a row
-//! that left is `-D` (or `-U` when the same row stays at another position),
-//! one that entered is `+I` (or `+U`). With a row-number column, a row whose
-//! position changed is retracted and re-emitted with its new number.
+//! Column at a time: keys are interned to dense ids (DataFusion's group
+//! table, vectorized) and the order columns row-encoded once per batch, so
+//! rows rank by comparing bytes (the arrival number breaks ties: earlier
+//! rows rank first, as in Flink, or later ones for keep-last
+//! deduplication). Each key keeps a short list of its rows in rank order
+//! (sort key, arrival, slot); the rows themselves live in one shared row
+//! store ([`RowStore`]), appended a batch at a time. A batch's rows are
+//! grouped by key with a counting sort and ranked into each key's list
+//! without copying a row; the changes of every key are then gathered in
+//! one `interleave` into one output batch, and the rows that entered are
+//! stored with one `take`. The changelog compares old and new kept rows as
+//! multisets: a row that left is `-D` (or `-U` when the same row stays at
+//! another position), one that entered is `+I` (or `+U`). With a
+//! row-number column, a row whose position changed is retracted and
+//! re-emitted with its new number ([`ranks`]).
 //!
 //! Final rows ([`FinalRows`]) emit no changelog. A window Top-N (the key
 //! includes the window end): each window's kept rows leave once, numbered,
@@ -65,8 +72,6 @@ pub struct TopNOperator {
     /// Row-encodes the order columns, sort options applied: bytes compare
     /// as rows rank.
     order_rows: RowConverter,
-    /// Row-encodes whole rows: comparing two rows whose order columns tie.
-    rows: RowConverter,
     /// Each key's kept rows in rank order, by key id.
     ranks: Vec<Vec<Kept>>,
     /// Keys with kept rows.
@@ -74,6 +79,8 @@ pub struct TopNOperator {
     /// Kept rows (by slot), gathered column at a time.
     store: RowStore,
     free_slots: Vec<u32>,
+    /// Slots handed out so far.
+    next_slot: u32,
     /// Kept rows and the bytes of their order keys.
     kept_rows: usize,
     order_bytes: usize,
@@ -111,6 +118,17 @@ pub struct TopNOperator {
 enum Final {
     WindowEnd(usize),
     FirstByRowtime(usize),
+}
+
+/// Whether two rows of one schema hold equal values (nulls equal).
+fn rows_equal(a: (&RecordBatch, usize), b: (&RecordBatch, usize)) -> Result<bool> {
+    for (x, y) in a.0.columns().iter().zip(b.0.columns()) {
+        let cmp = arrow::array::make_comparator(x.as_ref(), y.as_ref(), SortOptions::default())?;
+        if cmp(a.1, b.1).is_ne() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// The changes of one batch, rows named for one gather.
@@ -156,7 +174,6 @@ impl TopNOperator {
                 .map(|&i| Arc::clone(&input.fields()[i]))
                 .collect::<Vec<_>>(),
         ));
-        let all: Vec<usize> = (0..input.fields().len()).collect();
         Ok(Self {
             name,
             rule: Rule {
@@ -171,13 +188,13 @@ impl TopNOperator {
             key_schema,
             key_rows: RowConverter::new(fields_of(&key_indices))?,
             order_rows: RowConverter::new(order_fields)?,
-            rows: RowConverter::new(fields_of(&all))?,
             key_indices,
             order_indices,
             ranks: vec![],
             live_keys: 0,
             store: RowStore::new(Arc::clone(input)),
             free_slots: vec![],
+            next_slot: 0,
             kept_rows: 0,
             order_bytes: 0,
             seq: 0,
@@ -429,18 +446,21 @@ impl TopNOperator {
                 let mut ranking: Vec<Src> = (0..old.len() as u32).map(Src::Old).collect();
                 self.rule.rank_in(&mut ranking, rows, &order_of);
                 if self.changelog {
-                    let (store, converter) = (&self.store, &self.rows);
+                    let store = &self.store;
                     let mut same = |a: Src, b: Src| -> Result<bool> {
                         let at = |s: Src| match s {
-                            Src::Old(i) => Ref::Stored(old[i as usize].slot as usize),
-                            Src::New(r) => Ref::Extra(r as usize),
+                            Src::Old(i) => store.row(old[i as usize].slot as usize),
+                            Src::New(r) => (batch, r as usize),
                         };
-                        let pair = store.gather_refs(&[at(a), at(b)], Some(batch))?;
-                        let encoded = converter.convert_columns(&pair)?;
-                        Ok(encoded.row(0) == encoded.row(1))
+                        rows_equal(at(a), at(b))
                     };
-                    self.rule
-                        .changes(old.len(), &ranking, &order_of, &mut same, &mut key_changes)?;
+                    self.rule.changes(
+                        old.len(),
+                        &ranking,
+                        &order_of,
+                        &mut same,
+                        &mut key_changes,
+                    )?;
                 }
                 ranking
             };
@@ -469,7 +489,8 @@ impl TopNOperator {
                     }
                     Src::New(r) => {
                         let slot = self.free_slots.pop().unwrap_or_else(|| {
-                            u32::try_from(self.store.len() + puts.len()).unwrap_or(u32::MAX)
+                            self.next_slot += 1;
+                            self.next_slot - 1
                         });
                         puts.push((slot as usize, r));
                         let order = Box::<[u8]>::from(order.row(r as usize).data());
