@@ -225,10 +225,23 @@ impl FileSink {
     fn open(&mut self) -> Result<&mut FileWriter> {
         if self.current.is_none() {
             let (s, ext) = (self.subtask, self.ext());
-            let stem = match self.seq {
+            let stem_of = |seq: u64| match seq {
                 0 => format!("part-{s:04}"),
                 n => format!("part-{s:04}-{n}"),
             };
+            // A published file is never written again: a job resumed from
+            // a savepoint its sink subtask had finished before (so it
+            // restores no file sequence) or run again into the same folder
+            // adds files after the ones there, as Flink's file sink does.
+            while self.remote.is_none()
+                && self
+                    .dir
+                    .join(format!("{}.{ext}", stem_of(self.seq)))
+                    .exists()
+            {
+                self.seq += 1;
+            }
+            let stem = stem_of(self.seq);
             self.seq += 1;
             let final_path = self.dir.join(format!("{stem}.{ext}"));
             let tmp_path = self.dir.join(format!(".{stem}.{ext}.inprogress"));
@@ -346,6 +359,22 @@ impl FileSink {
         Ok(path)
     }
 
+    /// Whether the folder holds a published file of this subtask (the
+    /// output of a run this one resumes, whose sink had finished).
+    fn published_any(&self) -> Result<bool> {
+        if self.remote.is_some() {
+            return Ok(false);
+        }
+        let own = format!("part-{:04}", self.subtask);
+        let entries = std::fs::read_dir(&self.dir)
+            .map_err(|e| WeirError::io(self.dir.display().to_string(), e))?;
+        Ok(entries.flatten().any(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            name.strip_prefix(&own)
+                .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('-'))
+        }))
+    }
+
     /// Whether every file it wrote is published (none open, none pending).
     pub(crate) fn is_idle(&self) -> bool {
         self.current.is_none() && self.rolled.is_empty() && self.pending.is_empty()
@@ -399,7 +428,7 @@ impl Operator for FileSink {
     }
 
     fn finish(&mut self, _out: &mut dyn Output) -> Result<()> {
-        if !self.wrote_any {
+        if !self.wrote_any && !self.published_any()? {
             // An empty result is still a file (with the schema or header).
             self.open()?;
         }
@@ -641,5 +670,68 @@ impl Operator for CollectSink {
     fn process_batch(&mut self, batch: RecordBatch, _out: &mut dyn Output) -> Result<()> {
         self.handle.push(batch);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    fn sink(dir: &Path) -> FileSink {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        FileSink::new(
+            "sink".into(),
+            dir,
+            (0, 1),
+            FileFormat::Rows {
+                format: "csv".into(),
+                options: Default::default(),
+            },
+            schema,
+        )
+        .unwrap()
+    }
+
+    fn rows(sink: &FileSink, v: &[i64]) -> RecordBatch {
+        RecordBatch::try_new(
+            Arc::clone(&sink.schema),
+            vec![Arc::new(Int64Array::from(v.to_vec()))],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_resumed_sink_without_a_file_sequence_never_writes_over_published_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut out: Vec<RecordBatch> = vec![];
+        // A first run publishes two files, then its sink finishes.
+        let mut first = sink(dir.path());
+        first.restore_state(vec![]).unwrap();
+        first
+            .process_batch(rows(&first, &[1, 2]), &mut out)
+            .unwrap();
+        first.snapshot_state(1).unwrap();
+        first.notify_checkpoint_complete(1).unwrap();
+        first.process_batch(rows(&first, &[3]), &mut out).unwrap();
+        first.finish(&mut out).unwrap();
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert_eq!(read("part-0000.csv"), "1\n2\n");
+        assert_eq!(read("part-0000-1.csv"), "3\n");
+        // Resumed with no state for it (it had finished) and no rows: it
+        // writes no empty file over them.
+        let mut resumed = sink(dir.path());
+        resumed.restore_state(vec![]).unwrap();
+        resumed.finish(&mut out).unwrap();
+        assert_eq!(read("part-0000.csv"), "1\n2\n");
+        // Rows it does get go to a new file after the published ones.
+        let mut again = sink(dir.path());
+        again.restore_state(vec![]).unwrap();
+        again.process_batch(rows(&again, &[4]), &mut out).unwrap();
+        again.finish(&mut out).unwrap();
+        assert_eq!(read("part-0000.csv"), "1\n2\n");
+        assert_eq!(read("part-0000-1.csv"), "3\n");
+        assert_eq!(read("part-0000-2.csv"), "4\n");
     }
 }

@@ -1,6 +1,7 @@
 -- A regular join, a Top-N and a GROUP BY on the disk backend, each with
 -- more state than its 512 KiB budget: 200 000 orders joined with 60 000
--- customers (the join keeps both sides), the two largest orders per
+-- customers (the join keeps both sides; ten seconds of orders, so a stop
+-- with a savepoint comes well before the end), the two largest orders per
 -- customer (Top-N keeps two rows a key), counted per region and rank.
 -- The expected rows are the in-memory backend's.
 SET 'state.backend.type' = 'disk';
@@ -12,7 +13,7 @@ CREATE TABLE orders (
 ) WITH (
   'connector' = 'datagen',
   'number-of-rows' = '200000',
-  'rows-per-second' = '40000',
+  'rows-per-second' = '20000',
   'fields.order_id.kind' = 'sequence',
   'fields.order_id.start' = '0',
   'fields.order_id.end' = '199999',
