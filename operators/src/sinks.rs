@@ -225,23 +225,10 @@ impl FileSink {
     fn open(&mut self) -> Result<&mut FileWriter> {
         if self.current.is_none() {
             let (s, ext) = (self.subtask, self.ext());
-            let stem_of = |seq: u64| match seq {
+            let stem = match self.seq {
                 0 => format!("part-{s:04}"),
                 n => format!("part-{s:04}-{n}"),
             };
-            // A published file is never written again: a job resumed from
-            // a savepoint its sink subtask had finished before (so it
-            // restores no file sequence) or run again into the same folder
-            // adds files after the ones there, as Flink's file sink does.
-            while self.remote.is_none()
-                && self
-                    .dir
-                    .join(format!("{}.{ext}", stem_of(self.seq)))
-                    .exists()
-            {
-                self.seq += 1;
-            }
-            let stem = stem_of(self.seq);
             self.seq += 1;
             let final_path = self.dir.join(format!("{stem}.{ext}"));
             let tmp_path = self.dir.join(format!(".{stem}.{ext}.inprogress"));
@@ -359,8 +346,12 @@ impl FileSink {
         Ok(path)
     }
 
-    /// Whether the folder holds a published file of this subtask (the
-    /// output of a run this one resumes, whose sink had finished).
+    /// Whether the folder holds a published file of this subtask: the
+    /// output of a run this one resumes from a savepoint taken after this
+    /// sink subtask had finished (finished subtasks are absent from it, so
+    /// nothing was restored), which an empty result file must not replace.
+    /// (Files are otherwise named by the restored sequence and written
+    /// again on a replay: the same rows under the same names.)
     fn published_any(&self) -> Result<bool> {
         if self.remote.is_some() {
             return Ok(false);
@@ -703,7 +694,7 @@ mod tests {
     }
 
     #[test]
-    fn a_resumed_sink_without_a_file_sequence_never_writes_over_published_files() {
+    fn a_resumed_sink_that_had_finished_writes_no_empty_file_over_its_output() {
         let dir = tempfile::tempdir().unwrap();
         let mut out: Vec<RecordBatch> = vec![];
         // A first run publishes two files, then its sink finishes.
@@ -725,13 +716,5 @@ mod tests {
         resumed.restore_state(vec![]).unwrap();
         resumed.finish(&mut out).unwrap();
         assert_eq!(read("part-0000.csv"), "1\n2\n");
-        // Rows it does get go to a new file after the published ones.
-        let mut again = sink(dir.path());
-        again.restore_state(vec![]).unwrap();
-        again.process_batch(rows(&again, &[4]), &mut out).unwrap();
-        again.finish(&mut out).unwrap();
-        assert_eq!(read("part-0000.csv"), "1\n2\n");
-        assert_eq!(read("part-0000-1.csv"), "3\n");
-        assert_eq!(read("part-0000-2.csv"), "4\n");
     }
 }
