@@ -425,6 +425,9 @@ impl TopNOperator {
         let keep_last = self.changelog && self.rule.limit == 1 && self.rule.later_wins_ties;
         let mut changes = Changes::default();
         let mut key_changes: Vec<Change> = vec![];
+        // Per-key scratch, reused: no allocation per key touched.
+        let mut ranking: Vec<Src> = vec![];
+        let mut kept: Vec<Kept> = vec![];
         let mut puts: Vec<(usize, u32)> = vec![];
         let mut freed: Vec<u32> = vec![];
         for (g, &id) in touched.iter().enumerate() {
@@ -437,13 +440,16 @@ impl TopNOperator {
                 }
             };
             key_changes.clear();
-            let ranking: Vec<Src> = if keep_last {
-                self.rule
-                    .keep_last(!old.is_empty(), rows, &order_of, &mut key_changes)
-                    .into_iter()
-                    .collect()
+            ranking.clear();
+            if keep_last {
+                ranking.extend(self.rule.keep_last(
+                    !old.is_empty(),
+                    rows,
+                    &order_of,
+                    &mut key_changes,
+                ));
             } else {
-                let mut ranking: Vec<Src> = (0..old.len() as u32).map(Src::Old).collect();
+                ranking.extend((0..old.len() as u32).map(Src::Old));
                 self.rule.rank_in(&mut ranking, rows, &order_of);
                 if self.changelog {
                     let store = &self.store;
@@ -462,8 +468,7 @@ impl TopNOperator {
                         &mut key_changes,
                     )?;
                 }
-                ranking
-            };
+            }
             for c in &key_changes {
                 changes.refs.push(match c.src {
                     Src::Old(i) => Ref::Stored(old[i as usize].slot as usize),
@@ -474,7 +479,6 @@ impl TopNOperator {
             }
             let head_before = old.first().map(|k| k.seq);
             let was_empty = old.is_empty();
-            let mut kept = Vec::with_capacity(ranking.len());
             for s in &ranking {
                 kept.push(match *s {
                     Src::Old(i) => {
@@ -510,6 +514,10 @@ impl TopNOperator {
                 }
             }
             self.kept_rows = self.kept_rows + kept.len() - old.len();
+            // The key's list takes the new rows in the old list's place.
+            old.clear();
+            old.append(&mut kept);
+            let kept = old;
             match (was_empty, kept.is_empty()) {
                 (true, false) => self.live_keys += 1,
                 (false, true) => self.live_keys -= 1,
@@ -517,6 +525,7 @@ impl TopNOperator {
             }
             if let (Some(times), Some(head)) = (&times, kept.first())
                 && head_before != Some(head.seq)
+                && head.seq >= first_seq
             {
                 let r = (head.seq - first_seq) as usize;
                 let t = self.due_time(times[r]);

@@ -58,9 +58,21 @@ fn operator(spec: &TopNSpec) -> TopNOperator {
     operator_with(spec, WeirConfig::default())
 }
 
+/// The operator of `spec`; its output is the input, then `rn` when
+/// numbered, then the row kind when a changelog.
 fn operator_with(spec: &TopNSpec, config: WeirConfig) -> TopNOperator {
-    let mut fields: Vec<Field> = input().fields().iter().map(|f| (**f).clone()).collect();
-    fields.push(Field::new("rn", DataType::UInt64, false));
+    let mut fields: Vec<Field> = spec
+        .input_schema
+        .fields()
+        .iter()
+        .map(|f| (**f).clone())
+        .collect();
+    if spec.row_number.is_some() {
+        fields.push(Field::new("rn", DataType::UInt64, false));
+    }
+    if spec.changelog {
+        fields.push(weir_core::spec::row_kind_field());
+    }
     let ctx = OperatorContext {
         task_name: "top".into(),
         subtask: 0,
@@ -153,20 +165,7 @@ fn keep_last_sends_every_replacement_of_a_batch_in_arrival_order() {
         changelog: true,
         final_rows: None,
     };
-    let mut fields: Vec<Field> = input().fields().iter().map(|f| (**f).clone()).collect();
-    fields.push(Field::new("rn", DataType::UInt64, false));
-    fields.push(weir_core::spec::row_kind_field());
-    let ctx = OperatorContext {
-        task_name: "dedup".into(),
-        subtask: 0,
-        parallelism: 1,
-        key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-        config: WeirConfig::default(),
-        connectors: Default::default(),
-        memory: Default::default(),
-    };
-    let mut op =
-        TopNOperator::try_new("dedup".into(), &spec, Arc::new(Schema::new(fields)), &ctx).unwrap();
+    let mut op = operator(&spec);
     let changes = |out: &[RecordBatch]| -> Vec<(String, i64)> {
         out.iter()
             .flat_map(|b| {
@@ -415,23 +414,7 @@ fn changelog_matches_the_row_at_a_time_definition() {
             changelog: true,
             final_rows: None,
         };
-        let mut fields: Vec<Field> = schema.fields().iter().map(|f| (**f).clone()).collect();
-        if row_number {
-            fields.push(Field::new("rn", DataType::UInt64, false));
-        }
-        fields.push(weir_core::spec::row_kind_field());
-        let ctx = OperatorContext {
-            task_name: "top".into(),
-            subtask: 0,
-            parallelism: 1,
-            key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-            config: WeirConfig::default(),
-            connectors: Default::default(),
-            memory: Default::default(),
-        };
-        let out_schema = Arc::new(Schema::new(fields));
-        let mut op =
-            TopNOperator::try_new("top".into(), &spec, Arc::clone(&out_schema), &ctx).unwrap();
+        let mut op = operator(&spec);
         let mut reference = Reference {
             limit,
             descending,
@@ -489,8 +472,7 @@ fn changelog_matches_the_row_at_a_time_definition() {
             // Half way, go through a snapshot and a restore.
             if batch == 15 {
                 let tables = op.snapshot_state(1).unwrap();
-                op = TopNOperator::try_new("top".into(), &spec, Arc::clone(&out_schema), &ctx)
-                    .unwrap();
+                op = operator(&spec);
                 op.restore_state(tables).unwrap();
             }
         }
@@ -522,21 +504,7 @@ fn top_n_speed() {
             changelog: true,
             final_rows: None,
         };
-        let mut fields: Vec<Field> = schema.fields().iter().map(|f| (**f).clone()).collect();
-        fields.push(Field::new("rn", DataType::UInt64, false));
-        fields.push(weir_core::spec::row_kind_field());
-        let ctx = OperatorContext {
-            task_name: "top".into(),
-            subtask: 0,
-            parallelism: 1,
-            key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-            config: WeirConfig::default(),
-            connectors: Default::default(),
-            memory: Default::default(),
-        };
-        let mut op =
-            TopNOperator::try_new("top".into(), &spec, Arc::new(Schema::new(fields)), &ctx)
-                .unwrap();
+        let mut op = operator(&spec);
         let (batches, rows) = (400i64, 4096i64);
         let mut changes = 0;
         let start = std::time::Instant::now();
