@@ -692,6 +692,34 @@ fn window_all_aggregates_across_keys_in_one_subtask() {
     assert_eq!(got, per_window);
 }
 
+/// `aggregates()` per key in tumbling `window`s fired by `trigger` (purging
+/// on fire if `purge`), into `out`.
+fn triggered_aggregate(
+    env: &weir_core::api::StreamExecutionEnvironment,
+    source: SourceSpec,
+    watermarks: WatermarkStrategy,
+    window: WindowAssigner,
+    trigger: weir_core::time::Trigger,
+    purge: bool,
+    out: &CollectHandle,
+) {
+    let mut windowed = env
+        .from_source(source, watermarks, "events")
+        .unwrap()
+        .key_by(&["key"])
+        .unwrap()
+        .window(window)
+        .trigger(trigger);
+    if purge {
+        windowed = windowed.purge_on_fire();
+    }
+    windowed
+        .aggregate(aggregates())
+        .unwrap()
+        .sink_to(SinkSpec::from(out.clone()), "out")
+        .unwrap();
+}
+
 #[test]
 fn continuous_triggers_fire_early_and_converge_to_the_final_result() {
     use weir_core::time::Trigger;
@@ -711,25 +739,10 @@ fn continuous_triggers_fire_early_and_converge_to_the_final_result() {
             event_schema(),
             batches.iter().map(|b| event_batch(b)).collect(),
         ));
-        let mut windowed = env
-            .from_source(
-                source,
-                WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(10)),
-                "events",
-            )
-            .unwrap()
-            .key_by(&["key"])
-            .unwrap()
-            .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
-            .trigger(trigger);
-        if purge {
-            windowed = windowed.purge_on_fire();
-        }
-        windowed
-            .aggregate(aggregates())
-            .unwrap()
-            .sink_to(SinkSpec::from(out.clone()), "out")
-            .unwrap();
+        let watermarks =
+            WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::from_millis(10));
+        let window = TumblingEventTimeWindows::of(Duration::from_secs(1));
+        triggered_aggregate(&env, source, watermarks, window, trigger, purge, &out);
         let result = env.execute("trigger").unwrap();
         (weir_rows(&out.batches()), result.counter("early_firings"))
     };
@@ -836,5 +849,50 @@ proptest! {
         }
         got.sort();
         prop_assert_eq!(got, expected);
+    }
+}
+
+/// Benchmark case for the count trigger: records of many keys in one
+/// tumbling window (50 000 records of 2 500 keys, then 400 000 of 20 000),
+/// firing every 10 records of a key, keeping and purging. Prints records/s:
+/// `cargo test --release -p weir-tests --test window count_trigger_speed -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn count_trigger_speed() {
+    use weir_core::time::Trigger;
+    for (rows, keys) in [(50_000u64, 2_500u64), (400_000, 20_000)] {
+        for purge in [false, true] {
+            let generator = GeneratorSpec::new(Some(rows))
+                .column("key", ColumnGen::Key { cardinality: keys })
+                .column("value", ColumnGen::UniformInt { min: 0, max: 1000 })
+                .column(
+                    "ts",
+                    ColumnGen::EventTime {
+                        start_ms: 0,
+                        events_per_second: 1_000,
+                        max_out_of_orderness_ms: 0,
+                    },
+                );
+            let env = weir_worker::local_environment().unwrap();
+            let out = CollectHandle::new();
+            triggered_aggregate(
+                &env,
+                SourceSpec::from(generator),
+                WatermarkStrategy::for_bounded_out_of_orderness("ts", Duration::ZERO),
+                TumblingEventTimeWindows::of(Duration::from_secs(1_000_000)),
+                Trigger::count(10),
+                purge,
+                &out,
+            );
+            let start = std::time::Instant::now();
+            env.execute("count-trigger-speed").unwrap();
+            let took = start.elapsed();
+            let fired: usize = out.batches().iter().map(|b| b.num_rows()).sum();
+            assert!(fired as u64 > rows / 20, "{fired} firings");
+            println!(
+                "count trigger, {keys} keys, purge {purge}: {rows} records, {fired} firings in {took:?} ({:.0} records/s)",
+                rows as f64 / took.as_secs_f64()
+            );
+        }
     }
 }

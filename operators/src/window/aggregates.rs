@@ -111,24 +111,30 @@ impl Aggregates {
     pub(crate) fn new_accumulation(&self) -> Result<Accumulation> {
         Ok(Accumulation {
             groups: new_group_values(Arc::clone(&self.key_schema), &GroupOrdering::None)?,
-            accumulators: self
-                .functions
-                .iter()
-                .map(
-                    |a| -> datafusion_common::Result<Box<dyn GroupsAccumulator>> {
-                        if a.groups_accumulator_supported() {
-                            a.create_groups_accumulator()
-                        } else {
-                            // Any aggregate works: one row accumulator per group.
-                            let f = Arc::clone(a);
-                            Ok(Box::new(GroupsAccumulatorAdapter::new(move || {
-                                f.create_accumulator()
-                            })))
-                        }
-                    },
-                )
-                .collect::<datafusion_common::Result<Vec<_>>>()?,
+            accumulators: self.new_accumulators()?,
         })
+    }
+
+    /// One fresh accumulator per aggregate, for callers that number the
+    /// groups themselves.
+    pub(crate) fn new_accumulators(&self) -> Result<Vec<Box<dyn GroupsAccumulator>>> {
+        Ok(self
+            .functions
+            .iter()
+            .map(
+                |a| -> datafusion_common::Result<Box<dyn GroupsAccumulator>> {
+                    if a.groups_accumulator_supported() {
+                        a.create_groups_accumulator()
+                    } else {
+                        // Any aggregate works: one row accumulator per group.
+                        let f = Arc::clone(a);
+                        Ok(Box::new(GroupsAccumulatorAdapter::new(move || {
+                            f.create_accumulator()
+                        })))
+                    }
+                },
+            )
+            .collect::<datafusion_common::Result<Vec<_>>>()?)
     }
 
     pub(crate) fn keys(&self, batch: &RecordBatch) -> Vec<ArrayRef> {

@@ -3,7 +3,7 @@
 //! Records are aggregated once, into the aligned *pane* that contains them
 //! (the window itself for tumbling windows, `gcd(size, slide)` for sliding
 //! windows, `step` for cumulating windows). A pane is a DataFusion
-//! [`GroupValues`] table mapping keys to dense group ids plus one
+//! [`GroupValues`](datafusion_physical_plan::aggregates::group_values::GroupValues) table mapping keys to dense group ids plus one
 //! [`GroupsAccumulator`] per aggregate: a batch is split by pane (usually it
 //! falls into one or two), its keys are interned at once and each
 //! accumulator is updated with one call — no per-row dispatch.
@@ -29,7 +29,6 @@ use arrow::compute::{filter, filter_record_batch};
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit, TimestampMillisecondType};
 use arrow::record_batch::RecordBatch;
 use datafusion_expr::EmitTo;
-use datafusion_physical_plan::aggregates::group_values::GroupValues;
 use weir_core::message::Watermark;
 use weir_core::spec::WindowAggregateSpec;
 use weir_core::time::{Trigger, WindowAssigner, tumbling_window_start};
@@ -77,8 +76,9 @@ pub struct WindowAggregateOperator {
     purge: bool,
     /// Next wall-clock early firing of a continuous processing-time trigger.
     next_early: i64,
-    /// Count trigger: per pane, the keys seen and how many records each got.
-    counts: BTreeMap<i64, (Box<dyn GroupValues>, Vec<u64>)>,
+    /// Count trigger: per pane, each key's records and aggregate state (its
+    /// pane in `panes` stays empty).
+    counts: BTreeMap<i64, counts::Counted>,
     late: LateRecords,
     output_schema: SchemaRef,
     batch_size: usize,
@@ -151,21 +151,23 @@ impl WindowAggregateOperator {
 
     /// Bytes held by the panes (group tables, accumulators, frozen state).
     pub fn state_bytes(&self) -> usize {
-        self.panes
-            .values()
-            .map(|p| {
-                let live = p.live.as_ref().map_or(0, |l| {
-                    l.groups.size() + l.accumulators.iter().map(|a| a.size()).sum::<usize>()
-                });
-                let frozen: usize = p
-                    .frozen
-                    .iter()
-                    .flat_map(|f| f.keys.iter().chain(f.states.iter().flatten()))
-                    .map(|a| a.get_array_memory_size())
-                    .sum();
-                live + frozen
-            })
-            .sum()
+        self.counts_bytes()
+            + self
+                .panes
+                .values()
+                .map(|p| {
+                    let live = p.live.as_ref().map_or(0, |l| {
+                        l.groups.size() + l.accumulators.iter().map(|a| a.size()).sum::<usize>()
+                    });
+                    let frozen: usize = p
+                        .frozen
+                        .iter()
+                        .flat_map(|f| f.keys.iter().chain(f.states.iter().flatten()))
+                        .map(|a| a.get_array_memory_size())
+                        .sum();
+                    live + frozen
+                })
+                .sum::<usize>()
     }
 
     fn emits_updates(&self) -> bool {
@@ -622,7 +624,7 @@ impl Operator for WindowAggregateOperator {
     /// barrier) and, for a count trigger, `counts` (`pane_start`, the key
     /// columns, `count`: records of the key in the window so far).
     fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<StateTable>> {
-        let counts = self.counts_table()?;
+        let counts = self.counts_tables()?;
         // One part per pane: a snapshot holds each (pane, key) once.
         self.freeze_range_into(i64::MIN, i64::MAX, 1)?;
         // One table per pane: a pane that did not change since the last
@@ -709,6 +711,9 @@ impl Operator for WindowAggregateOperator {
         }
         if let Some(w) = watermark {
             self.watermark = w;
+        }
+        if matches!(self.trigger, Trigger::Count { .. }) {
+            self.absorb_restored_panes()?;
         }
         Ok(())
     }
