@@ -911,6 +911,15 @@ fn run(job: &PathBuf, cluster: RunCluster, restore: &Restore, quiet: bool) -> Ou
         }
     );
     let progress = progress::Progress::follow(&remote, &id, quiet);
+    // The coordinator is in this process: watch its state closely (a
+    // REST poll every 100 ms would add up to 100 ms to a short job), then
+    // report the end as `weir wait` does.
+    while weir_coordinator::jobs::lock(&c.state)
+        .job_status(&id)
+        .is_some_and(|s| !s.is_terminal())
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
     let code = wait_for(&remote, &id);
     drop(progress);
     let code = code?;

@@ -226,6 +226,11 @@ impl ClusterState {
         self.jobs.get(id).cloned()
     }
 
+    /// A job's status (without copying its details).
+    pub fn job_status(&self, id: &str) -> Option<JobStatus> {
+        self.jobs.get(id).map(|j| j.status)
+    }
+
     /// Whether this coordinator may act on its jobs and workers: always,
     /// but with an HA folder only while it leads within its lease.
     pub(crate) fn may_act(&self) -> bool {
