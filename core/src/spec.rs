@@ -418,6 +418,36 @@ impl AggregateSpec {
         Ok(Arc::clone(&coerced[0]))
     }
 
+    /// Whether a two-phase plan can split this aggregate into a local
+    /// and a global phase: its intermediate state merges, and the result
+    /// does not depend on the order rows come in.
+    pub fn splits_into_phases(&self) -> bool {
+        matches!(
+            self.function,
+            AggregateFunction::Count
+                | AggregateFunction::Sum
+                | AggregateFunction::Min
+                | AggregateFunction::Max
+                | AggregateFunction::Avg
+        )
+    }
+
+    /// The intermediate state fields of this aggregate over `input`.
+    pub fn state_fields(&self, input: &Schema) -> Result<Vec<FieldRef>> {
+        let arg = self.argument_field(input)?;
+        let output = self.output_field(input)?;
+        self.function
+            .udaf()
+            .state_fields(datafusion_expr::function::StateFieldsArgs {
+                name: &self.alias,
+                input_fields: &[arg],
+                return_field: output,
+                ordering_fields: &[],
+                is_distinct: self.function.is_distinct(),
+            })
+            .map_err(|e| WeirError::plan(format!("aggregate {self}: {e}")))
+    }
+
     /// The output field given the input schema.
     pub fn output_field(&self, input: &Schema) -> Result<FieldRef> {
         let arg = self.argument_field(input)?;
@@ -499,9 +529,66 @@ pub struct GroupAggregateSpec {
     /// key emits only its new row (`+U`, no `-U`), Flink's upsert mode.
     #[serde(default)]
     pub upsert: bool,
+    /// One phase, or which half of a two-phase aggregation this is.
+    #[serde(default)]
+    pub phase: AggregatePhase,
+}
+
+/// Where a group aggregation stands in a two-phase plan (Flink's local and
+/// global aggregates; DataFusion's partial and final): a local phase, at
+/// the input's parallelism and before the hash exchange, aggregates what
+/// its subtask reads into intermediate states; the global phase, keyed,
+/// merges them. Batch mode over an insert-only input only.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum AggregatePhase {
+    /// Rows in, results out.
+    #[default]
+    Single,
+    /// Rows in; out, at the end of the input (or sooner, to bound its
+    /// memory), the key columns then every aggregate's intermediate state
+    /// ([`GroupAggregateSpec::partial_schema`]). A key may come out more
+    /// than once.
+    Local,
+    /// Merges what a [`AggregatePhase::Local`] phase over `rows` emits
+    /// (the spec's `input_schema`) into results. The aggregates' columns
+    /// name columns of `rows`.
+    Global {
+        /// The schema of the rows the local phase read.
+        rows: SchemaRef,
+    },
 }
 
 impl GroupAggregateSpec {
+    /// The schema of the rows the aggregates read (the local phase's input
+    /// for a global phase).
+    pub fn rows_schema(&self) -> &SchemaRef {
+        match &self.phase {
+            AggregatePhase::Global { rows } => rows,
+            _ => &self.input_schema,
+        }
+    }
+
+    /// What a local phase over `input` emits: the key columns, then every
+    /// aggregate's intermediate state columns, named `a{i}_{state}`
+    /// (nullable), as DataFusion's accumulators give them.
+    pub fn partial_schema(
+        keys: &[String],
+        aggregates: &[AggregateSpec],
+        input: &Schema,
+    ) -> Result<SchemaRef> {
+        let mut fields = Vec::new();
+        for k in keys {
+            fields.push(input.field_with_name(k)?.clone());
+        }
+        for (i, a) in aggregates.iter().enumerate() {
+            for f in a.state_fields(input)? {
+                let name = format!("a{i}_{}", f.name());
+                fields.push(f.as_ref().clone().with_name(name).with_nullable(true));
+            }
+        }
+        Ok(Arc::new(Schema::new(fields)))
+    }
+
     /// What the output carries: append-only in batch mode, else updates,
     /// retracting or upserting by the group keys.
     pub fn changelog_mode(&self) -> ChangelogMode {
@@ -813,7 +900,12 @@ impl fmt::Debug for OperatorSpec {
             OperatorSpec::MapBatches(_) => write!(f, "MapBatches(<fn>)"),
             OperatorSpec::GroupAggregate(g) => write!(
                 f,
-                "GroupAggregate(keys [{}], [{}])",
+                "{}GroupAggregate(keys [{}], [{}])",
+                match g.phase {
+                    AggregatePhase::Single => "",
+                    AggregatePhase::Local => "Local",
+                    AggregatePhase::Global { .. } => "Global",
+                },
                 g.keys.join(", "),
                 g.aggregates
                     .iter()

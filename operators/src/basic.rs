@@ -65,6 +65,14 @@ fn create_in_memory(
             exprs: exprs.iter().map(|(e, _)| Arc::clone(e)).collect(),
             schema: Arc::clone(&node.schema),
         }),
+        OperatorSpec::GroupAggregate(g) if g.phase == weir_core::spec::AggregatePhase::Local => {
+            Box::new(crate::local_aggregate::LocalAggregateOperator::try_new(
+                name,
+                g,
+                Arc::clone(&node.schema),
+                ctx.config.batch_size,
+            )?)
+        }
         OperatorSpec::GroupAggregate(g) => {
             Box::new(crate::group_aggregate::GroupAggregateOperator::try_new(
                 name,

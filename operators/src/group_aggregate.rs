@@ -35,7 +35,7 @@ use arrow::row::{RowConverter, SortField};
 use datafusion_expr::EmitTo;
 use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
-use weir_core::spec::{GroupAggregateSpec, RowKind};
+use weir_core::spec::{AggregatePhase, GroupAggregateSpec, RowKind};
 use weir_core::{Result, WeirError};
 
 use crate::distinct_sets::DistinctSets;
@@ -95,6 +95,9 @@ pub struct GroupAggregateOperator {
     /// Batch mode over an insert-only input: one accumulation updated in
     /// place, evaluated once at the end (no per-batch results to compare).
     direct: Option<Accumulation>,
+    /// The global phase of a two-phase aggregation: the input is the key
+    /// columns then intermediate states, merged into `direct`.
+    global: bool,
 }
 
 impl GroupAggregateOperator {
@@ -123,8 +126,15 @@ impl GroupAggregateOperator {
                 _ => stored.push(a.clone()),
             }
         }
-        let all = Aggregates::build(&name, &spec.keys, &list, &spec.input_schema, None)?;
-        let aggregates = Aggregates::build(&name, &spec.keys, &stored, &spec.input_schema, None)?;
+        let rows = spec.rows_schema();
+        let all = Aggregates::build(&name, &spec.keys, &list, rows, None)?;
+        let aggregates = Aggregates::build(&name, &spec.keys, &stored, rows, None)?;
+        let global = matches!(spec.phase, AggregatePhase::Global { .. });
+        if global && (spec.changelog || spec.retractions || !distinct.is_empty()) {
+            return Err(WeirError::plan(format!(
+                "{name}: a global aggregation phase runs in batch mode over an insert-only input"
+            )));
+        }
         let key_schema = aggregates.key_schema();
         let snapshot = aggregates.snapshot_schema()?;
         // The pane snapshot schema minus its `pane_start`: keys, then states.
@@ -135,7 +145,7 @@ impl GroupAggregateOperator {
                 .collect::<Vec<Field>>(),
         ));
         let direct = (!spec.changelog && !spec.retractions)
-            .then(|| aggregates.new_accumulation())
+            .then(|| aggregates.new_lasting_accumulation())
             .transpose()?;
         Ok(Self {
             index: new_group_values(Arc::clone(&key_schema), &GroupOrdering::None)?,
@@ -164,6 +174,7 @@ impl GroupAggregateOperator {
             replay: vec![],
             input_schema: Arc::clone(&spec.input_schema),
             direct,
+            global,
             name,
         })
     }
@@ -696,6 +707,17 @@ impl Operator for GroupAggregateOperator {
         }
         if let Some(acc) = &mut self.direct {
             let mut ids = Vec::new();
+            if self.global {
+                let (keys, states) = batch.columns().split_at(self.key_width);
+                acc.groups.intern(keys, &mut ids)?;
+                let n = acc.groups.len();
+                let mut at = 0;
+                for (a, &w) in acc.accumulators.iter_mut().zip(&self.state_widths) {
+                    a.merge_batch(&states[at..at + w], &ids, n)?;
+                    at += w;
+                }
+                return Ok(());
+            }
             acc.groups.intern(&self.aggregates.keys(&batch), &mut ids)?;
             let n = acc.groups.len();
             return self

@@ -2,7 +2,6 @@ use super::*;
 use arrow::array::Int64Array;
 use arrow::datatypes::DataType;
 use weir_core::config::WeirConfig;
-use weir_core::keys::KeyGroupRange;
 use weir_core::spec::AggregateSpec;
 
 fn input() -> SchemaRef {
@@ -34,21 +33,14 @@ fn operator(config: WeirConfig) -> GroupAggregateOperator {
         changelog: true,
         retractions: true,
         upsert: false,
+        phase: Default::default(),
     };
     GroupAggregateOperator::try_new("agg".into(), &spec, output(), &context(config)).unwrap()
 }
 
 /// One subtask of one.
 fn context(config: WeirConfig) -> OperatorContext {
-    OperatorContext {
-        task_name: "agg".into(),
-        subtask: 0,
-        parallelism: 1,
-        key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-        memory: crate::memory::StateMemory::new(&config.state),
-        config,
-        connectors: Default::default(),
-    }
+    OperatorContext::single("agg", config)
 }
 
 fn rows(keys: impl Iterator<Item = i64>, kind: RowKind) -> RecordBatch {
@@ -243,16 +235,9 @@ fn spilling(config: WeirConfig) -> crate::spill::SpillingKeyed {
         changelog: true,
         retractions: true,
         upsert: false,
+        phase: Default::default(),
     };
-    let ctx = OperatorContext {
-        task_name: "agg (1/1)".into(),
-        subtask: 0,
-        parallelism: 1,
-        key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-        memory: crate::memory::StateMemory::new(&config.state),
-        config,
-        connectors: Default::default(),
-    };
+    let ctx = OperatorContext::single("agg (1/1)", config);
     let mut inner = ctx.clone();
     inner.memory = crate::memory::StateMemory::default();
     let make: crate::spill::MakeOperator = Box::new(move || {
@@ -376,6 +361,7 @@ fn distinct_operator() -> GroupAggregateOperator {
         changelog: true,
         retractions: false,
         upsert: false,
+        phase: Default::default(),
     };
     let out = Arc::new(Schema::new(vec![
         Field::new("k", DataType::Int64, false),

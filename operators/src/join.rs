@@ -652,7 +652,6 @@ mod tests {
     use arrow::array::{Int64Array, TimestampMillisecondArray};
     use arrow::datatypes::{DataType, Field, TimeUnit};
     use weir_core::config::WeirConfig;
-    use weir_core::keys::KeyGroupRange;
 
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
@@ -706,15 +705,7 @@ mod tests {
             Field::new("right_k", DataType::Int64, outer),
             Field::new("right_ts", ts, outer),
         ]));
-        let ctx = OperatorContext {
-            task_name: "join".into(),
-            subtask: 0,
-            parallelism: 1,
-            key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-            config: WeirConfig::default(),
-            connectors: Default::default(),
-            memory: Default::default(),
-        };
+        let ctx = OperatorContext::single("join", WeirConfig::default());
         IntervalJoinOperator::try_new("join".into(), &spec, out, &ctx).unwrap()
     }
 

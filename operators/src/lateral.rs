@@ -170,7 +170,7 @@ mod tests {
     use arrow::datatypes::{DataType, Int64Type, Schema};
     use arrow::util::display::array_value_to_string;
     use weir_core::config::WeirConfig;
-    use weir_core::keys::KeyGroupRange;
+
     use weir_core::table_function::Unnest;
 
     fn input() -> RecordBatch {
@@ -197,15 +197,7 @@ mod tests {
             names: vec!["tag".into()],
             outer,
         };
-        let ctx = OperatorContext {
-            task_name: "lateral".into(),
-            subtask: 0,
-            parallelism: 1,
-            key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-            config: WeirConfig::default(),
-            connectors: Default::default(),
-            memory: Default::default(),
-        };
+        let ctx = OperatorContext::single("lateral", WeirConfig::default());
         let mut op =
             LateralOperator::try_new("lateral".into(), &spec, spec.output_schema().unwrap(), &ctx)
                 .unwrap();

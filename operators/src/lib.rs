@@ -25,12 +25,14 @@ macro_rules! stateless {
 pub mod basic;
 pub mod connectors;
 pub mod count_window;
+mod dense_groups;
 mod distinct_sets;
 pub mod formats;
 pub mod group_aggregate;
 pub mod join;
 mod key_table;
 pub mod lateral;
+pub mod local_aggregate;
 pub mod lookup_join;
 mod match_nfa;
 pub mod match_recognize;
@@ -108,6 +110,22 @@ pub struct OperatorContext {
     /// The managed-memory budget keyed state draws from (one per job in
     /// each process).
     pub memory: memory::StateMemory,
+}
+
+#[cfg(test)]
+impl OperatorContext {
+    /// The only subtask of a test operator, with `config`'s memory budget.
+    pub(crate) fn single(task_name: &str, config: WeirConfig) -> Self {
+        OperatorContext {
+            task_name: task_name.into(),
+            subtask: 0,
+            parallelism: 1,
+            key_groups: KeyGroupRange::for_subtask(0, 1, 128),
+            memory: memory::StateMemory::new(&config.state),
+            config,
+            connectors: Default::default(),
+        }
+    }
 }
 
 /// Refuse an input index beyond the two of a two-input operator.

@@ -2,7 +2,6 @@ use super::*;
 use arrow::array::{Int64Array, TimestampMillisecondArray};
 use arrow::datatypes::TimeUnit;
 use weir_core::config::WeirConfig;
-use weir_core::keys::KeyGroupRange;
 use weir_core::spec::AggregateSpec;
 
 fn schema() -> SchemaRef {
@@ -46,15 +45,7 @@ fn spec(frame: OverFrame) -> OverAggregateSpec {
 }
 
 fn operator(spec: &OverAggregateSpec) -> OverAggregateOperator {
-    let ctx = OperatorContext {
-        task_name: "over".into(),
-        subtask: 0,
-        parallelism: 1,
-        key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-        config: WeirConfig::default(),
-        connectors: Default::default(),
-        memory: Default::default(),
-    };
+    let ctx = OperatorContext::single("over", WeirConfig::default());
     OverAggregateOperator::try_new("over".into(), spec, spec.output_schema().unwrap(), &ctx)
         .unwrap()
 }

@@ -3,7 +3,6 @@ use arrow::array::Int64Array;
 use arrow::util::display::array_value_to_string;
 use datafusion_physical_expr::expressions::{BinaryExpr, Column};
 use weir_core::config::WeirConfig;
-use weir_core::keys::KeyGroupRange;
 use weir_core::spec::row_kind_field;
 
 fn schema(changelog: bool) -> SchemaRef {
@@ -46,15 +45,7 @@ fn changes(r: &[(&str, i64, i64)]) -> RecordBatch {
 }
 
 fn ctx() -> OperatorContext {
-    OperatorContext {
-        task_name: "join".into(),
-        subtask: 0,
-        parallelism: 1,
-        key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-        config: WeirConfig::default(),
-        connectors: Default::default(),
-        memory: Default::default(),
-    }
+    OperatorContext::single("join", WeirConfig::default())
 }
 
 fn spec(kind: JoinKind, changelogs: (bool, bool)) -> RegularJoinSpec {

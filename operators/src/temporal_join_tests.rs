@@ -3,7 +3,6 @@ use arrow::array::Int64Array;
 use arrow::util::display::array_value_to_string;
 use datafusion_physical_expr::expressions::{BinaryExpr, Column};
 use weir_core::config::WeirConfig;
-use weir_core::keys::KeyGroupRange;
 use weir_core::spec::row_kind_field;
 
 /// `(k, ts, v)`, plus the row kind for a changelog.
@@ -48,15 +47,7 @@ fn changes(r: &[(&str, i64, i64, i64)]) -> RecordBatch {
 }
 
 fn ctx() -> OperatorContext {
-    OperatorContext {
-        task_name: "temporal".into(),
-        subtask: 0,
-        parallelism: 1,
-        key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-        config: WeirConfig::default(),
-        connectors: Default::default(),
-        memory: Default::default(),
-    }
+    OperatorContext::single("temporal", WeirConfig::default())
 }
 
 fn spec(kind: JoinKind, changelog: bool) -> TemporalJoinSpec {

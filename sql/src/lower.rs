@@ -81,6 +81,10 @@ pub(crate) struct Lowering<'a> {
     windows: HashMap<usize, WindowProps>,
     /// Processing-time attributes (`PROCTIME()` columns), by stream id.
     proctime: HashMap<usize, Vec<String>>,
+    /// Batch `GROUP BY`s aggregate locally before the hash exchange when
+    /// their aggregates split (`table.optimizer.agg-phase-strategy` other
+    /// than `ONE_PHASE`).
+    two_phase: bool,
 }
 
 /// The window bounds a stream of window results carries.
@@ -110,6 +114,7 @@ impl<'a> Lowering<'a> {
             idle_timeout,
             state_ttl: None,
             ttl_event_time: false,
+            two_phase: true,
             sources: HashMap::new(),
             windows: HashMap::new(),
             proctime: HashMap::new(),
@@ -120,6 +125,12 @@ impl<'a> Lowering<'a> {
     pub(crate) fn with_state_ttl(mut self, ttl_ms: Option<i64>, event_time: bool) -> Self {
         self.state_ttl = ttl_ms.filter(|&t| t > 0);
         self.ttl_event_time = event_time;
+        self
+    }
+
+    /// Whether batch aggregations may run in two phases.
+    pub(crate) fn with_two_phase_aggregation(mut self, on: bool) -> Self {
+        self.two_phase = on;
         self
     }
 
@@ -725,7 +736,16 @@ impl<'a> Lowering<'a> {
         }
         let pre_stream = stream.project_physical(exprs, "Calc(aggregate arguments)")?;
         let k: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let out = pre_stream.key_by(&k)?.group_aggregate(specs)?;
+        let batch = self.env.config().runtime_mode == weir_core::config::RuntimeMode::Batch;
+        let out = if self.two_phase
+            && batch
+            && !retracting
+            && specs.iter().all(AggregateSpec::splits_into_phases)
+        {
+            pre_stream.two_phase_group_aggregate(&k, specs)?
+        } else {
+            pre_stream.key_by(&k)?.group_aggregate(specs)?
+        };
         let changelog = is_changelog(&out);
         let out_df = DFSchema::try_from(out.schema().as_ref().clone())?;
         let c = |name: &str| Expr::Column(Column::new_unqualified(name));

@@ -67,6 +67,10 @@ pub const OPTIONS: &[(&str, &str)] = &[
         "how long keyed state (regular joins, group aggregates, Top-N, deduplication) keeps a key or row after it was last written, in processing time (default: forever)",
     ),
     (
+        "table.optimizer.agg-phase-strategy",
+        "'AUTO' (the default) or 'TWO_PHASE': a batch GROUP BY of COUNT, SUM, MIN, MAX and AVG aggregates locally before the hash exchange; 'ONE_PHASE': every row crosses the exchange",
+    ),
+    (
         "state.backend.type",
         "'hashmap' (state in memory, the default) or 'disk' (spills past the memory budget; 'rocksdb' names it too)",
     ),
@@ -533,8 +537,13 @@ impl SqlSession {
             .options
             .get("weir.state.ttl.time")
             .is_some_and(|v| v.eq_ignore_ascii_case("event-time"));
+        let two_phase = !self
+            .options
+            .get("table.optimizer.agg-phase-strategy")
+            .is_some_and(|v| v.eq_ignore_ascii_case("one_phase"));
         let mut lowering = Lowering::new(env, &self.catalog, &self.connectors, idle)
-            .with_state_ttl(ttl, event_time);
+            .with_state_ttl(ttl, event_time)
+            .with_two_phase_aggregation(two_phase);
         for insert in &self.inserts {
             let object = sql::ObjectName::from(vec![sql::Ident::new(insert.table.clone())]);
             let table = self.catalog.table(&object)?;
@@ -805,6 +814,12 @@ fn apply_options(
             "table.exec.source.idle-timeout" => {
                 connectors::parse_duration_ms(v)
                     .ok_or_else(|| bad(k, v, "a duration such as '5 s'"))?;
+            }
+            "table.optimizer.agg-phase-strategy"
+                if !["auto", "one_phase", "two_phase"]
+                    .contains(&v.to_ascii_lowercase().as_str()) =>
+            {
+                return Err(bad(k, v, "'AUTO', 'ONE_PHASE' or 'TWO_PHASE'"));
             }
             "table.exec.state.ttl" => {
                 let ms = connectors::parse_duration_ms(v)

@@ -14,7 +14,8 @@ use super::{JobGraph, Partitioner, StreamNodeKind};
 use crate::error::{Result, WeirError};
 use crate::keys::is_hashable_key_type;
 use crate::spec::{
-    AggregateSpec, ChangelogMode, OperatorSpec, ROW_KIND_COLUMN, SecondInput, is_changelog_schema,
+    AggregatePhase, AggregateSpec, ChangelogMode, GroupAggregateSpec, OperatorSpec,
+    ROW_KIND_COLUMN, SecondInput, is_changelog_schema,
 };
 use crate::time::{Trigger, WindowAssigner, check_timestamp_column, column_list};
 
@@ -369,7 +370,34 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
         OperatorSpec::GroupAggregate(g) => {
             keys_in(input, &g.keys, "group").map_err(plan)?;
             keys_out(input, &g.keys, output).map_err(plan)?;
-            aggregates_in(input, &g.aggregates, output)?;
+            let rows = g.rows_schema();
+            if g.phase != AggregatePhase::Single {
+                if g.changelog || g.retractions || g.upsert {
+                    return Err(plan(
+                        "a two-phase group aggregation runs in batch mode over an insert-only input"
+                            .into(),
+                    ));
+                }
+                if let Some(a) = g.aggregates.iter().find(|a| !a.splits_into_phases()) {
+                    return Err(plan(format!(
+                        "{a} does not split into a local and a global phase"
+                    )));
+                }
+            }
+            match &g.phase {
+                AggregatePhase::Local => {
+                    let partial = GroupAggregateSpec::partial_schema(&g.keys, &g.aggregates, rows)?;
+                    same_columns(&partial, output, "the local aggregation's output")
+                        .map_err(plan)?;
+                }
+                AggregatePhase::Global { .. } => {
+                    let partial = GroupAggregateSpec::partial_schema(&g.keys, &g.aggregates, rows)?;
+                    same_columns(&partial, input, "the global aggregation's input")
+                        .map_err(plan)?;
+                    aggregates_in(rows, &g.aggregates, output)?;
+                }
+                AggregatePhase::Single => aggregates_in(input, &g.aggregates, output)?,
+            }
         }
         OperatorSpec::TopN(t) => {
             if t.limit == 0 {

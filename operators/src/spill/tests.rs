@@ -9,7 +9,6 @@ use arrow::datatypes::{DataType, Field, Schema};
 use arrow::util::display::array_value_to_string;
 use weir_core::changelog::{RowKind, row_kind_array, row_kind_at, row_kinds};
 use weir_core::config::WeirConfig;
-use weir_core::keys::KeyGroupRange;
 use weir_core::spec::{JoinKind, RegularJoinSpec, TopNSpec, is_changelog_schema, row_kind_field};
 
 use arrow::datatypes::SchemaRef;
@@ -22,15 +21,7 @@ use crate::top_n::TopNOperator;
 const BUDGET: usize = 256 << 10;
 
 fn context(config: WeirConfig) -> OperatorContext {
-    OperatorContext {
-        task_name: "op (1/1)".into(),
-        subtask: 0,
-        parallelism: 1,
-        key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-        memory: StateMemory::new(&config.state),
-        config,
-        connectors: Default::default(),
-    }
+    OperatorContext::single("op (1/1)", config)
 }
 
 fn disk_config(dir: &std::path::Path) -> WeirConfig {

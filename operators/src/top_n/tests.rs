@@ -6,7 +6,6 @@ use arrow::array::Array;
 use arrow::array::{Int64Array, TimestampMillisecondArray};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use weir_core::config::WeirConfig;
-use weir_core::keys::KeyGroupRange;
 use weir_core::message::Watermark;
 
 fn input() -> SchemaRef {
@@ -73,15 +72,7 @@ fn operator_with(spec: &TopNSpec, config: WeirConfig) -> TopNOperator {
     if spec.changelog {
         fields.push(weir_core::spec::row_kind_field());
     }
-    let ctx = OperatorContext {
-        task_name: "top".into(),
-        subtask: 0,
-        parallelism: 1,
-        key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-        config,
-        connectors: Default::default(),
-        memory: Default::default(),
-    };
+    let ctx = OperatorContext::single("top", config);
     TopNOperator::try_new("top".into(), spec, Arc::new(Schema::new(fields)), &ctx).unwrap()
 }
 

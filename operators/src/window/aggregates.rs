@@ -115,6 +115,16 @@ impl Aggregates {
         })
     }
 
+    /// As [`Self::new_accumulation`], for an accumulation that lives
+    /// across batches: one integer key is grouped by its value's offset
+    /// ([`crate::dense_groups`]) while its values lie close together.
+    pub(crate) fn new_lasting_accumulation(&self) -> Result<Accumulation> {
+        Ok(Accumulation {
+            groups: crate::dense_groups::DenseGroups::boxed(Arc::clone(&self.key_schema))?,
+            accumulators: self.new_accumulators()?,
+        })
+    }
+
     /// One fresh accumulator per aggregate, for callers that number the
     /// groups themselves.
     pub(crate) fn new_accumulators(&self) -> Result<Vec<Box<dyn GroupsAccumulator>>> {

@@ -498,12 +498,12 @@ mod tests {
     use arrow::array::Int64Array;
     use arrow::datatypes::TimeUnit;
     use weir_core::config::WeirConfig;
-    use weir_core::keys::KeyGroupRange;
+
     use weir_core::spec::{AggregateSpec, WindowAggregateSpec};
     use weir_core::time::{Trigger, WindowAssigner};
 
     use super::*;
-    use crate::memory::StateMemory;
+
     use crate::{Operator, OperatorContext};
 
     fn operator(purge: bool) -> WindowAggregateOperator {
@@ -539,15 +539,7 @@ mod tests {
             Field::new("total", DataType::Int64, true),
         ]));
         let config = WeirConfig::default();
-        let ctx = OperatorContext {
-            task_name: "window (1/1)".into(),
-            subtask: 0,
-            parallelism: 1,
-            key_groups: KeyGroupRange::for_subtask(0, 1, 128),
-            memory: StateMemory::new(&config.state),
-            config,
-            connectors: Default::default(),
-        };
+        let ctx = OperatorContext::single("window (1/1)", config);
         WindowAggregateOperator::try_new("window".into(), &spec, output, &ctx).unwrap()
     }
 
