@@ -727,6 +727,56 @@ pub enum OperatorSpec {
     WindowAssign(WindowAssignSpec),
     /// Row pattern recognition per partition (`MATCH_RECOGNIZE`).
     MatchRecognize(MatchRecognizeSpec),
+    /// Batch mode: the whole input in order, or a slice of it.
+    Sort(SortSpec),
+}
+
+/// Batch mode's `ORDER BY … LIMIT … OFFSET`: every row of the input in
+/// `order` (column, descending, nulls first) once the input has ended, or
+/// only the `fetch` rows after the first `offset`. With no ordering, the
+/// rows come in the order they arrived (a `LIMIT` on its own). One subtask
+/// sorts everything (a global sort, as Flink's batch planner runs it).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SortSpec {
+    /// Sort columns: name, descending, nulls first.
+    pub order: Vec<(String, bool, bool)>,
+    /// Rows to skip at the front.
+    pub offset: usize,
+    /// Rows to keep after them (all when `None`).
+    pub fetch: Option<usize>,
+    /// Schema of the input (and the output).
+    pub input_schema: SchemaRef,
+}
+
+impl SortSpec {
+    /// The rows the output can hold: offset plus fetch.
+    pub fn limit(&self) -> Option<usize> {
+        self.fetch.map(|f| f.saturating_add(self.offset))
+    }
+}
+
+impl fmt::Display for SortSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let order: Vec<String> = self
+            .order
+            .iter()
+            .map(|(c, desc, nulls_first)| {
+                format!(
+                    "{c} {}{}",
+                    if *desc { "DESC" } else { "ASC" },
+                    if *nulls_first { " NULLS FIRST" } else { "" }
+                )
+            })
+            .collect();
+        write!(f, "Sort(order [{}]", order.join(", "))?;
+        if self.offset > 0 {
+            write!(f, ", offset {}", self.offset)?;
+        }
+        if let Some(n) = self.fetch {
+            write!(f, ", fetch {n}")?;
+        }
+        write!(f, ")")
+    }
 }
 
 /// A keyed window whose rows are all handed to a function when it fires.
@@ -845,7 +895,8 @@ impl OperatorSpec {
             | OperatorSpec::LookupJoin(_)
             | OperatorSpec::TemporalJoin(_)
             | OperatorSpec::WindowAssign(_)
-            | OperatorSpec::MatchRecognize(_) => ChangelogMode::Append,
+            | OperatorSpec::MatchRecognize(_)
+            | OperatorSpec::Sort(_) => ChangelogMode::Append,
         }
     }
 
@@ -944,6 +995,7 @@ impl fmt::Debug for OperatorSpec {
             OperatorSpec::TemporalJoin(j) => write!(f, "{j:?}"),
             OperatorSpec::Lateral(l) => write!(f, "{l:?}"),
             OperatorSpec::MatchRecognize(m) => write!(f, "{m}"),
+            OperatorSpec::Sort(s) => write!(f, "{s}"),
             OperatorSpec::OverAggregate(o) => write!(
                 f,
                 "OverAggregate(partition [{}], order {}, {}, [{}])",

@@ -673,6 +673,7 @@ enum OperatorWire {
     TopN(crate::spec::TopNSpec),
     LookupJoin(crate::spec::LookupJoinSpec),
     WindowAssign(crate::spec::WindowAssignSpec),
+    Sort(crate::spec::SortSpec),
 }
 
 /// A join's residual condition on the wire.
@@ -773,6 +774,7 @@ impl Serialize for OperatorSpec {
                 OperatorWire::GroupAggregate(g.clone())
             }
             OperatorSpec::TopN(t) => OperatorWire::TopN(t.clone()),
+            OperatorSpec::Sort(t) => OperatorWire::Sort(t.clone()),
             OperatorSpec::LookupJoin(l) => OperatorWire::LookupJoin(l.clone()),
             OperatorSpec::WindowAssign(w) => OperatorWire::WindowAssign(w.clone()),
             other => {
@@ -879,6 +881,7 @@ impl<'de> Deserialize<'de> for OperatorSpec {
             OperatorWire::WindowJoin(j) => OperatorSpec::WindowJoin(j),
             OperatorWire::GroupAggregate(g) => OperatorSpec::GroupAggregate(g),
             OperatorWire::TopN(t) => OperatorSpec::TopN(t),
+            OperatorWire::Sort(t) => OperatorSpec::Sort(t),
             OperatorWire::LookupJoin(l) => OperatorSpec::LookupJoin(l),
             OperatorWire::WindowAssign(w) => OperatorSpec::WindowAssign(w),
         })

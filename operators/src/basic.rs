@@ -93,6 +93,11 @@ fn create_in_memory(
             l,
             Arc::clone(&node.schema),
         )?),
+        OperatorSpec::Sort(t) => Box::new(crate::sort::SortOperator::try_new(
+            name,
+            t,
+            ctx.config.batch_size,
+        )?),
         OperatorSpec::TopN(t) => Box::new(crate::top_n::TopNOperator::try_new(
             name,
             t,

@@ -50,6 +50,7 @@ pub mod session_join;
 pub mod session_process;
 mod sessions;
 pub mod sinks;
+mod sort;
 pub mod sources;
 pub mod spill;
 pub mod storage;

@@ -32,6 +32,7 @@ use crate::planner::{TvfWindow, WindowTvf, as_window_tvf};
 
 mod join;
 mod match_recognize;
+mod order;
 mod over;
 mod rows;
 
@@ -85,6 +86,9 @@ pub(crate) struct Lowering<'a> {
     /// their aggregates split (`table.optimizer.agg-phase-strategy` other
     /// than `ONE_PHASE`).
     two_phase: bool,
+    /// Streams whose rows are in order (batch mode's ORDER BY, and what
+    /// follows it), by id.
+    ordered: std::collections::HashSet<usize>,
 }
 
 /// The window bounds a stream of window results carries.
@@ -115,6 +119,7 @@ impl<'a> Lowering<'a> {
             state_ttl: None,
             ttl_event_time: false,
             two_phase: true,
+            ordered: Default::default(),
             sources: HashMap::new(),
             windows: HashMap::new(),
             proctime: HashMap::new(),
@@ -136,6 +141,14 @@ impl<'a> Lowering<'a> {
 
     /// The stream of `plan`'s rows; its schema has the plan's field names.
     pub(crate) fn lower(&mut self, plan: &LogicalPlan) -> Result<DataStream> {
+        let out = self.lower_node(plan)?;
+        match plan {
+            LogicalPlan::Projection(_) | LogicalPlan::Filter(_) => self.keep_order(out),
+            _ => Ok(out),
+        }
+    }
+
+    fn lower_node(&mut self, plan: &LogicalPlan) -> Result<DataStream> {
         match plan {
             LogicalPlan::Projection(p) => {
                 let input = self.lower(&p.input)?;
@@ -265,10 +278,7 @@ impl<'a> Lowering<'a> {
             }
             LogicalPlan::Join(j) => self.join(j),
             LogicalPlan::Window(w) => self.over(w),
-            LogicalPlan::Sort(_) => Err(unsupported(
-                "ORDER BY on a stream (order by time ascending is implied; Top-N is not supported yet)",
-            )),
-            LogicalPlan::Limit(_) => Err(unsupported("LIMIT on a stream")),
+            LogicalPlan::Sort(_) | LogicalPlan::Limit(_) => self.order(plan),
             LogicalPlan::Distinct(datafusion_expr::Distinct::All(input)) => {
                 // SELECT DISTINCT: a GROUP BY of every column, as Flink
                 // plans it (updating in streaming mode).

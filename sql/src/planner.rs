@@ -30,7 +30,7 @@ use datafusion_expr::{
     TableSource, UserDefinedLogicalNodeCore, WindowUDF, logical_plan::builder::LogicalTableSource,
 };
 use datafusion_optimizer::Analyzer;
-use datafusion_sql::planner::{ParserOptions, PlannerContext, SqlToRel};
+use datafusion_sql::planner::{NullOrdering, ParserOptions, PlannerContext, SqlToRel};
 use sqlparser::ast::{self as sql, FunctionArg, FunctionArgExpr, FunctionArguments, TableFactor};
 
 use crate::catalog::{Catalog, Relation};
@@ -585,7 +585,10 @@ impl<'a> Provider<'a> {
                 .with_parse_float_as_decimal(true)
                 .with_collect_spans(true)
                 .with_enable_ident_normalization(false)
-                .with_map_string_types_to_utf8view(false),
+                .with_map_string_types_to_utf8view(false)
+                // Flink: NULL is the smallest value (first ascending, last
+                // descending) unless NULLS FIRST/LAST says otherwise.
+                .with_default_null_ordering(NullOrdering::NullsMin),
         )
     }
 

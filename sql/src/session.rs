@@ -554,16 +554,30 @@ impl SqlSession {
             if let Some(key) = self.connectors.sink_upsert_key(table).map_err(weir_err)? {
                 stream.upsert_by(&key);
             }
-            stream.sink_to(sink, &insert.table).map_err(weir_err)?;
+            let sink = stream.sink_to(sink, &insert.table).map_err(weir_err)?;
+            keep_order(&lowering, &stream, sink)?;
         }
         for (i, q) in self.queries.iter().enumerate() {
             let stream = lowering.lower(q).map_err(weir_err)?;
-            stream
+            let sink = stream
                 .sink_to(query_sink(), &format!("query {}", i + 1))
                 .map_err(weir_err)?;
+            keep_order(&lowering, &stream, sink)?;
         }
         Ok(())
     }
+}
+
+/// A sorted result's sink runs in one subtask, so its rows stay in order.
+fn keep_order(
+    lowering: &Lowering,
+    stream: &weir_core::api::DataStream,
+    sink: weir_core::api::DataStreamSink,
+) -> Result<(), SqlError> {
+    if lowering.is_ordered(stream) {
+        sink.set_parallelism(1).map_err(weir_err)?;
+    }
+    Ok(())
 }
 
 /// An updating query into a sink that takes only inserts is refused, as

@@ -16,11 +16,12 @@ use crate::graph::{ChainingStrategy, Partitioner, TransformationKind};
 use crate::keys::is_hashable_key_type;
 use crate::process::{CoProcessFunction, KeyedProcessFunction, ProcessWindowFunction};
 use crate::spec::{
-    AggregatePhase, AggregateSpec, BatchFn, GroupAggregateSpec, KeyedProcessSpec, OperatorSpec,
-    ProcessFactory, SecondInput, SinkSpec, WindowAggregateSpec, WindowProcessSpec,
+    AggregatePhase, AggregateSpec, BatchFn, KeyedProcessSpec, OperatorSpec, ProcessFactory,
+    SecondInput, SinkSpec, WindowAggregateSpec, WindowProcessSpec,
 };
 use crate::time::{Trigger, WindowAssigner, Windows, check_timestamp_column, column_list};
 
+mod batch;
 mod joins;
 mod lateral;
 mod match_recognize;
@@ -454,72 +455,6 @@ impl DataStream {
         Ok(KeyedStream { stream, keys })
     }
 
-    /// Batch mode: aggregate per key in two phases, as Flink's and
-    /// DataFusion's batch planners do. A local phase, chained to this
-    /// stream at its parallelism, aggregates what each subtask reads into
-    /// intermediate states; only those cross the hash exchange by `keys`,
-    /// to a global phase that merges them. The output is
-    /// [`KeyedStream::group_aggregate`]'s in batch mode. Needs an
-    /// insert-only input and aggregates that split
-    /// ([`AggregateSpec::splits_into_phases`]).
-    pub fn two_phase_group_aggregate(
-        &self,
-        keys: &[&str],
-        aggregates: Vec<AggregateSpec>,
-    ) -> Result<DataStream> {
-        if self.env.config().runtime_mode != crate::config::RuntimeMode::Batch {
-            return Err(WeirError::plan(
-                "a two-phase group aggregation runs in batch mode only",
-            ));
-        }
-        if self.changelog_mode().is_updating() {
-            return Err(WeirError::plan(
-                "a two-phase group aggregation needs an insert-only input",
-            ));
-        }
-        if let Some(a) = aggregates.iter().find(|a| !a.splits_into_phases()) {
-            return Err(WeirError::plan(format!(
-                "{a} does not split into a local and a global phase"
-            )));
-        }
-        let key_names: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        let fields = group_aggregate_fields(&key_names, &aggregates, &self.schema, false)?;
-        let partial = GroupAggregateSpec::partial_schema(&key_names, &aggregates, &self.schema)?;
-        let local = GroupAggregateSpec {
-            keys: key_names.clone(),
-            aggregates: aggregates.clone(),
-            input_schema: Arc::clone(&self.schema),
-            changelog: false,
-            retractions: false,
-            upsert: false,
-            phase: AggregatePhase::Local,
-        };
-        let local = self.derive(
-            format!("{:?}", OperatorSpec::GroupAggregate(local.clone())),
-            TransformationKind::Operator(OperatorSpec::GroupAggregate(local)),
-            Arc::clone(&partial),
-            None,
-        );
-        let keyed = local.key_by(keys)?;
-        let global = GroupAggregateSpec {
-            input_schema: partial,
-            phase: AggregatePhase::Global {
-                rows: Arc::clone(&self.schema),
-            },
-            keys: key_names,
-            aggregates,
-            changelog: false,
-            retractions: false,
-            upsert: false,
-        };
-        Ok(keyed.stream.derive(
-            format!("{:?}", OperatorSpec::GroupAggregate(global.clone())),
-            TransformationKind::Operator(OperatorSpec::GroupAggregate(global)),
-            Arc::new(Schema::new(fields)),
-            None,
-        ))
-    }
-
     fn partition(&self, p: Partitioner) -> DataStream {
         self.derive(
             format!("{p}"),
@@ -676,7 +611,7 @@ impl DataStream {
 
 /// The output fields of a group aggregation by `keys` over `input`: the
 /// keys, the aggregates, and the row kind when `changelog`.
-fn group_aggregate_fields(
+pub(super) fn group_aggregate_fields(
     keys: &[String],
     aggregates: &[AggregateSpec],
     input: &Schema,

@@ -304,6 +304,7 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
         OperatorSpec::WindowProcess(p) => vec![&p.input_schema],
         OperatorSpec::GroupAggregate(g) => vec![&g.input_schema],
         OperatorSpec::TopN(t) => vec![&t.input_schema],
+        OperatorSpec::Sort(t) => vec![&t.input_schema],
         OperatorSpec::LookupJoin(l) => vec![&l.input_schema],
         OperatorSpec::WindowAssign(w) => vec![&w.input_schema],
     };
@@ -416,6 +417,22 @@ fn check_operator(spec: &OperatorSpec, inputs: &[SchemaRef], output: &Schema) ->
                 })?;
             }
             keys_out(input, &t.keys, output).map_err(plan)?;
+        }
+        OperatorSpec::Sort(t) => {
+            if crate::spec::is_changelog_schema(input) {
+                return Err(plan(
+                    "a sort takes an insert-only input (batch mode's final rows)".into(),
+                ));
+            }
+            for (c, _, _) in &t.order {
+                input.field_with_name(c).map_err(|_| {
+                    plan(format!(
+                        "the sort orders by '{c}', which is not a column; available columns: {}",
+                        column_list(input)
+                    ))
+                })?;
+            }
+            same_columns(input, output, "the sort's output").map_err(plan)?;
         }
         OperatorSpec::WindowAssign(w) => {
             w.assigner.validate()?;
