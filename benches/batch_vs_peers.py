@@ -17,7 +17,11 @@ import sys
 import tempfile
 import time
 
-import datafusion
+try:
+    import datafusion
+except ImportError:  # not among what the test script installs
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "datafusion==55.0.0"], check=True)
+    import datafusion
 import duckdb
 import pyarrow.parquet as pq
 

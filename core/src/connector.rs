@@ -177,6 +177,12 @@ pub struct TableDescriptor {
     /// prove fails them (Parquet row groups by their statistics), never
     /// to drop a row it cannot: the query still filters every row.
     pub filters: Vec<datafusion_expr::Expr>,
+    /// The declared physical columns the query reads, in declared order,
+    /// when it reads fewer than all (projection pushdown, as Flink's
+    /// `SupportsProjectionPushDown`). A connector may produce just these
+    /// (a Parquet source then decodes no other column) or ignore it and
+    /// produce every column.
+    pub projection: Option<Vec<String>>,
     /// `METADATA` columns, in declared order: a source appends them, named
     /// as declared, after the physical columns; a sink receives the
     /// persisted (not `VIRTUAL`) ones after the physical columns.

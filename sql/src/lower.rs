@@ -89,6 +89,9 @@ pub(crate) struct Lowering<'a> {
     /// Streams whose rows are in order (batch mode's ORDER BY, and what
     /// follows it), by id.
     ordered: std::collections::HashSet<usize>,
+    /// While a query is lowered: the column names it mentions, when its
+    /// scans may read only those (`Some(None)`: they read every column).
+    used_columns: Option<Option<std::collections::HashSet<String>>>,
 }
 
 /// The window bounds a stream of window results carries.
@@ -120,6 +123,7 @@ impl<'a> Lowering<'a> {
             ttl_event_time: false,
             two_phase: true,
             ordered: Default::default(),
+            used_columns: None,
             sources: HashMap::new(),
             windows: HashMap::new(),
             proctime: HashMap::new(),
@@ -141,6 +145,13 @@ impl<'a> Lowering<'a> {
 
     /// The stream of `plan`'s rows; its schema has the plan's field names.
     pub(crate) fn lower(&mut self, plan: &LogicalPlan) -> Result<DataStream> {
+        if self.used_columns.is_none() {
+            // A query's root: scans read only the columns it mentions.
+            self.used_columns = Some(mentioned_columns(plan));
+            let out = self.lower(plan);
+            self.used_columns = None;
+            return out;
+        }
         let out = self.lower_node(plan)?;
         match plan {
             LogicalPlan::Projection(_) | LogicalPlan::Filter(_) => self.keep_order(out),
@@ -228,36 +239,60 @@ impl<'a> Lowering<'a> {
                     .catalog
                     .table(&object)
                     .map_err(|e| WeirError::plan(e.message))?;
-                let mut stream = self.source(entry, &scan.filters)?;
+                let pushed = self
+                    .used_columns
+                    .as_ref()
+                    .and_then(Option::as_ref)
+                    .and_then(|used| pushed_projection(entry, scan, used));
+                let mut stream = self.source(entry, &scan.filters, pushed.as_deref())?;
+                // The table's columns the source produces, in order: those
+                // asked for when the connector took the projection.
+                let width = stream.schema().fields().len() - usize::from(is_changelog(&stream));
+                let carried: Vec<usize> = match pushed {
+                    Some(cols) if cols.len() == width => cols,
+                    _ => (0..entry.full_schema.fields().len()).collect(),
+                };
                 // Filters pushed into the scan run right after the source.
                 if let Some(cond) = datafusion_expr::utils::conjunction(scan.filters.clone()) {
                     let schema = DFSchema::try_from_qualified_schema(
                         scan.table_name.clone(),
-                        entry.full_schema.as_ref(),
+                        &entry.full_schema.project(&carried)?,
                     )?;
                     let p = physical(&cond, &schema)?;
                     stream = stream.filter_physical(p, format!("Where({cond})"))?;
                 }
-                match &scan.projection {
-                    Some(cols) if cols.len() != stream.schema().fields().len() => {
-                        let schema = Arc::clone(stream.schema());
-                        let mut exprs: Vec<_> = cols
-                            .iter()
-                            .map(|&i| {
-                                (
-                                    column(schema.field(i).name(), i),
-                                    schema.field(i).name().clone(),
-                                )
-                            })
-                            .collect();
-                        // A changelog source (CDC) keeps its row kind.
-                        if is_changelog(&stream) {
-                            exprs.push(changelog_column(&stream));
-                        }
-                        stream.project_physical(exprs, format!("Scan({name})"))
-                    }
-                    _ => Ok(stream),
+                // The scan's columns, by position as the plan has them; a
+                // column no part of the query reads was not read and is
+                // NULL (of its type) here.
+                let out: Vec<usize> = match &scan.projection {
+                    Some(cols) => cols.clone(),
+                    None => (0..entry.full_schema.fields().len()).collect(),
+                };
+                if out == carried {
+                    return Ok(stream);
                 }
+                let schema = Arc::clone(stream.schema());
+                let mut exprs = out
+                    .iter()
+                    .map(|&i| {
+                        let field = entry.full_schema.field(i);
+                        Ok(match carried.iter().position(|&c| c == i) {
+                            Some(at) => (column(schema.field(at).name(), at), field.name().clone()),
+                            None => {
+                                let null = ScalarValue::try_from(field.data_type())?;
+                                let e: Arc<dyn PhysicalExpr> = Arc::new(
+                                    datafusion_physical_expr::expressions::Literal::new(null),
+                                );
+                                (e, field.name().clone())
+                            }
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                // A changelog source (CDC) keeps its row kind.
+                if is_changelog(&stream) {
+                    exprs.push(changelog_column(&stream));
+                }
+                stream.project_physical(exprs, format!("Scan({name})"))
             }
             LogicalPlan::Aggregate(a) => self.aggregate(a),
             LogicalPlan::Union(u) => {
@@ -539,18 +574,24 @@ impl<'a> Lowering<'a> {
 
     /// The source of a table: read by its connector, computed columns
     /// added inside the source, watermarks from the declared strategy.
-    fn source(&mut self, entry: &TableEntry, filters: &[Expr]) -> Result<DataStream> {
-        // A table read under different filters may skip different data.
+    fn source(
+        &mut self,
+        entry: &TableEntry,
+        filters: &[Expr],
+        projection: Option<&[usize]>,
+    ) -> Result<DataStream> {
+        // A table read under different filters may skip different data,
+        // and under different projections read different columns.
         let shown: Vec<String> = filters.iter().map(ToString::to_string).collect();
         let key = format!(
-            "{}|{}",
+            "{}|{}|{projection:?}",
             entry.definition.name.to_string().to_ascii_lowercase(),
             shown.join(" AND ")
         );
         if let Some(s) = self.sources.get(&key) {
             return Ok(s.clone());
         }
-        let mut spec = self.connectors.source(entry, filters)?;
+        let mut spec = self.connectors.source(entry, filters, projection)?;
         if entry.has_computed_columns() {
             let physical_schema = DFSchema::try_from(entry.scan_schema.as_ref().clone())?;
             let mut exprs = entry
@@ -1088,6 +1129,62 @@ enum GroupOut {
 }
 
 /// Column `i` of a stream, named `name`, as a physical expression.
+/// The columns of `entry` a scan reads (indices, ascending), when that is
+/// fewer than all and the table's columns are all physical: those whose
+/// names the query mentions anywhere (`used`), those its pushed filters
+/// read, the watermark's, and every column declared NOT NULL (a column
+/// not read becomes NULL). `None` reads every column.
+fn pushed_projection(
+    entry: &TableEntry,
+    scan: &datafusion_expr::logical_plan::TableScan,
+    used: &std::collections::HashSet<String>,
+) -> Option<Vec<usize>> {
+    if entry.has_computed_columns() {
+        return None;
+    }
+    let schema = &entry.full_schema;
+    let mut names: std::collections::HashSet<&str> = used.iter().map(String::as_str).collect();
+    for f in &scan.filters {
+        for c in f.column_refs() {
+            names.insert(&c.name);
+        }
+    }
+    if let Some(w) = &entry.watermark {
+        names.insert(&w.column);
+    }
+    let wanted: Vec<usize> = (0..schema.fields().len())
+        .filter(|&i| {
+            let f = schema.field(i);
+            !f.is_nullable() || names.contains(f.name().as_str())
+        })
+        .collect();
+    (wanted.len() < schema.fields().len()).then_some(wanted)
+}
+
+/// Every column name the plan's expressions mention, when the plan's nodes
+/// all read their inputs' columns through expressions (no extension nodes
+/// such as window table functions, which read them by position); `None`
+/// otherwise.
+fn mentioned_columns(plan: &LogicalPlan) -> Option<std::collections::HashSet<String>> {
+    use datafusion_common::tree_node::{TreeNode, TreeNodeRecursion};
+    let mut names = std::collections::HashSet::new();
+    let mut opaque = false;
+    let _ = plan.apply(|node| {
+        if matches!(node, LogicalPlan::Extension(_)) {
+            opaque = true;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        node.apply_expressions(|e| {
+            for c in e.column_refs() {
+                names.insert(c.name.clone());
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        Ok(TreeNodeRecursion::Continue)
+    });
+    (!opaque).then_some(names)
+}
+
 fn column(name: &str, i: usize) -> Arc<dyn PhysicalExpr> {
     Arc::new(datafusion_physical_expr::expressions::Column::new(name, i))
 }

@@ -137,3 +137,49 @@ fn a_stream_refuses_order_by_and_limit() {
         assert!(e.to_string().contains("on a stream"), "{query}: {e}");
     }
 }
+
+#[test]
+fn a_parquet_scan_reads_only_the_columns_the_query_mentions() {
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    let dir = tempfile::tempdir().unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("note", DataType::Utf8, true),
+        Field::new("v", DataType::Int64, true),
+    ]));
+    let batch = arrow::array::RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            Arc::new(Int64Array::from(vec![3, 1, 2, 1])),
+            Arc::new(StringArray::from(vec!["c", "a", "b", "a2"])),
+            Arc::new(Int64Array::from(vec![30, 10, 20, 11])),
+        ],
+    )
+    .unwrap();
+    let path = dir.path().join("t.parquet");
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, None)
+            .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let ddl = format!(
+        "SET 'execution.runtime-mode' = 'batch';
+CREATE TABLE t (k BIGINT, note STRING, v BIGINT)
+  WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'parquet');",
+        path.display()
+    );
+    let query = "SELECT k, SUM(v) FROM t WHERE v > 10 GROUP BY k ORDER BY k";
+    let (rows, plan) = run(&format!("{ddl}\nEXPLAIN {query};\n{query};"), 2);
+    assert!(plan.contains("[columns k, v]"), "{plan}");
+    assert_eq!(rows, ["1|11", "2|20", "3|30"]);
+    // Every column when the query reads every one.
+    let (rows, plan) = run(
+        &format!("{ddl}\nEXPLAIN SELECT * FROM t;\nSELECT * FROM t LIMIT 1;"),
+        1,
+    );
+    assert!(!plan.contains("[columns"), "{plan}");
+    assert_eq!(rows, ["3|c|30"]);
+}

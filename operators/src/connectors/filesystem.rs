@@ -297,7 +297,12 @@ fn filesystem_source(t: &TableDescriptor) -> Result<SourceSpec> {
     let context = |e: WeirError| t.error(e);
     match format(t)?.as_str() {
         "parquet" => {
-            crate::sources::parquet_files_source(&[path], None, None, &t.filters).map_err(context)
+            let projection: Option<Vec<&str>> = t
+                .projection
+                .as_ref()
+                .map(|cols| cols.iter().map(String::as_str).collect());
+            crate::sources::parquet_files_source(&[path], projection.as_deref(), None, &t.filters)
+                .map_err(context)
         }
         f => crate::sources::format_source(f, &[path], t.declared_schema()?, format_options(t, f))
             .map_err(context),

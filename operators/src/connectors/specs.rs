@@ -298,6 +298,11 @@ impl ParquetSourceSpec {
     /// The files as a source of the `filesystem` connector.
     pub fn into_source(self) -> SourceSpec {
         let mut display = format!("parquet({})", describe_files(&self.files));
+        if self.projection.is_some() {
+            let schema = self.schema();
+            let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            display.push_str(&format!(" [columns {}]", names.join(", ")));
+        }
         if let Some(sel) = &self.selection {
             let chosen: usize = sel.iter().map(Vec::len).sum();
             let all: usize = self.row_groups.iter().sum();

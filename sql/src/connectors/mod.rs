@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, Schema};
 use datafusion_common::{Column, DFSchema};
 use datafusion_expr::{Expr, cast, lit, when};
 use weir_core::connector::TableDescriptor;
@@ -52,7 +52,16 @@ impl ConnectorRegistry {
     /// The source a table reads from, producing its physical columns in
     /// order; `filters` (the query's, applied after it) let the connector
     /// skip what it can prove fails them.
-    pub(crate) fn source(&self, t: &TableEntry, filters: &[Expr]) -> Result<SourceSpec> {
+    ///
+    /// `projection` (indices of `t.scan_schema`, ascending) asks for only
+    /// those columns, which a connector may honour or not: the source
+    /// produces either those or all the columns (its schema tells which).
+    pub(crate) fn source(
+        &self,
+        t: &TableEntry,
+        filters: &[Expr],
+        projection: Option<&[usize]>,
+    ) -> Result<SourceSpec> {
         let mut table = descriptor(t);
         // Only predicates over physical columns mean anything to it.
         table.filters = if t.has_computed_columns() {
@@ -60,8 +69,33 @@ impl ConnectorRegistry {
         } else {
             filters.to_vec()
         };
+        let want = match projection {
+            Some(cols) if !t.has_computed_columns() => {
+                let names: Vec<String> = cols
+                    .iter()
+                    .map(|&i| t.scan_schema.field(i).name().clone())
+                    .collect();
+                table.projection = Some(names);
+                Arc::new(t.scan_schema.project(cols)?)
+            }
+            _ => Arc::clone(&t.scan_schema),
+        };
         let spec = self.connectors().source(&table)?;
-        conform_source(t, spec)
+        // A connector that ignored the projection produces every column.
+        let have = spec.schema();
+        let width = have.fields().len() - usize::from(spec.changelog_mode().is_updating());
+        let honoured = want.fields().len() == width
+            && want
+                .fields()
+                .iter()
+                .zip(have.fields())
+                .all(|(w, h)| w.name() == h.name());
+        let want = if honoured {
+            want
+        } else {
+            Arc::clone(&t.scan_schema)
+        };
+        conform_source(t, &want, spec)
     }
 
     /// The sink a table writes to.
@@ -103,6 +137,7 @@ pub(crate) fn descriptor(t: &TableEntry) -> TableDescriptor {
             .map(|i| i.value.clone())
             .collect(),
         filters: vec![],
+        projection: None,
         metadata: t.metadata.clone(),
     }
 }
@@ -113,17 +148,16 @@ fn table_err(t: &TableEntry, msg: impl std::fmt::Display) -> WeirError {
 
 /// Reads `inner` and yields the table's physical columns by name, cast to
 /// the declared types (ROW fields matched by name, extra ones dropped).
-fn conform_source(t: &TableEntry, inner: SourceSpec) -> Result<SourceSpec> {
+fn conform_source(t: &TableEntry, want: &Schema, inner: SourceSpec) -> Result<SourceSpec> {
     let have = inner.schema();
     // A changelog format's sources end with the row kind, kept last.
     let changelog = inner.changelog_mode().is_updating();
     let width = have.fields().len() - usize::from(changelog);
-    if have.fields()[..width] == t.scan_schema.fields()[..] {
+    if have.fields()[..width] == want.fields()[..] {
         return Ok(inner);
     }
     let df = DFSchema::try_from(have.as_ref().clone())?;
-    let mut exprs = t
-        .scan_schema
+    let mut exprs = want
         .fields()
         .iter()
         .map(|want| {
