@@ -55,12 +55,15 @@ pub(crate) fn parquet_files_source(
         let builder = weir_core::error::guard_decoder(
             || f.display().to_string(),
             || {
-                ParquetRecordBatchReaderBuilder::try_new_with_options(file, options).map_err(|e| {
-                    WeirError::bad_input(
-                        f.display().to_string(),
-                        format!("not a readable Parquet file: {e}"),
-                    )
-                })
+                ArrowReaderMetadata::load(&file, options.clone())
+                    .and_then(|meta| with_plain_strings(meta, options))
+                    .map(|meta| ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta))
+                    .map_err(|e| {
+                        WeirError::bad_input(
+                            f.display().to_string(),
+                            format!("not a readable Parquet file: {e}"),
+                        )
+                    })
             },
         )?;
         row_groups.push(builder.metadata().num_row_groups());
@@ -235,6 +238,40 @@ impl ParquetSource {
     }
 }
 
+/// Weir's strings are `Utf8` (and bytes `Binary`): a file whose Arrow
+/// schema has string or binary views (as DuckDB, DataFusion and tpchgen
+/// write them) is decoded straight into those, instead of into views that
+/// every query would then cast.
+fn with_plain_strings(
+    meta: ArrowReaderMetadata,
+    options: ArrowReaderOptions,
+) -> parquet::errors::Result<ArrowReaderMetadata> {
+    use arrow::datatypes::{DataType, Schema};
+    let schema = meta.schema();
+    let plain = |t: &DataType| match t {
+        DataType::Utf8View => Some(DataType::Utf8),
+        DataType::BinaryView => Some(DataType::Binary),
+        _ => None,
+    };
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| plain(f.data_type()).is_some())
+    {
+        return Ok(meta);
+    }
+    let fields: Vec<_> = schema
+        .fields()
+        .iter()
+        .map(|f| match plain(f.data_type()) {
+            Some(t) => Arc::new(f.as_ref().clone().with_data_type(t)),
+            None => Arc::clone(f),
+        })
+        .collect();
+    let hint = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+    ArrowReaderMetadata::try_new(Arc::clone(meta.metadata()), options.with_schema(hint))
+}
+
 fn open_split(
     spec: &ParquetSourceSpec,
     footers: &mut std::collections::HashMap<usize, ArrowReaderMetadata>,
@@ -261,7 +298,8 @@ fn open_split(
             } else {
                 PageIndexPolicy::Skip
             });
-            let m = ArrowReaderMetadata::load(&file, options)
+            let m = ArrowReaderMetadata::load(&file, options.clone())
+                .and_then(|m| with_plain_strings(m, options))
                 .map_err(|e| WeirError::bad_input(location.clone(), e.to_string()))?;
             footers.insert(file_idx, m.clone());
             m
