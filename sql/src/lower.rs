@@ -30,6 +30,7 @@ use crate::catalog::{Catalog, TableEntry};
 use crate::match_recognize::as_match_recognize;
 use crate::planner::{TvfWindow, WindowTvf, as_window_tvf};
 
+mod cse;
 mod join;
 mod match_recognize;
 mod order;
@@ -778,9 +779,15 @@ impl<'a> Lowering<'a> {
             }
             specs = split;
         }
+        // Subexpressions several arguments share are computed once.
+        let (stream, pre, args_schema) = if retracting {
+            (stream, pre, in_schema.as_ref().clone())
+        } else {
+            cse::shared_subexpressions(stream, pre, in_schema)?
+        };
         let mut exprs = pre
             .iter()
-            .map(|(e, n)| Ok((physical(e, in_schema)?, n.clone())))
+            .map(|(e, n)| Ok((physical(e, &args_schema)?, n.clone())))
             .collect::<Result<Vec<_>>>()?;
         if retracting {
             exprs.push(changelog_column(&stream));

@@ -102,3 +102,32 @@ fn an_unknown_phase_strategy_is_refused() {
         .unwrap_err();
     assert!(e.to_string().contains("ONE_PHASE"), "{e}");
 }
+
+#[test]
+fn arguments_sharing_a_subexpression_compute_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = std::fs::File::create(dir.path().join("t.csv")).unwrap();
+    for i in 0..1000 {
+        writeln!(file, "{},{},{}", i % 3, i, i % 7).unwrap();
+    }
+    let script = format!(
+        "SET 'execution.runtime-mode' = 'batch';
+CREATE TABLE t (k INT, p BIGINT, d BIGINT)
+  WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');
+EXPLAIN SELECT k, SUM(p * (10 - d)), SUM(p * (10 - d) * (1 + k)), MAX(1 + k) FROM t GROUP BY k;
+SELECT k, SUM(p * (10 - d)), SUM(p * (10 - d) * (1 + k)), MAX(1 + k) FROM t GROUP BY k;",
+        dir.path().display()
+    );
+    let (rows, plan) = run(&script, 2);
+    assert!(plan.contains("Calc(shared: "), "{plan}");
+    let mut want = vec![];
+    for k in 0..3i64 {
+        let (mut a, mut b) = (0i64, 0i64);
+        for i in (0..1000i64).filter(|i| i % 3 == k) {
+            a += i * (10 - i % 7);
+            b += i * (10 - i % 7) * (1 + k);
+        }
+        want.push(format!("{k}|{a}|{b}|{}", 1 + k));
+    }
+    assert_eq!(rows, want);
+}
