@@ -79,6 +79,10 @@ pub async fn serve(addr: SocketAddr, state: Shared, token: Option<Secret>) -> Re
         .with_state(state);
     let (listener, bound) = weir_flight::node::bind(addr).await?;
     tokio::spawn(async move {
+        // Replies go out at once, not behind the peer's delayed ACK.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!("REST API stopped: {e}");
         }

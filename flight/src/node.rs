@@ -89,7 +89,11 @@ impl FlightNode {
                 })?;
         }
         let (listener, bound) = bind(addr).await?;
-        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        // The builder's tcp_nodelay applies only to listeners tonic binds
+        // itself: without it here, a small reply waits on the peer's delayed
+        // ACK (40 ms on Linux) behind an unacknowledged write.
+        let incoming =
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
         let service = tonic::service::interceptor::InterceptedService::new(
             FlightServiceServer::new(self).max_decoding_message_size(256 * 1024 * 1024),
             move |request: Request<()>| authorize(&request, token.as_ref()).map(|_| request),

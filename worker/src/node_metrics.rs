@@ -72,6 +72,10 @@ pub(crate) async fn serve(
         .with_state(endpoint);
     let (listener, bound) = weir_flight::node::bind(addr).await?;
     tokio::spawn(async move {
+        // Replies go out at once, not behind the peer's delayed ACK.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!("worker metrics endpoint stopped: {e}");
         }
