@@ -17,26 +17,17 @@ import sys
 import tempfile
 import time
 
-try:
-    import datafusion
-except ImportError:  # not among what the test script installs
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "datafusion==55.0.0"], check=True)
-    import datafusion
 import duckdb
 import pyarrow.parquet as pq
+
+from peers import best
+from peers import datafusion as load_datafusion
+
+datafusion = load_datafusion()
 
 QUERY = """SELECT user_id, COUNT(*) AS orders, SUM(amount) AS total, MIN(amount) AS smallest,
   MAX(amount) AS largest, AVG(amount) AS average FROM orders GROUP BY user_id"""
 
-
-def best(f, runs=3):
-    times = []
-    result = None
-    for _ in range(runs):
-        start = time.perf_counter()
-        result = f()
-        times.append(time.perf_counter() - start)
-    return min(times), result
 
 
 def main():

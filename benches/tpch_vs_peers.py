@@ -22,13 +22,13 @@ import sys
 import tempfile
 import time
 
-try:
-    import datafusion
-except ImportError:  # not among what the test script installs
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "datafusion==55.0.0"], check=True)
-    import datafusion
 import duckdb
 import pyarrow.parquet as pq
+
+from peers import best
+from peers import datafusion as load_datafusion
+
+datafusion = load_datafusion()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,15 +54,6 @@ RESULTS = {
   WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'parquet');""",
 }
 
-
-def best(f, runs=3):
-    times = []
-    result = None
-    for _ in range(runs):
-        start = time.perf_counter()
-        result = f()
-        times.append(time.perf_counter() - start)
-    return min(times), result
 
 
 def generate(scale):

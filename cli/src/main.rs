@@ -913,12 +913,20 @@ fn run(job: &PathBuf, cluster: RunCluster, restore: &Restore, quiet: bool) -> Ou
     let progress = progress::Progress::follow(&remote, &id, quiet);
     // The coordinator is in this process: watch its state closely (a
     // REST poll every 100 ms would add up to 100 ms to a short job), then
-    // report the end as `weir wait` does.
+    // report the end as `weir wait` does. After the first second, a
+    // longer pause: a long job's end need not be seen within 2 ms, and the
+    // coordinator's lock is taken less often.
+    let watching = std::time::Instant::now();
     while weir_coordinator::jobs::lock(&c.state)
         .job_status(&id)
         .is_some_and(|s| !s.is_terminal())
     {
-        std::thread::sleep(Duration::from_millis(2));
+        let pause = if watching.elapsed() < Duration::from_secs(1) {
+            2
+        } else {
+            20
+        };
+        std::thread::sleep(Duration::from_millis(pause));
     }
     let code = wait_for(&remote, &id);
     drop(progress);
