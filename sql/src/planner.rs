@@ -468,20 +468,31 @@ fn group_window_functions(query: &mut sql::Query) -> DfResult<()> {
     set_expr(&mut query.body)
 }
 
-/// Flink names an unaliased `row.field` (or `t.column`) select item by
-/// its last part; DataFusion would call it `t.row[field]`. Alias such items
-/// so views over ROW columns (Nexmark's) have Flink's column names.
-fn name_field_accesses(query: &mut sql::Query) {
+/// Name unaliased select items as Flink does: a `row.field` (or
+/// `t.column`) by its last part, where DataFusion would call it
+/// `t.row[field]` (so views over ROW columns, Nexmark's, have Flink's
+/// column names); any other expression but a plain column `EXPR$i`, `i` its
+/// position in the select list. DataFusion would name an expression after
+/// its text, and a CAST after its operand, so `SUM(v), SUM(CAST(v AS
+/// DOUBLE))` would be two columns of one name.
+fn name_select_items(query: &mut sql::Query) {
     fn set_expr(body: &mut sql::SetExpr) {
         match body {
             sql::SetExpr::Select(select) => {
-                for item in &mut select.projection {
-                    if let sql::SelectItem::UnnamedExpr(sql::Expr::CompoundIdentifier(parts)) = item
-                        && let Some(last) = parts.last().cloned()
-                    {
-                        let expr = sql::Expr::CompoundIdentifier(parts.clone());
-                        *item = sql::SelectItem::ExprWithAlias { expr, alias: last };
-                    }
+                for (i, item) in select.projection.iter_mut().enumerate() {
+                    let sql::SelectItem::UnnamedExpr(expr) = item else {
+                        continue;
+                    };
+                    let alias = match expr {
+                        sql::Expr::Identifier(_) => continue,
+                        sql::Expr::CompoundIdentifier(parts) => match parts.last() {
+                            Some(last) => last.clone(),
+                            None => continue,
+                        },
+                        _ => sql::Ident::new(format!("EXPR${i}")),
+                    };
+                    let expr = expr.clone();
+                    *item = sql::SelectItem::ExprWithAlias { expr, alias };
                 }
                 for t in &mut select.from {
                     table(&mut t.relation);
@@ -490,7 +501,7 @@ fn name_field_accesses(query: &mut sql::Query) {
                     }
                 }
             }
-            sql::SetExpr::Query(q) => name_field_accesses(q),
+            sql::SetExpr::Query(q) => name_select_items(q),
             sql::SetExpr::SetOperation { left, right, .. } => {
                 set_expr(left);
                 set_expr(right);
@@ -500,7 +511,7 @@ fn name_field_accesses(query: &mut sql::Query) {
     }
     fn table(t: &mut TableFactor) {
         match t {
-            TableFactor::Derived { subquery, .. } => name_field_accesses(subquery),
+            TableFactor::Derived { subquery, .. } => name_select_items(subquery),
             TableFactor::NestedJoin {
                 table_with_joins, ..
             } => {
@@ -514,7 +525,7 @@ fn name_field_accesses(query: &mut sql::Query) {
     }
     if let Some(with) = &mut query.with {
         for cte in &mut with.cte_tables {
-            name_field_accesses(&mut cte.query);
+            name_select_items(&mut cte.query);
         }
     }
     set_expr(&mut query.body);
@@ -595,8 +606,8 @@ impl<'a> Provider<'a> {
     /// Plan a query; types are coerced (DataFusion's analyzer).
     pub(crate) fn plan_query(&self, mut query: sql::Query) -> DfResult<LogicalPlan> {
         lateral_tables(&mut query)?;
-        name_field_accesses(&mut query);
         group_window_functions(&mut query)?;
+        name_select_items(&mut query);
         let plan = self
             .sql_to_rel()
             .sql_statement_to_plan(sql::Statement::Query(Box::new(query)))?;

@@ -125,6 +125,14 @@ fn df_err(e: DataFusionError) -> SqlError {
         }
     }
     message = message.replace("Error during planning: ", "");
+    if message.starts_with("Schema contains duplicate unqualified field name") {
+        // DataFusion names `SUM(CAST(v AS DOUBLE))` like `SUM(v)`; an alias
+        // names only the result column, not the aggregate inside the plan.
+        message.push_str(
+            " (two aggregates differ only by a CAST of their argument: \
+             compute the CAST in a subquery, `SELECT SUM(d) FROM (SELECT CAST(v AS DOUBLE) AS d …)`)",
+        );
+    }
     SqlError {
         line: at.map(|l| l.line).filter(|&l| l > 0),
         column: at
