@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::datatypes::DataType;
+use datafusion_common::tree_node::TreeNode;
 use datafusion_common::{Column, DataFusionError};
 use datafusion_expr::{Expr, LogicalPlan, LogicalPlanBuilder, cast};
 use sqlparser::ast::{self as sql, Spanned};
@@ -69,6 +70,10 @@ pub const OPTIONS: &[(&str, &str)] = &[
     (
         "table.optimizer.agg-phase-strategy",
         "'AUTO' (the default) or 'TWO_PHASE': a batch GROUP BY of COUNT, SUM, MIN, MAX and AVG aggregates locally before the hash exchange; 'ONE_PHASE': every row crosses the exchange",
+    ),
+    (
+        "table.optimizer.reuse-sub-plan-enabled",
+        "'true' (the default): a subquery that appears twice in a job (same tables, same operations) is computed once; 'false': each computes its own",
     ),
     (
         "state.backend.type",
@@ -552,10 +557,24 @@ impl SqlSession {
         let mut lowering = Lowering::new(env, &self.catalog, &self.connectors, idle)
             .with_state_ttl(ttl, event_time)
             .with_two_phase_aggregation(two_phase);
+        // Sub-plan reuse: a subquery written twice, within one query or
+        // across the job's inserts, runs once. A query calling a
+        // nondeterministic function (RAND(), UUID()) is lowered on its own.
+        let reuse = !self
+            .options
+            .get("table.optimizer.reuse-sub-plan-enabled")
+            .is_some_and(|v| v.eq_ignore_ascii_case("false"));
+        let reusable = |plan: &LogicalPlan| {
+            reuse
+                && !plan
+                    .exists(|p| Ok(p.expressions().iter().any(Expr::is_volatile)))
+                    .unwrap_or(true)
+        };
         for insert in &self.inserts {
             let object = sql::ObjectName::from(vec![sql::Ident::new(insert.table.clone())]);
             let table = self.catalog.table(&object)?;
             let sink = self.connectors.sink(table).map_err(weir_err)?;
+            env.set_reuse_identical(reusable(&insert.plan));
             let stream = lowering.lower(&insert.plan).map_err(weir_err)?;
             check_changelog_sink(&self.connectors, table, &stream)?;
             // An upsert sink by the query's group keys gets upserts.
@@ -566,12 +585,14 @@ impl SqlSession {
             keep_order(&lowering, &stream, sink)?;
         }
         for (i, q) in self.queries.iter().enumerate() {
+            env.set_reuse_identical(reusable(q));
             let stream = lowering.lower(q).map_err(weir_err)?;
             let sink = stream
                 .sink_to(query_sink(), &format!("query {}", i + 1))
                 .map_err(weir_err)?;
             keep_order(&lowering, &stream, sink)?;
         }
+        env.set_reuse_identical(false);
         Ok(())
     }
 }
@@ -842,6 +863,11 @@ fn apply_options(
                     .contains(&v.to_ascii_lowercase().as_str()) =>
             {
                 return Err(bad(k, v, "'AUTO', 'ONE_PHASE' or 'TWO_PHASE'"));
+            }
+            "table.optimizer.reuse-sub-plan-enabled"
+                if !["true", "false"].contains(&v.to_ascii_lowercase().as_str()) =>
+            {
+                return Err(bad(k, v, "'true' or 'false'"));
             }
             "table.exec.state.ttl" => {
                 let ms = connectors::parse_duration_ms(v)

@@ -1,5 +1,6 @@
 //! The execution environment: where a job's transformations are recorded.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arrow::datatypes::SchemaRef;
@@ -19,6 +20,9 @@ use crate::time::WatermarkStrategy;
 struct EnvState {
     config: WeirConfig,
     transformations: Vec<Transformation>,
+    /// While sub-plan reuse is on: the transformations added so far that a
+    /// later identical one is, by their description.
+    reuse: Option<HashMap<String, usize>>,
 }
 
 /// Records a job's transformations; nothing runs before [`Self::execute`].
@@ -40,6 +44,7 @@ impl StreamExecutionEnvironment {
             state: Arc::new(Mutex::new(EnvState {
                 config,
                 transformations: vec![],
+                reuse: None,
             })),
             executor: None,
             connectors: None,
@@ -167,6 +172,25 @@ impl StreamExecutionEnvironment {
         Ok(DataStream::new(self.clone(), id, schema, rowtime))
     }
 
+    /// While on, an operator, partitioning, union or side output added
+    /// with the same inputs, the same output schema and the same
+    /// description as one added before (since reuse was turned on) is that
+    /// one: its stream is computed once and read by both consumers. The
+    /// SQL planner turns it on for the queries of a job (Flink's
+    /// `table.optimizer.reuse-sub-plan-enabled`), so a subquery written
+    /// twice (Nexmark q5's window aggregation) runs once. Sources and
+    /// sinks are never merged; operators whose description cannot be
+    /// written down (closures) neither.
+    pub fn set_reuse_identical(&self, on: bool) -> &Self {
+        let mut state = self.lock();
+        match (on, state.reuse.is_some()) {
+            (true, false) => state.reuse = Some(HashMap::new()),
+            (false, true) => state.reuse = None,
+            _ => {}
+        }
+        self
+    }
+
     pub(crate) fn add(
         &self,
         name: String,
@@ -175,7 +199,20 @@ impl StreamExecutionEnvironment {
         schema: SchemaRef,
     ) -> usize {
         let mut state = self.lock();
+        let reuse_key = state
+            .reuse
+            .is_some()
+            .then(|| reuse_key(&kind, &inputs, &schema))
+            .flatten();
+        if let Some(key) = &reuse_key
+            && let Some(&id) = state.reuse.as_ref().and_then(|r| r.get(key))
+        {
+            return id;
+        }
         let id = state.transformations.len();
+        if let (Some(key), Some(reuse)) = (reuse_key, state.reuse.as_mut()) {
+            reuse.insert(key, id);
+        }
         let modes: Vec<_> = inputs
             .iter()
             .map(|&i| state.transformations[i].changelog.clone())
@@ -253,4 +290,18 @@ impl StreamExecutionEnvironment {
         let job = self.job_graph(job_name)?;
         self.executor()?.submit(job)
     }
+}
+
+/// What makes two transformations the same stream, for sub-plan reuse:
+/// their kind with its whole description, inputs and schema. `None` for
+/// sources, sinks and operators that cannot be described (closures).
+fn reuse_key(kind: &TransformationKind, inputs: &[usize], schema: &SchemaRef) -> Option<String> {
+    let what = match kind {
+        TransformationKind::Operator(spec) => serde_json::to_string(spec).ok()?,
+        TransformationKind::Partition(p) => format!("partition {}", serde_json::to_string(p).ok()?),
+        TransformationKind::Union => "union".to_string(),
+        TransformationKind::SideOutput(tag) => format!("side output {tag:?}"),
+        TransformationKind::Source { .. } | TransformationKind::Sink(_) => return None,
+    };
+    Some(format!("{inputs:?} {schema:?} {what}"))
 }
