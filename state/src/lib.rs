@@ -166,6 +166,7 @@ impl CheckpointStorage {
         subtask: usize,
         range: KeyGroupRange,
         batch: &RecordBatch,
+        keys: &[usize],
     ) -> Result<TableHandle> {
         // Part 0 is the table; an operator writing several tables of one
         // name (one per window pane) numbers the others.
@@ -178,7 +179,7 @@ impl CheckpointStorage {
             "chk-{id}/{uid}/{name}-kg{}-{}-s{subtask}{part}.parquet",
             range.start, range.end
         );
-        self.write_at(&relative, name, range, batch).await
+        self.write_at(&relative, name, range, batch, keys).await
     }
 
     /// Write (or reuse) one table of incremental checkpoint `id` under
@@ -193,6 +194,7 @@ impl CheckpointStorage {
         subtask: usize,
         range: KeyGroupRange,
         batch: &RecordBatch,
+        keys: &[usize],
         shared: &SharedFiles,
     ) -> Result<TableHandle> {
         let key = format!(
@@ -205,7 +207,7 @@ impl CheckpointStorage {
             return Ok(known.clone());
         }
         let relative = format!("shared/{key}-c{id}.parquet");
-        let mut handle = self.write_at(&relative, name, range, batch).await?;
+        let mut handle = self.write_at(&relative, name, range, batch, keys).await?;
         handle.shared = Some(key);
         Ok(handle)
     }
@@ -216,14 +218,21 @@ impl CheckpointStorage {
         name: &str,
         range: KeyGroupRange,
         batch: &RecordBatch,
+        keys: &[usize],
     ) -> Result<TableHandle> {
         let encode = |e: parquet::errors::ParquetError| {
             WeirError::Execution(format!("checkpoint storage: encode {relative}: {e}"))
         };
-        let mut buf = Vec::new();
+        // Room for the file up front (about half the table's memory for
+        // state tables), so it is not copied on every doubling.
+        let mut buf = Vec::with_capacity((batch.get_array_memory_size() / 2).min(64 << 20));
         {
-            let mut writer =
-                ArrowWriter::try_new(&mut buf, batch.schema(), None).map_err(encode)?;
+            let mut writer = ArrowWriter::try_new(
+                &mut buf,
+                batch.schema(),
+                Some(state_file_properties(batch, keys)),
+            )
+            .map_err(encode)?;
             writer.write(batch).map_err(encode)?;
             writer.close().map_err(encode)?;
         }
@@ -485,6 +494,28 @@ impl CheckpointStorage {
     }
 }
 
+/// How state tables are encoded. A state file is read whole, never
+/// filtered: no statistics. A table's key columns hold each key about once
+/// (per pane), so a dictionary would only be built to be dropped once it
+/// outgrows its page: they are written plain. Other columns (pane starts,
+/// counts, small states) keep dictionary encoding, which shrinks them most.
+fn state_file_properties(
+    batch: &RecordBatch,
+    keys: &[usize],
+) -> parquet::file::properties::WriterProperties {
+    let mut props = parquet::file::properties::WriterProperties::builder()
+        .set_statistics_enabled(parquet::file::properties::EnabledStatistics::None);
+    for &k in keys {
+        if let Some(field) = batch.schema().fields().get(k) {
+            props = props.set_column_dictionary_enabled(
+                parquet::schema::types::ColumnPath::from(field.name().as_str()),
+                false,
+            );
+        }
+    }
+    props.build()
+}
+
 /// The shared files a writer of incremental checkpoints may refer to:
 /// those named by the newest completed checkpoint it knows of — retention
 /// keeps them while that checkpoint is among the retained ones, which it is
@@ -627,7 +658,7 @@ mod tests {
     async fn round_trip(storage: CheckpointStorage) {
         let range = KeyGroupRange { start: 0, end: 64 };
         let table = storage
-            .write_table(1, "win", "panes", 0, 0, range, &batch())
+            .write_table(1, "win", "panes", 0, 0, range, &batch(), &[])
             .await
             .unwrap();
         assert_eq!(storage.completed().await.unwrap(), Vec::<u64>::new());
@@ -652,7 +683,7 @@ mod tests {
         assert_eq!(storage.manifest(1).await.unwrap(), manifest);
         assert_eq!(storage.read_table(&table).await.unwrap(), batch());
         storage
-            .write_table(2, "win", "panes", 0, 0, range, &batch())
+            .write_table(2, "win", "panes", 0, 0, range, &batch(), &[])
             .await
             .unwrap();
         let mut m2 = manifest.clone();
@@ -728,7 +759,7 @@ mod tests {
         let storage = CheckpointStorage::open(dir.path().to_str().unwrap()).unwrap();
         let range = KeyGroupRange { start: 0, end: 8 };
         let table = storage
-            .write_table(3, "op", "s", 0, 1, range, &batch())
+            .write_table(3, "op", "s", 0, 1, range, &batch(), &[])
             .await
             .unwrap();
         let file = dir.path().join(&table.path);

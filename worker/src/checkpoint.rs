@@ -370,6 +370,7 @@ pub async fn write_ack(
                             ack.subtask,
                             ack.key_groups,
                             &t.batch,
+                            t.key_columns.as_deref().unwrap_or(&[]),
                         )
                         .await
                         .map_err(|e| e.to_string())?,
@@ -407,6 +408,7 @@ pub async fn write_ack(
                         ack.subtask,
                         range,
                         &chunk,
+                        t.key_columns.as_deref().unwrap_or(&[]),
                         shared,
                     )
                     .await
