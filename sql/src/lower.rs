@@ -163,12 +163,15 @@ impl<'a> Lowering<'a> {
     fn lower_node(&mut self, plan: &LogicalPlan) -> Result<DataStream> {
         match plan {
             LogicalPlan::Projection(p) => {
-                let input = self.lower(&p.input)?;
+                let (input, input_schema) = match self.narrowed_filter(p)? {
+                    Some(narrowed) => narrowed,
+                    None => (self.lower(&p.input)?, Arc::clone(p.input.schema())),
+                };
                 let mut exprs = p
                     .expr
                     .iter()
                     .zip(p.schema.fields())
-                    .map(|(e, f)| Ok((physical(e, p.input.schema())?, f.name().clone())))
+                    .map(|(e, f)| Ok((physical(e, &input_schema)?, f.name().clone())))
                     .collect::<Result<Vec<_>>>()?;
                 if is_changelog(&input) {
                     // Each row keeps its change kind.
@@ -187,9 +190,7 @@ impl<'a> Lowering<'a> {
                     .zip(p.schema.fields())
                     .filter(|(e, _)| match (*e).clone().unalias() {
                         Expr::ScalarFunction(f) => f.func.name() == "proctime",
-                        Expr::Column(c) => p
-                            .input
-                            .schema()
+                        Expr::Column(c) => input_schema
                             .index_of_column(&c)
                             .is_ok_and(|i| before.contains(input.schema().field(i).name())),
                         _ => false,
@@ -231,70 +232,7 @@ impl<'a> Lowering<'a> {
                 Ok(out)
             }
             LogicalPlan::SubqueryAlias(a) => self.lower(&a.input),
-            LogicalPlan::TableScan(scan) => {
-                let name = scan.table_name.table().to_string();
-                let object = sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::new(
-                    name.clone(),
-                )]);
-                let entry = self
-                    .catalog
-                    .table(&object)
-                    .map_err(|e| WeirError::plan(e.message))?;
-                let pushed = self
-                    .used_columns
-                    .as_ref()
-                    .and_then(Option::as_ref)
-                    .and_then(|used| pushed_projection(entry, scan, used));
-                let mut stream = self.source(entry, &scan.filters, pushed.as_deref())?;
-                // The table's columns the source produces, in order: those
-                // asked for when the connector took the projection.
-                let width = stream.schema().fields().len() - usize::from(is_changelog(&stream));
-                let carried: Vec<usize> = match pushed {
-                    Some(cols) if cols.len() == width => cols,
-                    _ => (0..entry.full_schema.fields().len()).collect(),
-                };
-                // Filters pushed into the scan run right after the source.
-                if let Some(cond) = datafusion_expr::utils::conjunction(scan.filters.clone()) {
-                    let schema = DFSchema::try_from_qualified_schema(
-                        scan.table_name.clone(),
-                        &entry.full_schema.project(&carried)?,
-                    )?;
-                    let p = physical(&cond, &schema)?;
-                    stream = stream.filter_physical(p, format!("Where({cond})"))?;
-                }
-                // The scan's columns, by position as the plan has them; a
-                // column no part of the query reads was not read and is
-                // NULL (of its type) here.
-                let out: Vec<usize> = match &scan.projection {
-                    Some(cols) => cols.clone(),
-                    None => (0..entry.full_schema.fields().len()).collect(),
-                };
-                if out == carried {
-                    return Ok(stream);
-                }
-                let schema = Arc::clone(stream.schema());
-                let mut exprs = out
-                    .iter()
-                    .map(|&i| {
-                        let field = entry.full_schema.field(i);
-                        Ok(match carried.iter().position(|&c| c == i) {
-                            Some(at) => (column(schema.field(at).name(), at), field.name().clone()),
-                            None => {
-                                let null = ScalarValue::try_from(field.data_type())?;
-                                let e: Arc<dyn PhysicalExpr> = Arc::new(
-                                    datafusion_physical_expr::expressions::Literal::new(null),
-                                );
-                                (e, field.name().clone())
-                            }
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                // A changelog source (CDC) keeps its row kind.
-                if is_changelog(&stream) {
-                    exprs.push(changelog_column(&stream));
-                }
-                stream.project_physical(exprs, format!("Scan({name})"))
-            }
+            LogicalPlan::TableScan(scan) => self.table_scan(scan, None),
             LogicalPlan::Aggregate(a) => self.aggregate(a),
             LogicalPlan::Union(u) => {
                 let inputs = u
@@ -334,6 +272,205 @@ impl<'a> Lowering<'a> {
                 other.display()
             ))),
         }
+    }
+
+    /// A table's rows as the scan gives them to the plan. With `keep`
+    /// (positions of the scan's output columns), only those columns, in
+    /// order: the source's stream is narrowed to them and the columns the
+    /// scan's filters read before the filters copy the rows they keep.
+    fn table_scan(
+        &mut self,
+        scan: &datafusion_expr::logical_plan::TableScan,
+        keep: Option<&std::collections::BTreeSet<usize>>,
+    ) -> Result<DataStream> {
+        let name = scan.table_name.table().to_string();
+        let object =
+            sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::new(name.clone())]);
+        let entry = self
+            .catalog
+            .table(&object)
+            .map_err(|e| WeirError::plan(e.message))?;
+        let pushed = self
+            .used_columns
+            .as_ref()
+            .and_then(Option::as_ref)
+            .and_then(|used| pushed_projection(entry, scan, used));
+        let mut stream = self.source(entry, &scan.filters, pushed.as_deref())?;
+        // The table's columns the source produces, in order: those
+        // asked for when the connector took the projection.
+        let width = stream.schema().fields().len() - usize::from(is_changelog(&stream));
+        let mut carried: Vec<usize> = match pushed {
+            Some(cols) if cols.len() == width => cols,
+            _ => (0..entry.full_schema.fields().len()).collect(),
+        };
+        // The scan's columns, by position as the plan has them (those the
+        // caller keeps).
+        let mut out: Vec<usize> = match &scan.projection {
+            Some(cols) => cols.clone(),
+            None => (0..entry.full_schema.fields().len()).collect(),
+        };
+        if let Some(keep) = keep {
+            out = keep.iter().filter_map(|&k| out.get(k).copied()).collect();
+        }
+        let cond = datafusion_expr::utils::conjunction(scan.filters.clone());
+        if let (Some(_), Some(cond)) = (keep, &cond)
+            && !is_changelog(&stream)
+        {
+            // Only what is kept and what the filters read goes through them.
+            let mut wanted: std::collections::HashSet<usize> = out.iter().copied().collect();
+            for c in cond.column_refs() {
+                wanted.insert(entry.full_schema.index_of(&c.name)?);
+            }
+            let narrow: Vec<(usize, usize)> = carried
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| wanted.contains(c))
+                .map(|(at, &c)| (at, c))
+                .collect();
+            if narrow.len() < carried.len() {
+                let schema = Arc::clone(stream.schema());
+                let exprs = narrow
+                    .iter()
+                    .map(|&(at, _)| {
+                        (
+                            column(schema.field(at).name(), at),
+                            schema.field(at).name().clone(),
+                        )
+                    })
+                    .collect();
+                stream = stream.project_physical(exprs, format!("Scan({name})"))?;
+                carried = narrow.into_iter().map(|(_, c)| c).collect();
+            }
+        }
+        // Filters pushed into the scan run right after the source.
+        if let Some(cond) = cond {
+            let schema = DFSchema::try_from_qualified_schema(
+                scan.table_name.clone(),
+                &entry.full_schema.project(&carried)?,
+            )?;
+            let p = physical(&cond, &schema)?;
+            stream = stream.filter_physical(p, format!("Where({cond})"))?;
+        }
+        // A column no part of the query reads was not read and is NULL (of
+        // its type) here.
+        if out == carried {
+            return Ok(stream);
+        }
+        let schema = Arc::clone(stream.schema());
+        let mut exprs = out
+            .iter()
+            .map(|&i| {
+                let field = entry.full_schema.field(i);
+                Ok(match carried.iter().position(|&c| c == i) {
+                    Some(at) => (column(schema.field(at).name(), at), field.name().clone()),
+                    None => {
+                        let null = ScalarValue::try_from(field.data_type())?;
+                        let e: Arc<dyn PhysicalExpr> =
+                            Arc::new(datafusion_physical_expr::expressions::Literal::new(null));
+                        (e, field.name().clone())
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // A changelog source (CDC) keeps its row kind.
+        if is_changelog(&stream) {
+            exprs.push(changelog_column(&stream));
+        }
+        stream.project_physical(exprs, format!("Scan({name})"))
+    }
+
+    /// `SELECT a, b.x FROM t WHERE p` over a wide table: the filter would
+    /// copy every column of the rows it keeps, the projection then drop
+    /// most. When the projection and the predicate read fewer columns than
+    /// the scan has, the scan's stream is first narrowed to those (no copy:
+    /// the columns are shared), then filtered. Nexmark's `bid` view filters
+    /// the event stream of person, auction and bid columns down to bids and
+    /// keeps only the bid column. The filtered stream and its schema, or
+    /// `None` when this does not apply.
+    fn narrowed_filter(
+        &mut self,
+        p: &datafusion_expr::logical_plan::Projection,
+    ) -> Result<Option<(DataStream, datafusion_common::DFSchemaRef)>> {
+        let mut below = p.input.as_ref();
+        while let LogicalPlan::SubqueryAlias(a) = below {
+            below = &a.input;
+        }
+        if let LogicalPlan::TableScan(scan) = below
+            && !scan.filters.is_empty()
+        {
+            // Filters pushed into the scan (the usual case).
+            let schema = p.input.schema();
+            let mut needed = std::collections::BTreeSet::new();
+            for e in &p.expr {
+                for c in e.column_refs() {
+                    needed.insert(schema.index_of_column(c)?);
+                }
+            }
+            if needed.is_empty() || needed.len() == schema.fields().len() {
+                return Ok(None);
+            }
+            let stream = self.table_scan(scan, Some(&needed))?;
+            return Ok(Some((stream, narrowed_schema(schema, &needed)?)));
+        }
+        let LogicalPlan::Filter(f) = p.input.as_ref() else {
+            return Ok(None);
+        };
+        let mut scan = f.input.as_ref();
+        while let LogicalPlan::SubqueryAlias(a) = scan {
+            scan = &a.input;
+        }
+        if !matches!(scan, LogicalPlan::TableScan(_)) {
+            return Ok(None);
+        }
+        let schema = f.input.schema();
+        let mut needed = std::collections::BTreeSet::new();
+        for e in p.expr.iter().chain(std::iter::once(&f.predicate)) {
+            for c in e.column_refs() {
+                needed.insert(schema.index_of_column(c)?);
+            }
+        }
+        if needed.is_empty() || needed.len() == schema.fields().len() {
+            return Ok(None);
+        }
+        let input = self.lower(&f.input)?;
+        if is_changelog(&input) || self.proctime.contains_key(&input.id()) {
+            // The row kind and processing-time columns would need carrying.
+            return Ok(Some((
+                self.filter_of(f, input, Arc::clone(schema))?,
+                Arc::clone(schema),
+            )));
+        }
+        let narrow_schema = narrowed_schema(schema, &needed)?;
+        let exprs = needed
+            .iter()
+            .map(|&i| {
+                let name = input.schema().field(i).name().clone();
+                (column(&name, i), name)
+            })
+            .collect::<Vec<_>>();
+        let names: Vec<&str> = exprs.iter().map(|(_, n)| n.as_str()).collect();
+        let narrow =
+            input.project_physical(exprs.clone(), format!("Calc({})", names.join(", ")))?;
+        let out = self.filter_of(f, narrow, Arc::clone(&narrow_schema))?;
+        Ok(Some((out, narrow_schema)))
+    }
+
+    /// `f`'s predicate, planned against `schema` (the schema of `input`).
+    fn filter_of(
+        &mut self,
+        f: &datafusion_expr::logical_plan::Filter,
+        input: DataStream,
+        schema: datafusion_common::DFSchemaRef,
+    ) -> Result<DataStream> {
+        let predicate = physical(&f.predicate, &schema)?;
+        let out = input.filter_physical(predicate, format!("Where({})", f.predicate))?;
+        if let Some(w) = self.windows.get(&input.id()).cloned() {
+            self.windows.insert(out.id(), w);
+        }
+        if let Some(p) = self.proctime.get(&input.id()).cloned() {
+            self.proctime.insert(out.id(), p);
+        }
+        self.keep_order(out)
     }
 
     /// A window table function on its own (not under a window
@@ -1190,6 +1327,24 @@ fn mentioned_columns(plan: &LogicalPlan) -> Option<std::collections::HashSet<Str
         Ok(TreeNodeRecursion::Continue)
     });
     (!opaque).then_some(names)
+}
+
+/// `schema`'s columns at the positions `keep`, in order.
+fn narrowed_schema(
+    schema: &DFSchema,
+    keep: &std::collections::BTreeSet<usize>,
+) -> Result<datafusion_common::DFSchemaRef> {
+    let kept = keep
+        .iter()
+        .map(|&i| {
+            let (q, field) = schema.qualified_field(i);
+            (q.cloned(), Arc::clone(field))
+        })
+        .collect();
+    Ok(Arc::new(DFSchema::new_with_metadata(
+        kept,
+        schema.metadata().clone(),
+    )?))
 }
 
 fn column(name: &str, i: usize) -> Arc<dyn PhysicalExpr> {
