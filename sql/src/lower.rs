@@ -221,15 +221,7 @@ impl<'a> Lowering<'a> {
                     return Ok(stream);
                 }
                 let input = self.lower(&f.input)?;
-                let predicate = physical(&f.predicate, f.input.schema())?;
-                let out = input.filter_physical(predicate, format!("Where({})", f.predicate))?;
-                if let Some(w) = self.windows.get(&input.id()).cloned() {
-                    self.windows.insert(out.id(), w);
-                }
-                if let Some(p) = self.proctime.get(&input.id()).cloned() {
-                    self.proctime.insert(out.id(), p);
-                }
-                Ok(out)
+                self.filter_of(f, input, Arc::clone(f.input.schema()))
             }
             LogicalPlan::SubqueryAlias(a) => self.lower(&a.input),
             LogicalPlan::TableScan(scan) => self.table_scan(scan, None),
