@@ -281,18 +281,9 @@ impl FlightChannelSender {
         capacity: usize,
         credentials: &Credentials,
     ) -> Result<Self> {
-        let endpoint = addr.to_string();
-        let channel = credentials
-            .endpoint(&endpoint)?
-            .initial_stream_window_size(Some(STREAM_WINDOW))
-            .initial_connection_window_size(Some(CONNECTION_WINDOW))
-            .max_frame_size(Some(crate::exchange::MAX_FRAME))
-            .tcp_nodelay(true)
-            .connect()
-            .await
-            .map_err(|e| {
-                WeirError::Execution(format!("cannot reach the exchange at {endpoint}: {e}"))
-            })?;
+        // The task's channels towards one worker are streams of one
+        // connection; a peer that cannot be reached fails the first send.
+        let channel = crate::peers::channel(&addr.to_string(), credentials)?;
         let bearer = credentials.bearer()?;
         let mut client =
             FlightServiceClient::with_interceptor(channel, move |mut request: Request<()>| {
@@ -335,7 +326,7 @@ impl FlightChannelSender {
 
     async fn send_message(&mut self, message: StreamMessage) -> Result<()> {
         let end = matches!(message, StreamMessage::EndOfStream);
-        let mut frames = self.encoder.encode(&message).await?;
+        let mut frames = self.encoder.encode(&message)?;
         if self.first {
             if let Some(f) = frames.first_mut() {
                 f.flight_descriptor = Some(FlightDescriptor::new_cmd(self.id.clone()));

@@ -21,6 +21,7 @@ pub mod connector;
 pub mod exchange;
 pub mod ingest;
 pub mod node;
+pub mod peers;
 pub mod sinkhub;
 pub mod sinks;
 pub mod token_file;

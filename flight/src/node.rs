@@ -98,10 +98,14 @@ impl FlightNode {
             FlightServiceServer::new(self).max_decoding_message_size(256 * 1024 * 1024),
             move |request: Request<()>| authorize(&request, token.as_ref()).map(|_| request),
         );
+        // With a shutdown signal, tonic tells each open connection to wind
+        // down (HTTP/2 GOAWAY) when this task is aborted; without one the
+        // connections outlive the endpoint, and a peer's shared connection
+        // ([`crate::peers`]) would go on reaching a stopped node.
         let handle = tokio::spawn(async move {
             if let Err(e) = builder
                 .add_service(service)
-                .serve_with_incoming(incoming)
+                .serve_with_incoming_shutdown(incoming, std::future::pending())
                 .await
             {
                 tracing::error!("Flight endpoint stopped: {e}");
@@ -379,8 +383,14 @@ impl Credentials {
     }
 }
 
+/// How long a control call may take, connection included.
+const ACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Call action `kind` on the node at `addr` with a JSON `body`; returns the
-/// reply body. Errors name the address and the action.
+/// reply body. Errors name the address and the action. The call goes over
+/// the process's shared connection to `addr` ([`crate::peers`]); one that
+/// fails on the connection (the peer restarted at the same address) is made
+/// once more on a new connection.
 pub async fn call_action(
     addr: &str,
     credentials: &Credentials,
@@ -388,43 +398,66 @@ pub async fn call_action(
     body: Vec<u8>,
 ) -> Result<Bytes> {
     let fail = |m: String| WeirError::Execution(format!("{kind} on {addr}: {m}"));
-    let endpoint = credentials
-        .endpoint(addr)
-        .map_err(|e| fail(e.to_string()))?
-        .connect_timeout(std::time::Duration::from_secs(5))
-        .timeout(std::time::Duration::from_secs(30));
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| fail(format!("unreachable: {e}")))?;
+    let body = Bytes::from(body);
+    let bearer = credentials.bearer()?;
+    let mut retried = false;
+    loop {
+        let channel = crate::peers::channel(addr, credentials).map_err(|e| fail(e.to_string()))?;
+        let call = action_once(
+            channel,
+            bearer.clone(),
+            credentials.epoch,
+            kind,
+            body.clone(),
+        );
+        let status = match tokio::time::timeout(ACTION_TIMEOUT, call).await {
+            Err(_) => return Err(fail(format!("no answer within {ACTION_TIMEOUT:?}"))),
+            Ok(Ok(reply)) => return Ok(reply),
+            Ok(Err(status)) => status,
+        };
+        if status.code() == tonic::Code::Unauthenticated {
+            // A wrong or missing token: retrying cannot help.
+            return Err(WeirError::Config(format!(
+                "{kind} on {addr} refused: {}",
+                status.message()
+            )));
+        }
+        if crate::peers::is_transport_failure(&status) {
+            crate::peers::forget(addr, credentials);
+            if !retried {
+                retried = true;
+                continue;
+            }
+            return Err(fail(format!("unreachable: {}", status.message())));
+        }
+        return Err(fail(status.message().to_string()));
+    }
+}
+
+async fn action_once(
+    channel: tonic::transport::Channel,
+    bearer: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
+    epoch: Option<u64>,
+    kind: &str,
+    body: Bytes,
+) -> std::result::Result<Bytes, Status> {
     let mut client = FlightServiceClient::new(channel).max_decoding_message_size(256 * 1024 * 1024);
     let mut request = Request::new(Action {
         r#type: kind.to_string(),
-        body: body.into(),
+        body,
     });
-    if let Some(header) = credentials.bearer()? {
+    if let Some(header) = bearer {
         request.metadata_mut().insert("authorization", header);
     }
-    if let Some(epoch) = credentials.epoch {
+    if let Some(epoch) = epoch {
         request
             .metadata_mut()
             .insert(EPOCH_HEADER, epoch.to_string().parse().expect("digits"));
     }
-    let mut replies = client
-        .do_action(request)
-        .await
-        .map_err(|s| {
-            if s.code() == tonic::Code::Unauthenticated {
-                // A wrong or missing token: retrying cannot help.
-                WeirError::Config(format!("{kind} on {addr} refused: {}", s.message()))
-            } else {
-                fail(s.message().to_string())
-            }
-        })?
-        .into_inner();
+    let mut replies = client.do_action(request).await?.into_inner();
     match replies.next().await {
         Some(Ok(r)) => Ok(r.body),
-        Some(Err(s)) => Err(fail(s.message().to_string())),
+        Some(Err(s)) => Err(s),
         None => Ok(Bytes::new()),
     }
 }
