@@ -10,6 +10,7 @@ mod monitored;
 mod nexmark;
 mod parquet;
 mod partitioned;
+mod read_ahead;
 mod text;
 
 use std::path::{Path, PathBuf};
@@ -298,6 +299,15 @@ impl SplitCursor {
         self.open.map(|(k, skip)| (k as usize, skip))
     }
 
+    /// The split this subtask opens after the open one, when it starts
+    /// from its first row.
+    pub(crate) fn following(&self) -> Option<usize> {
+        self.todo
+            .front()
+            .filter(|(_, skip)| *skip == 0)
+            .map(|&(k, _)| k as usize)
+    }
+
     /// `rows` more rows of the open split were emitted.
     pub(crate) fn advanced(&mut self, rows: usize) {
         if let Some((_, read)) = &mut self.open {
@@ -351,16 +361,17 @@ impl SplitCursor {
 pub(crate) type OpenSplit<R> = Option<(R, String)>;
 
 /// Read the current split to its end, then open the cursor's next one with
-/// `open(split, rows to skip)`, keeping the cursor's position. Reader errors
-/// are turned into bad-input errors naming the split by `describe_error`.
-pub(crate) fn poll_splits<R>(
+/// `open(split, rows to skip, the split after it)`, keeping the cursor's
+/// position. Reader errors are turned into bad-input errors naming the
+/// split by `describe_error`.
+pub(crate) fn poll_splits<R, E>(
     current: &mut OpenSplit<R>,
     cursor: &mut SplitCursor,
-    mut open: impl FnMut(usize, u64) -> Result<(R, String)>,
-    describe_error: impl Fn(&arrow::error::ArrowError) -> String,
+    mut open: impl FnMut(usize, u64, Option<usize>) -> Result<(R, String)>,
+    describe_error: impl Fn(&E) -> String,
 ) -> Result<SourcePoll>
 where
-    R: Iterator<Item = std::result::Result<RecordBatch, arrow::error::ArrowError>>,
+    R: Iterator<Item = std::result::Result<RecordBatch, E>>,
 {
     // Files are read by third-party decoders (parquet, arrow's CSV reader)
     // that panic on some damaged input: a panic there is bad input at the
@@ -382,9 +393,10 @@ where
         }
         match cursor.next_split() {
             Some((k, skip)) => {
+                let following = cursor.following();
                 *current = Some(guard_decoder(
                     || format!("split {k} of the source"),
-                    || open(k, skip),
+                    || open(k, skip, following),
                 )?)
             }
             None => return Ok(SourcePoll::Finished),

@@ -14,6 +14,7 @@ use weir_core::spec::SourceSpec;
 use weir_core::time::column_list;
 use weir_core::{Result, WeirError};
 
+use super::read_ahead::SplitReader;
 use super::{OpenSplit, Source, SourcePoll, SplitCursor, expand_paths, poll_splits};
 use crate::OperatorContext;
 use crate::connectors::ParquetSourceSpec;
@@ -159,7 +160,11 @@ pub struct ParquetSource {
     /// Every split of the source: (file, row group).
     splits: Vec<(usize, usize)>,
     cursor: SplitCursor,
-    reader: OpenSplit<ParquetRecordBatchReader>,
+    reader: OpenSplit<SplitReader<ParquetRecordBatchReader>>,
+    /// Whether row groups are decoded ahead on rayon's pool.
+    read_ahead: bool,
+    /// The split to read after the open one, already decoding.
+    ahead: Option<(usize, SplitReader<ParquetRecordBatchReader>, String)>,
     batch_size: usize,
     /// Each file's footer, read once (a remote footer is a request).
     footers: std::collections::HashMap<usize, ArrowReaderMetadata>,
@@ -232,6 +237,8 @@ impl ParquetSource {
             spec,
             splits,
             reader: None,
+            read_ahead: super::read_ahead::worth_it(ctx.parallelism),
+            ahead: None,
             batch_size: ctx.config.batch_size,
             footers: Default::default(),
         }
@@ -337,23 +344,56 @@ impl Source for ParquetSource {
         Some(self.cursor.done())
     }
 
+    /// When the source's subtasks leave cores idle, row groups are decoded
+    /// on rayon's pool ([`super::read_ahead`]): the open one and the next
+    /// this subtask reads, while the task runs its operators.
     fn poll_next(&mut self) -> Result<SourcePoll> {
         let (spec, batch_size, splits) = (&self.spec, self.batch_size, &self.splits);
-        let footers = &mut self.footers;
+        let read_ahead = self.read_ahead;
+        let describe: super::read_ahead::Describe = |e| e.to_string();
+        let (footers, ahead) = (&mut self.footers, &mut self.ahead);
+        let split = |k: usize| {
+            splits.get(k).copied().ok_or_else(|| {
+                WeirError::Execution(format!(
+                    "checkpointed split {k} is not in this source ({} splits): \
+                     its files changed",
+                    splits.len()
+                ))
+            })
+        };
         poll_splits(
             &mut self.reader,
             &mut self.cursor,
-            |k, skip| {
-                let &(f, rg) = splits.get(k).ok_or_else(|| {
-                    WeirError::Execution(format!(
-                        "checkpointed split {k} is not in this source ({} splits): \
-                         its files changed",
-                        splits.len()
-                    ))
-                })?;
-                open_split(spec, footers, batch_size, f, rg, skip)
+            |k, skip, following| {
+                let open = match ahead.take() {
+                    Some((j, reader, location)) if j == k && skip == 0 => (reader, location),
+                    _ => {
+                        let (f, rg) = split(k)?;
+                        let (reader, location) =
+                            open_split(spec, footers, batch_size, f, rg, skip)?;
+                        (
+                            SplitReader::new(reader, &location, read_ahead, describe),
+                            location,
+                        )
+                    }
+                };
+                // A split that fails to open here fails again, with its
+                // error, when its turn comes.
+                *ahead = following
+                    .filter(|_| read_ahead)
+                    .and_then(|j| split(j).ok().map(|s| (j, s)))
+                    .and_then(|(j, (f, rg))| {
+                        let (reader, location) =
+                            open_split(spec, footers, batch_size, f, rg, 0).ok()?;
+                        Some((
+                            j,
+                            SplitReader::new(reader, &location, true, describe),
+                            location,
+                        ))
+                    });
+                Ok(open)
             },
-            |e| e.to_string(),
+            String::clone,
         )
     }
 
@@ -365,6 +405,7 @@ impl Source for ParquetSource {
 
     fn restore_position(&mut self, positions: Vec<arrow::record_batch::RecordBatch>) -> Result<()> {
         self.reader = None;
+        self.ahead = None;
         self.cursor.restore(positions)
     }
 }

@@ -188,7 +188,7 @@ impl Source for TextSource {
         poll_splits(
             &mut self.reader,
             &mut self.cursor,
-            |k, skip| {
+            |k, skip, _| {
                 let path = spec.files.get(k).ok_or_else(|| {
                     WeirError::Execution(format!(
                         "checkpointed file {k} is not in this source ({} files)",
