@@ -445,10 +445,10 @@ fn coordinator(args: CoordinatorArgs) -> Outcome {
     let mut token = secret(token)?;
     if token.is_none() && (!rest.ip().is_loopback() || !rpc.ip().is_loopback()) {
         let generated = generate_token().map_err(|e| e.to_string())?;
-        println!(
+        announce(format_args!(
             "generated token (pass it to workers and clients as WEIR_TOKEN): {}",
             generated.expose()
-        );
+        ));
         token = Some(generated);
     }
     let c = Coordinator::start(CoordinatorOptions {
@@ -467,14 +467,20 @@ fn coordinator(args: CoordinatorArgs) -> Outcome {
         ha_lease: Duration::from_millis(ha_lease_ms.max(300)),
     })
     .map_err(|e| e.to_string())?;
-    println!("coordinator REST API on http://{}", c.rest_addr);
-    println!("dashboard on http://{}/", c.rest_addr);
-    println!("coordinator control endpoint on {}", c.rpc_addr);
+    announce(format_args!(
+        "coordinator REST API on http://{}",
+        c.rest_addr
+    ));
+    announce(format_args!("dashboard on http://{}/", c.rest_addr));
+    announce(format_args!(
+        "coordinator control endpoint on {}",
+        c.rpc_addr
+    ));
     for f in &c.token_files {
-        println!(
+        announce(format_args!(
             "token written to {} (readable by this user only)",
             f.display()
-        );
+        ));
     }
     c.wait_for_shutdown();
     Ok(ExitCode::SUCCESS)
@@ -497,13 +503,13 @@ fn worker(
     };
     (options.tls, options.tls_ca) = tls.load()?;
     let w = WorkerNode::start(options, Duration::from_secs(30)).map_err(|e| e.to_string())?;
-    println!(
+    announce(format_args!(
         "worker {} serving Flight on {} with {slots} slots",
         w.worker_id(),
         w.address()
-    );
+    ));
     if let Some(m) = w.metrics_address() {
-        println!("worker metrics on http://{m}/metrics");
+        announce(format_args!("worker metrics on http://{m}/metrics"));
     }
     // Runs until killed.
     loop {
@@ -565,6 +571,15 @@ fn compile_sql_showing(
         .to_json()
         .map(Some)
         .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A line a long-running process (coordinator, worker) prints about
+/// itself on stdout. A reader that has gone (`weir worker … | head -1`)
+/// must not stop the process: the failed write is dropped, where
+/// `println!` would panic.
+fn announce(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout(), "{line}");
 }
 
 /// A job file: a job graph as JSON, or a SQL script (`.sql`); `None` when

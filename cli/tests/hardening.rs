@@ -759,3 +759,88 @@ fn rows_per_second_is_the_tables_rate_at_any_parallelism() {
         "200 rows at 100 rows/s took {took:?}"
     );
 }
+
+/// A coordinator and a worker whose stdout reader has gone (`… | head -1`)
+/// keep running: the lines they print about themselves are dropped, not a
+/// panic on the closed pipe.
+#[test]
+fn a_closed_stdout_does_not_stop_a_coordinator_or_worker() {
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let (rest, rpc) = (free(), free());
+    let mut procs = common::Processes::default();
+    let start = |procs: &mut common::Processes, args: &[String]| {
+        let mut child = Command::new(common::WEIR)
+            .args(args)
+            .env_remove("WEIR_TOKEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // The reading end closes before anything is printed.
+        drop(child.stdout.take());
+        procs.0.push(child);
+    };
+    let alive = |procs: &mut common::Processes| {
+        for p in &mut procs.0 {
+            assert!(p.try_wait().unwrap().is_none(), "a process stopped");
+        }
+    };
+    start(
+        &mut procs,
+        &[
+            "coordinator".into(),
+            "--rest".into(),
+            format!("127.0.0.1:{rest}"),
+            "--rpc".into(),
+            format!("127.0.0.1:{rpc}"),
+        ],
+    );
+    let url = format!("http://127.0.0.1:{rest}");
+    // Up, with the token file it writes for this user's workers and clients.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let token = loop {
+        let up = std::net::TcpStream::connect(("127.0.0.1", rest)).is_ok();
+        if let Some(t) = weir_flight::token_file::read(&url)
+            .ok()
+            .flatten()
+            .filter(|_| up)
+        {
+            break t.expose().to_string();
+        }
+        alive(&mut procs);
+        assert!(Instant::now() < deadline, "the coordinator did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    start(
+        &mut procs,
+        &[
+            "worker".into(),
+            "--coordinator".into(),
+            format!("127.0.0.1:{rpc}"),
+            "--slots".into(),
+            "1".into(),
+        ],
+    );
+    loop {
+        let (_, workers) = common::rest_call(&url, Some(&token), "GET", "/v1/workers", "");
+        if workers.as_array().is_some_and(|w| w.len() == 1) {
+            break;
+        }
+        alive(&mut procs);
+        assert!(
+            Instant::now() < deadline,
+            "the worker did not register: {workers}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    alive(&mut procs);
+}

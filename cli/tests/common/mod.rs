@@ -99,6 +99,8 @@ impl Cluster {
                 rpc = Some(r.to_string());
             }
         }
+        // What it prints later is read, so its stdout stays open.
+        std::thread::spawn(move || lines.for_each(drop));
         let url = url.unwrap();
         let made = weir_flight::token_file::read(&url)
             .ok()
