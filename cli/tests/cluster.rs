@@ -164,6 +164,34 @@ fn keyed_windows_across_two_worker_processes_equal_the_in_process_run() {
     );
 }
 
+/// The hash exchange between the two workers compressed with LZ4 and with
+/// Zstandard (the job's `exchange_compression`) gives the uncompressed
+/// in-process run's rows.
+#[test]
+fn a_compressed_exchange_gives_the_same_rows() {
+    use weir_core::config::ExchangeCompression;
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(2, 2, None);
+    let local_out = tmp.path().join("local");
+    weir_worker::executor::run_job(window_job(&local_out, Some(300_000), None)).unwrap();
+    let local = sorted_rows(&read_dir(&local_out));
+    assert!(local.len() > 1000, "the job produced {} rows", local.len());
+    for codec in [ExchangeCompression::Lz4, ExchangeCompression::Zstd] {
+        let out = tmp.path().join(format!("{codec:?}"));
+        let mut job = window_job(&out, Some(300_000), None);
+        job.config.exchange_compression = codec;
+        let job_file = tmp.path().join(format!("{codec:?}.json"));
+        std::fs::write(&job_file, job.to_json().unwrap()).unwrap();
+        let run = cluster.cli(&["submit", job_file.to_str().unwrap(), "--wait"]);
+        assert!(
+            run.status.success(),
+            "{codec:?}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert_eq!(sorted_rows(&read_dir(&out)), local, "{codec:?}");
+    }
+}
+
 #[test]
 fn killing_a_worker_fails_the_job_with_the_reason() {
     let tmp = tempfile::tempdir().unwrap();

@@ -33,6 +33,32 @@ pub enum ExchangeMode {
     Flight,
 }
 
+/// How exchange batches between worker processes are compressed (Arrow
+/// IPC body compression: each buffer on its own, read by any Arrow IPC
+/// reader built with compression).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum ExchangeCompression {
+    /// Buffers as they are: the fastest on loopback and fast networks.
+    #[default]
+    None,
+    /// LZ4 frames: cheap to compress, for links where bandwidth is scarce.
+    Lz4,
+    /// Zstandard: smaller than LZ4, at more CPU.
+    Zstd,
+}
+
+impl ExchangeCompression {
+    /// `none`, `lz4` or `zstd`, in any case.
+    pub fn parse(v: &str) -> Option<Self> {
+        match v.to_ascii_lowercase().as_str() {
+            "none" => Some(Self::None),
+            "lz4" => Some(Self::Lz4),
+            "zstd" => Some(Self::Zstd),
+            _ => None,
+        }
+    }
+}
+
 /// Job-wide configuration. Every field is documented with its default.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WeirConfig {
@@ -64,6 +90,11 @@ pub struct WeirConfig {
     /// How the local executor connects tasks. Default local queues.
     /// `WEIR_EXCHANGE` (`local` | `flight`).
     pub exchange: ExchangeMode,
+    /// Compression of batches sent to other worker processes over Flight.
+    /// Default none. SQL `weir.exchange.compression`,
+    /// `WEIR_EXCHANGE_COMPRESSION` (`none` | `lz4` | `zstd`).
+    #[serde(default)]
+    pub exchange_compression: ExchangeCompression,
     /// Address the Flight endpoint serving a job's Flight sinks listens on.
     /// Default `127.0.0.1:0` (loopback, any free port). A non-loopback
     /// address requires [`sink_token`](Self::sink_token). `WEIR_SINK_BIND`.
@@ -369,6 +400,7 @@ impl Default for WeirConfig {
             chaining_enabled: true,
             watermark_interval: Duration::from_millis(200),
             exchange: ExchangeMode::Local,
+            exchange_compression: ExchangeCompression::None,
             sink_bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             sink_token: None,
             sink_retention: SinkRetention::default(),
@@ -541,6 +573,13 @@ impl WeirConfig {
                     )));
                 }
             };
+        }
+        if let Ok(v) = std::env::var("WEIR_EXCHANGE_COMPRESSION") {
+            self.exchange_compression = ExchangeCompression::parse(&v).ok_or_else(|| {
+                WeirError::Config(format!(
+                    "WEIR_EXCHANGE_COMPRESSION={v:?}: expected 'none', 'lz4' or 'zstd'"
+                ))
+            })?;
         }
         if let Ok(v) = std::env::var("WEIR_RUNTIME_MODE") {
             self.runtime_mode = match v.to_ascii_lowercase().as_str() {

@@ -456,32 +456,41 @@ fn check_ipc_framing(bytes: &[u8]) -> Result<()> {
             .map_err(|e| bad(format!("message at byte {pos}: {e}")))?;
         pos = end;
         let body = message.bodyLength();
-        check_record_batch_bounds(&message, body)
-            .map_err(|m| bad(format!("message at byte {pos}: {m}")))?;
-        pos = usize::try_from(body)
+        let body_end = usize::try_from(body)
             .ok()
             .and_then(|b| pos.checked_add(b))
             .filter(|&e| e <= bytes.len())
             .ok_or_else(|| bad(format!("message body of {body} bytes at byte {pos}")))?;
+        check_record_batch_bounds(&message, &bytes[pos..body_end])
+            .map_err(|m| bad(format!("message at byte {pos}: {m}")))?;
+        pos = body_end;
     }
     Ok(())
 }
 
-/// One IPC message as Arrow Flight carries it (`data_header`, and a body of
-/// `body_len` bytes): the flatbuffer verifies, the body is the length it
-/// declares, and a batch's buffers and row counts fit it. For frames from
-/// other processes, before arrow-ipc allocates by their numbers.
-pub fn check_ipc_message(header: &[u8], body_len: usize) -> Result<()> {
+/// What a compressed batch's buffers may declare they hold uncompressed,
+/// together: far above any batch Weir sends (2 MiB), low enough that a
+/// damaged or hostile frame cannot make the decoder allocate without bound.
+pub const MAX_DECOMPRESSED_BATCH: i64 = 1 << 30;
+
+/// One IPC message as Arrow Flight carries it (`data_header`, and its
+/// `body`): the flatbuffer verifies, the body is the length it declares,
+/// and a batch's buffers and row counts fit it (a compressed batch's, what
+/// its buffers declare uncompressed, within [`MAX_DECOMPRESSED_BATCH`]).
+/// For frames from other processes, before arrow-ipc allocates by their
+/// numbers.
+pub fn check_ipc_message(header: &[u8], body: &[u8]) -> Result<()> {
     if header.is_empty() {
         return Ok(());
     }
     let bad = |m: String| WeirError::bad_input("an Arrow Flight frame", m);
     let message =
         arrow::ipc::root_as_message(header).map_err(|e| bad(format!("its header: {e}")))?;
-    let body = message.bodyLength();
-    if usize::try_from(body).ok() != Some(body_len) {
+    let declared = message.bodyLength();
+    if usize::try_from(declared).ok() != Some(body.len()) {
         return Err(bad(format!(
-            "its header declares a {body}-byte body but it carries {body_len} bytes"
+            "its header declares a {declared}-byte body but it carries {} bytes",
+            body.len()
         )));
     }
     check_record_batch_bounds(&message, body).map_err(bad)
@@ -489,10 +498,11 @@ pub fn check_ipc_message(header: &[u8], body_len: usize) -> Result<()> {
 
 /// The buffers of a record or dictionary batch lie inside its body, and
 /// its row counts are what a body of that size can hold (a boolean column
-/// packs 8 rows a byte): arrow-ipc allocates by these numbers.
+/// packs 8 rows a byte; a compressed body, what it holds uncompressed):
+/// arrow-ipc allocates by these numbers.
 fn check_record_batch_bounds(
     message: &arrow::ipc::Message<'_>,
-    body: i64,
+    body: &[u8],
 ) -> std::result::Result<(), String> {
     let batch = match message.header_type() {
         arrow::ipc::MessageHeader::RecordBatch => message.header_as_record_batch(),
@@ -504,30 +514,63 @@ fn check_record_batch_bounds(
     let Some(batch) = batch else {
         return Err("a batch message without its header".into());
     };
-    let rows_limit = body.saturating_mul(8).saturating_add(1024);
-    if batch.length() < 0 || batch.length() > rows_limit {
-        return Err(format!("{} rows in a {body}-byte body", batch.length()));
-    }
-    for node in batch.nodes().into_iter().flatten() {
-        if node.length() < 0 || node.length() > rows_limit || node.null_count() < 0 {
-            return Err(format!(
-                "a column of {} rows in a {body}-byte body",
-                node.length()
-            ));
-        }
-    }
+    let size = body.len() as i64;
+    let mut holds = size;
     for buffer in batch.buffers().into_iter().flatten() {
         let inside = buffer.offset() >= 0
             && buffer.length() >= 0
             && buffer
                 .offset()
                 .checked_add(buffer.length())
-                .is_some_and(|end| end <= body);
+                .is_some_and(|end| end <= size);
         if !inside {
             return Err(format!(
-                "a buffer at {} of {} bytes outside the {body}-byte body",
+                "a buffer at {} of {} bytes outside the {size}-byte body",
                 buffer.offset(),
                 buffer.length()
+            ));
+        }
+    }
+    if batch.compression().is_some() {
+        // Each non-empty buffer starts with the length it has
+        // uncompressed (-1: stored as it is, after the prefix).
+        let mut total: i64 = 0;
+        for buffer in batch.buffers().into_iter().flatten() {
+            if buffer.length() == 0 {
+                continue;
+            }
+            let start = buffer.offset() as usize;
+            let prefix = body
+                .get(start..start + 8)
+                .filter(|_| buffer.length() >= 8)
+                .ok_or_else(|| {
+                    format!("a compressed buffer at {start} without its length prefix")
+                })?;
+            let length = i64::from_le_bytes(prefix.try_into().expect("8 bytes"));
+            let length = match length {
+                -1 => buffer.length() - 8,
+                n if n >= 0 => n,
+                n => return Err(format!("a compressed buffer at {start} declares {n} bytes")),
+            };
+            total = total.saturating_add(length);
+        }
+        if total > MAX_DECOMPRESSED_BATCH {
+            return Err(format!(
+                "its compressed buffers declare {total} bytes uncompressed, more than \
+                 {MAX_DECOMPRESSED_BATCH}"
+            ));
+        }
+        holds = holds.max(total);
+    }
+    let rows_limit = holds.saturating_mul(8).saturating_add(1024);
+    if batch.length() < 0 || batch.length() > rows_limit {
+        return Err(format!("{} rows in a {holds}-byte body", batch.length()));
+    }
+    for node in batch.nodes().into_iter().flatten() {
+        if node.length() < 0 || node.length() > rows_limit || node.null_count() < 0 {
+            return Err(format!(
+                "a column of {} rows in a {holds}-byte body",
+                node.length()
             ));
         }
     }
@@ -1196,9 +1239,11 @@ mod tests {
                 &IpcWriteOptions::default(),
             )
             .unwrap();
-        let (header, body) = (&encoded.ipc_message, encoded.arrow_data.len());
+        let (header, body) = (&encoded.ipc_message, &encoded.arrow_data);
         check_ipc_message(header, body).unwrap();
-        let err = check_ipc_message(header, body - 8).unwrap_err().to_string();
+        let err = check_ipc_message(header, &body[8..])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("body"), "{err}");
         for i in 0..header.len() {
             for v in [0x00, 0x7f, 0x80, 0xff] {
@@ -1207,6 +1252,46 @@ mod tests {
                 let _ = check_ipc_message(&damaged, body);
             }
         }
+    }
+
+    /// A compressed batch of many rows in a small body passes; one whose
+    /// buffers claim more than the limit uncompressed, or lack their
+    /// length prefix, is refused before the decoder allocates.
+    #[test]
+    fn compressed_frames_are_checked_by_what_they_declare_uncompressed() {
+        use arrow::ipc::CompressionType;
+        use arrow::ipc::writer::{IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
+        let many = RecordBatch::try_from_iter([(
+            "v",
+            Arc::new(Int64Array::from(vec![7i64; 100_000])) as ArrayRef,
+        )])
+        .unwrap();
+        let options = IpcWriteOptions::default()
+            .try_with_compression(Some(CompressionType::LZ4_FRAME))
+            .unwrap();
+        let (_, encoded) = IpcDataGenerator::default()
+            .encode(
+                &many,
+                &mut arrow::ipc::writer::DictionaryTracker::new(false),
+                &options,
+                &mut IpcWriteContext::default(),
+            )
+            .unwrap();
+        let (header, body) = (&encoded.ipc_message, &encoded.arrow_data);
+        assert!(body.len() * 8 < 100_000, "{} bytes", body.len());
+        check_ipc_message(header, body).unwrap();
+        // The values buffer is the last: make it claim 2^40 bytes.
+        let message = arrow::ipc::root_as_message(header).unwrap();
+        let buffers = message.header_as_record_batch().unwrap().buffers().unwrap();
+        let values = buffers.get(buffers.len() - 1);
+        let mut bomb = body.clone();
+        let at = values.offset() as usize;
+        bomb[at..at + 8].copy_from_slice(&(1i64 << 40).to_le_bytes());
+        let err = check_ipc_message(header, &bomb).unwrap_err().to_string();
+        assert!(err.contains("uncompressed, more than"), "{err}");
+        bomb[at..at + 8].copy_from_slice(&(-5i64).to_le_bytes());
+        let err = check_ipc_message(header, &bomb).unwrap_err().to_string();
+        assert!(err.contains("declares -5 bytes"), "{err}");
     }
 
     #[test]

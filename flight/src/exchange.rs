@@ -26,6 +26,7 @@ use weir_core::{Result, WeirError};
 use crate::node::Credentials;
 
 use crate::codec::{MessageEncoder, decode_control};
+use weir_core::config::ExchangeCompression;
 
 /// HTTP/2 flow-control windows of exchange streams and connections: the
 /// bytes in flight per channel, on top of the bounded queues at both ends.
@@ -217,7 +218,7 @@ impl ExchangeServer {
         // before the decoder allocates by them.
         let flights = stream.map(|r| {
             let data = r.map_err(|s| arrow_flight::error::FlightError::Tonic(Box::new(s)))?;
-            weir_core::wire::check_ipc_message(&data.data_header, data.data_body.len())
+            weir_core::wire::check_ipc_message(&data.data_header, &data.data_body)
                 .map_err(|e| arrow_flight::error::FlightError::DecodeError(e.to_string()))?;
             Ok(data)
         });
@@ -324,6 +325,13 @@ impl FlightChannelSender {
         WeirError::ChannelGone(format!("Flight channel '{}' failed: {reason}", self.id))
     }
 
+    /// Compress the batches this channel sends with `codec` (before its
+    /// first message).
+    pub fn compress(&mut self, codec: ExchangeCompression) -> Result<()> {
+        self.encoder = MessageEncoder::new(codec)?;
+        Ok(())
+    }
+
     async fn send_message(&mut self, message: StreamMessage) -> Result<()> {
         let end = matches!(message, StreamMessage::EndOfStream);
         let mut frames = self.encoder.encode(&message)?;
@@ -386,6 +394,7 @@ impl ChannelSender for FlightChannelSender {
 /// inside the task that owns it.
 pub struct LazyFlightSender {
     credentials: Credentials,
+    compression: ExchangeCompression,
     addr: SocketAddr,
     id: String,
     capacity: usize,
@@ -397,6 +406,7 @@ impl LazyFlightSender {
     pub fn new(addr: SocketAddr, id: String, capacity: usize) -> Self {
         Self {
             credentials: Credentials::default(),
+            compression: ExchangeCompression::None,
             addr,
             id,
             capacity,
@@ -409,21 +419,28 @@ impl LazyFlightSender {
         self.credentials = credentials;
         self
     }
+
+    /// Compress the batches sent with `codec` (the job's
+    /// `exchange_compression`).
+    pub fn with_compression(mut self, codec: ExchangeCompression) -> Self {
+        self.compression = codec;
+        self
+    }
 }
 
 impl ChannelSender for LazyFlightSender {
     fn send(&mut self, message: StreamMessage) -> SendFuture<'_> {
         Box::pin(async move {
             if self.inner.is_none() {
-                self.inner = Some(
-                    FlightChannelSender::connect_with(
-                        self.addr,
-                        &self.id,
-                        self.capacity,
-                        &self.credentials,
-                    )
-                    .await?,
-                );
+                let mut sender = FlightChannelSender::connect_with(
+                    self.addr,
+                    &self.id,
+                    self.capacity,
+                    &self.credentials,
+                )
+                .await?;
+                sender.compress(self.compression)?;
+                self.inner = Some(sender);
             }
             let inner = self.inner.as_mut().expect("connected above");
             inner.send_message(message).await

@@ -350,7 +350,7 @@ impl PutReader {
         let name = self.table.name.clone();
         let flights = stream.map(|r| {
             let data = r.map_err(|s| arrow_flight::error::FlightError::Tonic(Box::new(s)))?;
-            weir_core::wire::check_ipc_message(&data.data_header, data.data_body.len())
+            weir_core::wire::check_ipc_message(&data.data_header, &data.data_body)
                 .map_err(|e| arrow_flight::error::FlightError::DecodeError(e.to_string()))?;
             Ok(data)
         });

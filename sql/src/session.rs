@@ -60,6 +60,10 @@ pub const OPTIONS: &[(&str, &str)] = &[
     ),
     ("pipeline.name", "the job's name"),
     (
+        "weir.exchange.compression",
+        "'none' (the default), 'lz4' or 'zstd': how batches sent between worker processes are compressed",
+    ),
+    (
         "table.exec.source.idle-timeout",
         "mark a source split idle after this long without data",
     ),
@@ -808,6 +812,11 @@ fn apply_options(
                     .filter(|&p| p > 0)
                     .ok_or_else(|| bad(k, v, "a positive number"))?;
                 env.set_parallelism(p);
+            }
+            "weir.exchange.compression" => {
+                let codec = weir_core::config::ExchangeCompression::parse(v)
+                    .ok_or_else(|| bad(k, v, "'none', 'lz4' or 'zstd'"))?;
+                env.configure(|c| c.exchange_compression = codec);
             }
             "execution.runtime-mode" => {
                 let mode = match v.to_ascii_lowercase().as_str() {

@@ -389,7 +389,10 @@ pub fn build_tasks(job: &JobGraph) -> Result<BuiltTasks> {
         let (tx, rx): (Box<dyn ChannelSender>, Box<dyn ChannelReceiver>) = match &host {
             None => local_channel(capacity, name.to_string()),
             Some(h) => (
-                Box::new(LazyFlightSender::new(h.addr, name.to_string(), capacity)),
+                Box::new(
+                    LazyFlightSender::new(h.addr, name.to_string(), capacity)
+                        .with_compression(job.config.exchange_compression),
+                ),
                 h.server.register(name, capacity),
             ),
         };

@@ -448,7 +448,10 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
     }
     let me = d.address.clone();
     let is_local = |v: usize, s: usize| placement[v][s] == me;
-    let capacity = d.job.config.channel_capacity;
+    let (capacity, compression) = (
+        d.job.config.channel_capacity,
+        d.job.config.exchange_compression,
+    );
     let (job_id, attempt) = (d.job_id.clone(), d.attempt);
     let exchange = state.exchange.clone();
     let credentials = state.credentials.clone();
@@ -464,7 +467,8 @@ fn deploy(state: &Arc<WorkerState>, d: Deploy) -> Result<()> {
                     .parse()
                     .map_err(|_| WeirError::plan("bad worker address in placement"))?;
                 let tx = LazyFlightSender::new(target, id, capacity)
-                    .with_credentials(credentials.clone());
+                    .with_credentials(credentials.clone())
+                    .with_compression(compression);
                 (Some(Box::new(tx) as _), None)
             }
             (false, true) => (None, Some(exchange.register(&id, capacity))),

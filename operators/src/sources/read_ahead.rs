@@ -140,8 +140,22 @@ where
         state.running = true;
         let shared = Arc::clone(&self.shared);
         let (location, describe) = (Arc::clone(&self.location), self.describe);
+        name_pool_threads();
         rayon::spawn(move || decode(shared, reader, &location, describe));
     }
+}
+
+/// Rayon's pool threads are named `weir-rayon-N` (in `top`, `perf` and
+/// panics), not after the task thread that happened to start the pool.
+fn name_pool_threads() {
+    static NAMED: std::sync::Once = std::sync::Once::new();
+    NAMED.call_once(|| {
+        // Fails only when the pool already runs (started by other code in
+        // the process): its names stay as they are.
+        let _ = rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("weir-rayon-{i}"))
+            .build_global();
+    });
 }
 
 fn decode<R>(shared: Arc<Shared<R>>, mut reader: R, location: &str, describe: Describe)
