@@ -8,11 +8,12 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use weir_core::connector::{ConnectorOption, OptionKind, Options};
 use weir_core::{Result, WeirError};
 
+use super::sql_time;
 use super::text::{TextStyle, TimestampStyle, is_textual, write_scalar};
 use super::{FormatFactory, RowDecoder, RowEncoder, char_option, flag};
 
@@ -103,15 +104,11 @@ impl FormatFactory for Csv {
         let mut builder = arrow::csv::ReaderBuilder::new(text_schema)
             .with_header(header)
             .with_delimiter(char_option(options, "csv.field-delimiter", b',')?)
-            .with_batch_size(batch_size)
-            // Empty fields stay empty text here; the conversion decides
-            // (an empty STRING is '', as in Flink; other types read NULL).
-            // The pattern matches nothing, and anchored it fails at the
-            // first character: unanchored, the regex scanned every field
-            // whole (a third of the time of reading Nexmark's bids).
-            .with_null_regex(
-                regex::Regex::new(r"^[^\s\S]").map_err(|e| WeirError::Execution(e.to_string()))?,
-            );
+            .with_batch_size(batch_size);
+        // No null pattern: arrow's decoder then reads an empty field (and
+        // only that) as NULL, which the conversion turns back into '' where
+        // Flink keeps it. A pattern that matched nothing cost a regex
+        // search per field (14% of reading Nexmark's bids).
         if flag(options, "csv.disable-quote-character", false) {
             // A byte text never holds: nothing is quoted.
             builder = builder.with_quote(0);
@@ -221,17 +218,27 @@ impl RowDecoder for CsvDecoder {
 impl CsvDecoder {
     /// One text column as the declared type: NULL for the null literal
     /// (and, but for strings, an empty field); a value that does not parse
-    /// fails naming its line, or is NULL and counted.
+    /// fails naming its line, or is NULL and counted. `text` has NULL where
+    /// a field was empty (arrow's decoder without a null pattern).
     fn convert(&mut self, text: &StringArray, field: &Field) -> Result<ArrayRef> {
         let is_string = matches!(
             field.data_type(),
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
         );
-        let null_at = |s: &str| match &self.null_literal {
-            Some(n) => s == n,
-            None => s.is_empty() && !is_string,
+        // The values as given, NULL where the null literal (or, without
+        // one, an empty non-string field) stands; no text is copied.
+        let input: StringArray = match self.null_literal.as_deref() {
+            None if is_string => empty_as_text(text)?,
+            None | Some("") => text.clone(),
+            Some(literal) => {
+                let given = empty_as_text(text)?;
+                let nulls = arrow::buffer::BooleanBuffer::collect_bool(given.len(), |r| {
+                    given.value(r) != literal
+                });
+                let (offsets, values, _) = given.into_parts();
+                StringArray::try_new(offsets, values, Some(nulls.into()))?
+            }
         };
-        let input: StringArray = text.iter().map(|v| v.filter(|s| !null_at(s))).collect();
         let converted = match field.data_type() {
             DataType::Decimal128(p, s) => Arc::new(
                 input
@@ -264,18 +271,31 @@ impl CsvDecoder {
                     safe: true,
                     ..Default::default()
                 };
-                let trimmed: StringArray = if is_string {
+                // Numbers and times may stand between spaces; copied
+                // trimmed only when one does.
+                let padded = |v: &str| {
+                    v.starts_with(char::is_whitespace) || v.ends_with(char::is_whitespace)
+                };
+                let trimmed: StringArray = if is_string || !input.iter().flatten().any(padded) {
                     input.clone()
                 } else {
                     input.iter().map(|v| v.map(str::trim)).collect()
                 };
-                arrow::compute::cast_with_options(&trimmed, other, &opts)?
+                match other {
+                    // Int64 to a timestamp reinterprets, copying nothing.
+                    DataType::Timestamp(unit, None) => match sql_timestamps(&trimmed, *unit) {
+                        Some(t) => arrow::compute::cast(&t, other)?,
+                        None => arrow::compute::cast_with_options(&trimmed, other, &opts)?,
+                    },
+                    _ => arrow::compute::cast_with_options(&trimmed, other, &opts)?,
+                }
             }
         };
-        // Values given but not read: bad input.
+        // Values given but not read (NULL converted from a value): bad
+        // input. A conversion keeps every NULL, so equal counts mean none.
         let bad = (0..input.len()).filter(|&r| input.is_valid(r) && converted.is_null(r));
         let mut bad = bad.peekable();
-        if bad.peek().is_some() {
+        if converted.null_count() > input.null_count() && bad.peek().is_some() {
             if self.ignore_errors {
                 self.skipped += bad.count() as u64;
             } else if let Some(r) = bad.next() {
@@ -300,6 +320,33 @@ impl CsvDecoder {
         }
         Ok(converted)
     }
+}
+
+/// `text` with its NULLs (empty fields) as empty strings, the text
+/// itself shared.
+fn empty_as_text(text: &StringArray) -> Result<StringArray> {
+    if text.null_count() == 0 {
+        return Ok(text.clone());
+    }
+    let (offsets, values, _) = text.clone().into_parts();
+    Ok(StringArray::try_new(offsets, values, None)?)
+}
+
+/// Timestamps without a zone in the fixed form Flink writes, read by
+/// [`sql_time`]; `None` when a value is in another form, for arrow's
+/// general parser to read the column.
+fn sql_timestamps(text: &StringArray, unit: TimeUnit) -> Option<arrow::array::Int64Array> {
+    let mut values = Vec::with_capacity(text.len());
+    for v in text.iter() {
+        values.push(match v {
+            Some(v) => sql_time::parse_in(v.as_bytes(), unit)?,
+            None => 0,
+        });
+    }
+    Some(arrow::array::Int64Array::new(
+        values.into(),
+        text.nulls().cloned(),
+    ))
 }
 
 struct CsvEncoder {
@@ -458,5 +505,79 @@ mod tests {
         );
         assert_eq!(file_line_numbers("x at line 0", &schema), "x at line 1");
         assert_eq!(file_line_numbers("no numbers", &schema), "no numbers");
+    }
+
+    fn read(text: &str, options: &[(&str, &str)]) -> Result<RecordBatch> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("s", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, true),
+            Field::new("t", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+        ]));
+        let options: Options = options
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut decoder = Csv.decoder(&schema, &options, 1024)?;
+        decoder.decode(text.as_bytes())?;
+        Ok(decoder.finish()?.expect("rows"))
+    }
+
+    fn column(batch: &RecordBatch, i: usize) -> Vec<Option<String>> {
+        let text = arrow::compute::cast(batch.column(i), &DataType::Utf8).unwrap();
+        text.as_string::<i32>()
+            .iter()
+            .map(|v| v.map(str::to_string))
+            .collect()
+    }
+
+    #[test]
+    fn empty_fields_null_literals_padding_and_timestamps() {
+        let text = "a,1,2023-11-14 22:13:20.123\n,, 2023-11-14T22:13:20 \n\"\",  7 ,\nN,N,N\n";
+        let s = |v: &[Option<&str>]| v.iter().map(|v| v.map(str::to_string)).collect::<Vec<_>>();
+        // No null literal: an empty STRING is '', other empty fields NULL.
+        let b = read(text, &[("csv.ignore-parse-errors", "true")]).unwrap();
+        assert_eq!(
+            column(&b, 0),
+            s(&[Some("a"), Some(""), Some(""), Some("N")])
+        );
+        assert_eq!(column(&b, 1), s(&[Some("1"), None, Some("7"), None]));
+        assert_eq!(
+            column(&b, 2),
+            s(&[
+                Some("2023-11-14T22:13:20.123"),
+                Some("2023-11-14T22:13:20"),
+                None,
+                None
+            ])
+        );
+        // 'N' is NULL; empty fields are then values: '' for the string,
+        // unreadable for the number and the timestamp (counted).
+        let b = read(
+            text,
+            &[
+                ("csv.null-literal", "N"),
+                ("csv.ignore-parse-errors", "true"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(column(&b, 0), s(&[Some("a"), Some(""), Some(""), None]));
+        assert_eq!(column(&b, 1), s(&[Some("1"), None, Some("7"), None]));
+        // An empty null literal: every empty field is NULL, strings (and
+        // a quoted empty string) too.
+        let b = read(text.replace("N", "").as_str(), &[("csv.null-literal", "")]).unwrap();
+        assert_eq!(column(&b, 0), s(&[Some("a"), None, None, None]));
+        // Without ignoring errors, a bad value names its line and column;
+        // a timestamp in another form than Flink's still reads.
+        let err = read("a,x,\n", &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("'x'") && err.contains("'n'") && err.contains("line 1"),
+            "{err}"
+        );
+        let b = read("a,1,2023-11-14\n", &[]).unwrap();
+        assert_eq!(column(&b, 2), s(&[Some("2023-11-14T00:00:00")]));
+        let err = read("a,1,2023-02-30 00:00:00\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("2023-02-30") && err.contains("'t'"), "{err}");
     }
 }

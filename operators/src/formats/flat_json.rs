@@ -194,6 +194,16 @@ impl Column {
                 values.push(Date32Type::parse(s).ok_or(Bail)?.into());
             }
             (FromString::Timestamp(unit), Values::Int { values, .. }) => {
+                // Flink's own form, read at fixed positions.
+                let fixed = self
+                    .tz
+                    .is_none()
+                    .then(|| super::sql_time::parse_in(s, unit));
+                if let Some(v) = fixed.flatten() {
+                    values.push(v);
+                    self.nulls.append_non_null();
+                    return Ok(());
+                }
                 let s = std::str::from_utf8(s).map_err(|_| Bail)?;
                 // As arrow-json: the column's zone, else UTC.
                 let t = match &self.tz {

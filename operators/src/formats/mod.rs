@@ -19,6 +19,7 @@ mod flat_json;
 mod json;
 mod json_lexer;
 mod raw;
+mod sql_time;
 pub mod text;
 
 use std::collections::BTreeMap;
