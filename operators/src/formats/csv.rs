@@ -232,11 +232,10 @@ impl CsvDecoder {
             None | Some("") => text.clone(),
             Some(literal) => {
                 let given = empty_as_text(text)?;
-                let nulls = arrow::buffer::BooleanBuffer::collect_bool(given.len(), |r| {
-                    given.value(r) != literal
-                });
+                let not_literal =
+                    arrow::compute::kernels::cmp::neq(&given, &StringArray::new_scalar(literal))?;
                 let (offsets, values, _) = given.into_parts();
-                StringArray::try_new(offsets, values, Some(nulls.into()))?
+                StringArray::try_new(offsets, values, Some(not_literal.values().clone().into()))?
             }
         };
         let converted = match field.data_type() {

@@ -195,11 +195,9 @@ impl Column {
             }
             (FromString::Timestamp(unit), Values::Int { values, .. }) => {
                 // Flink's own form, read at fixed positions.
-                let fixed = self
-                    .tz
-                    .is_none()
-                    .then(|| super::sql_time::parse_in(s, unit));
-                if let Some(v) = fixed.flatten() {
+                if self.tz.is_none()
+                    && let Some(v) = super::sql_time::parse_in(s, unit)
+                {
                     values.push(v);
                     self.nulls.append_non_null();
                     return Ok(());
