@@ -11,6 +11,7 @@ use weir_core::spec::{BatchFn, OperatorSpec};
 use weir_core::{Result, WeirError};
 
 use crate::count_window::CountWindowOperator;
+use crate::decimal_arith::accelerate;
 use crate::join::IntervalJoinOperator;
 use crate::process::KeyedProcessOperator;
 use crate::session::SessionWindowOperator;
@@ -56,13 +57,22 @@ fn create_in_memory(
 ) -> Result<Box<dyn Operator>> {
     let name = node.name.clone();
     Ok(match spec {
-        OperatorSpec::Filter { predicate, .. } => Box::new(FilterOperator {
+        OperatorSpec::Filter {
+            predicate,
+            input_schema,
+        } => Box::new(FilterOperator {
             name,
-            predicate: Arc::clone(predicate),
+            predicate: accelerate(predicate, input_schema),
         }),
-        OperatorSpec::Project { exprs, .. } => Box::new(ProjectOperator {
+        OperatorSpec::Project {
+            exprs,
+            input_schema,
+        } => Box::new(ProjectOperator {
             name,
-            exprs: exprs.iter().map(|(e, _)| Arc::clone(e)).collect(),
+            exprs: exprs
+                .iter()
+                .map(|(e, _)| accelerate(e, input_schema))
+                .collect(),
             schema: Arc::clone(&node.schema),
         }),
         OperatorSpec::GroupAggregate(g) if g.phase == weir_core::spec::AggregatePhase::Local => {

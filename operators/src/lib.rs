@@ -25,6 +25,7 @@ macro_rules! stateless {
 pub mod basic;
 pub mod connectors;
 pub mod count_window;
+mod decimal_arith;
 mod dense_groups;
 mod distinct_sets;
 pub mod formats;
