@@ -19,6 +19,8 @@ use datafusion_expr::EmitTo;
 use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
 
+use crate::short_strings::ShortStrings;
+
 /// No group yet for this value.
 const NONE: u32 = u32::MAX;
 /// The vector may always span this many values (4 MiB of slots)…
@@ -56,8 +58,12 @@ fn dense() -> Mode {
 
 impl DenseGroups {
     /// A table for `schema`'s keys: dense when it is one integer column,
-    /// otherwise DataFusion's table.
+    /// packed when they are all strings ([`ShortStrings`]), otherwise
+    /// DataFusion's table.
     pub(crate) fn boxed(schema: SchemaRef) -> Result<Box<dyn GroupValues>> {
+        if ShortStrings::takes(&schema) {
+            return Ok(Box::new(ShortStrings::new(schema)?));
+        }
         let one_integer = schema.fields().len() == 1
             && matches!(
                 schema.field(0).data_type(),
@@ -97,19 +103,34 @@ impl DenseGroups {
             values, null_group, ..
         } = &self.mode
         {
-            let mut table = new_group_values(Arc::clone(&self.schema), &GroupOrdering::None)?;
-            if !values.is_empty() {
-                let keys = self.keys(values, *null_group)?;
-                let mut ids = Vec::new();
-                table.intern(&[keys], &mut ids)?;
-            }
-            self.mode = Mode::Hash(table);
+            let keys = self.keys(values, *null_group)?;
+            self.mode = Mode::Hash(holding(&self.schema, &[keys])?);
         }
         match &mut self.mode {
             Mode::Hash(table) => Ok(table),
             Mode::Dense { .. } => unreachable!("just replaced"),
         }
     }
+}
+
+/// DataFusion's table for `schema` holding `keys` (distinct, one group per
+/// row) with the rows' positions as their ids.
+pub(crate) fn holding(schema: &SchemaRef, keys: &[ArrayRef]) -> Result<Box<dyn GroupValues>> {
+    let mut table = new_group_values(Arc::clone(schema), &GroupOrdering::None)?;
+    let rows = keys.first().map_or(0, |k| k.len());
+    let mut ids = Vec::new();
+    table.intern(keys, &mut ids)?;
+    if ids.iter().enumerate().all(|(i, &id)| i == id) {
+        return Ok(table);
+    }
+    // The multi-column table numbers keys whose hashes collide after the
+    // others of the same batch: one key per call keeps the order.
+    table = new_group_values(Arc::clone(schema), &GroupOrdering::None)?;
+    for row in 0..rows {
+        let key: Vec<ArrayRef> = keys.iter().map(|k| k.slice(row, 1)).collect();
+        table.intern(&key, &mut ids)?;
+    }
+    Ok(table)
 }
 
 impl GroupValues for DenseGroups {

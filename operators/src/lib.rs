@@ -50,6 +50,7 @@ pub mod session;
 pub mod session_join;
 pub mod session_process;
 mod sessions;
+mod short_strings;
 pub mod sinks;
 mod sort;
 pub mod sources;
