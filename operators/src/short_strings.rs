@@ -1,27 +1,21 @@
 //! A group table for string keys that are short codes (`GROUP BY
 //! l_returnflag, l_linestatus`, country codes, channel names): each key of
-//! at most 7 bytes is packed with its length into one `u64`, and the packed
-//! values are grouped as integers — one key column in a `u64` table, two in
-//! one 128-bit table, more as several `u64` columns — instead of hashing
-//! and comparing variable-length bytes row by row. The strings come back
-//! from the packed values when the groups are emitted.
+//! at most 7 bytes is packed with its length into 64 bits, one or two key
+//! columns into one `u128` per row, and rows are grouped by that integer in
+//! a small open-addressing table, instead of hashing and comparing
+//! variable-length bytes row by row. The strings come back from the packed
+//! values when the groups are emitted.
 //!
 //! The first key longer than 7 bytes moves the groups, in id order, into
 //! DataFusion's table for the real key types, which goes on from there; ids
 //! never change.
 
-use std::sync::Arc;
-
-use arrow::array::{
-    Array, ArrayRef, AsArray, Decimal128Array, GenericStringArray, OffsetSizeTrait, StringBuilder,
-    UInt64Array,
-};
+use arrow::array::{Array, ArrayRef, AsArray, GenericStringArray, OffsetSizeTrait, StringBuilder};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Decimal128Type, Field, Schema, SchemaRef, UInt64Type};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion_common::{DataFusionError, Result};
 use datafusion_expr::EmitTo;
-use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
-use datafusion_physical_plan::aggregates::order::GroupOrdering;
+use datafusion_physical_plan::aggregates::group_values::GroupValues;
 
 use crate::dense_groups::holding;
 
@@ -29,24 +23,25 @@ use crate::dense_groups::holding;
 /// a null packs as 0 and the empty string does not) in the eighth.
 const MAX_LEN: usize = 7;
 
-/// The group table of string keys.
+/// The group table of one or two string key columns.
 pub(crate) struct ShortStrings {
     /// The real key columns' schema.
     schema: SchemaRef,
     mode: Mode,
+    /// The current batch's packed keys (kept to reuse the allocation).
+    packed: Vec<u128>,
 }
 
 enum Mode {
-    /// Packed keys, in DataFusion's table for the packed columns.
-    Packed(Box<dyn GroupValues>),
+    Packed(PackedTable),
     /// Keys in DataFusion's table for the real key types.
     Bytes(Box<dyn GroupValues>),
 }
 
 impl ShortStrings {
-    /// Whether every column of `schema` is a string column this table takes.
+    /// Whether `schema` is one or two string columns, which this table takes.
     pub(crate) fn takes(schema: &Schema) -> bool {
-        !schema.fields().is_empty()
+        (1..=2).contains(&schema.fields().len())
             && schema.fields().iter().all(|f| {
                 matches!(
                     f.data_type(),
@@ -55,19 +50,19 @@ impl ShortStrings {
             })
     }
 
-    /// A table for `schema`'s keys, which must all be strings ([`Self::takes`]).
+    /// A table for `schema`'s keys ([`Self::takes`]).
     pub(crate) fn new(schema: SchemaRef) -> Result<Self> {
-        let packed = new_group_values(packed_schema(schema.fields().len()), &GroupOrdering::None)?;
         Ok(Self {
             schema,
-            mode: Mode::Packed(packed),
+            mode: Mode::Packed(PackedTable::new()),
+            packed: Vec::new(),
         })
     }
 
     /// Go on in DataFusion's table for the real key types, with the same ids.
     fn unpacked(&mut self) -> Result<&mut Box<dyn GroupValues>> {
-        if let Mode::Packed(packed) = &mut self.mode {
-            let keys = unpack(&self.schema, &packed.emit(EmitTo::All)?)?;
+        if let Mode::Packed(table) = &mut self.mode {
+            let keys = unpack(&self.schema, &table.emit(EmitTo::All))?;
             self.mode = Mode::Bytes(holding(&self.schema, &keys)?);
         }
         match &mut self.mode {
@@ -75,89 +70,176 @@ impl ShortStrings {
             Mode::Packed(_) => unreachable!("just replaced"),
         }
     }
-
-    fn table(&self) -> &dyn GroupValues {
-        match &self.mode {
-            Mode::Packed(t) | Mode::Bytes(t) => t.as_ref(),
-        }
-    }
-}
-
-/// The packed columns for `keys` string columns.
-fn packed_schema(keys: usize) -> SchemaRef {
-    let fields = match keys {
-        2 => vec![Field::new("packed", DataType::Decimal128(38, 0), false)],
-        n => (0..n)
-            .map(|i| Field::new(format!("packed{i}"), DataType::UInt64, false))
-            .collect(),
-    };
-    Arc::new(Schema::new(fields))
 }
 
 impl GroupValues for ShortStrings {
     fn intern(&mut self, cols: &[ArrayRef], groups: &mut Vec<usize>) -> Result<()> {
         if let Mode::Packed(table) = &mut self.mode
-            && let Some(packed) = pack(cols)?
+            && pack(cols, &mut self.packed)?
         {
-            return table.intern(&packed, groups);
+            table.intern(&self.packed, groups);
+            return Ok(());
         }
         self.unpacked()?.intern(cols, groups)
     }
 
     fn size(&self) -> usize {
-        self.table().size()
+        self.packed.capacity() * 16
+            + match &self.mode {
+                Mode::Packed(t) => t.size(),
+                Mode::Bytes(t) => t.size(),
+            }
     }
 
     fn is_empty(&self) -> bool {
-        self.table().is_empty()
+        self.len() == 0
     }
 
     fn len(&self) -> usize {
-        self.table().len()
+        match &self.mode {
+            Mode::Packed(t) => t.keys.len(),
+            Mode::Bytes(t) => t.len(),
+        }
     }
 
     fn emit(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
         match &mut self.mode {
-            Mode::Packed(table) => unpack(&self.schema, &table.emit(emit_to)?),
+            Mode::Packed(table) => unpack(&self.schema, &table.emit(emit_to)),
             Mode::Bytes(table) => table.emit(emit_to),
         }
     }
 
     fn clear_shrink(&mut self, num_rows: usize) {
+        self.packed = Vec::new();
         match &mut self.mode {
-            Mode::Packed(t) | Mode::Bytes(t) => t.clear_shrink(num_rows),
+            Mode::Packed(t) => *t = PackedTable::new(),
+            Mode::Bytes(t) => t.clear_shrink(num_rows),
         }
     }
 }
 
-/// `cols` packed, or `None` when some key is longer than [`MAX_LEN`].
-fn pack(cols: &[ArrayRef]) -> Result<Option<Vec<ArrayRef>>> {
-    let mut packed = Vec::with_capacity(cols.len());
-    for col in cols {
-        match pack_column(col.as_ref())? {
-            Some(p) => packed.push(p),
-            None => return Ok(None),
-        }
-    }
-    Ok(Some(if let [a, b] = packed.as_slice() {
-        let pairs: Decimal128Array = a
-            .iter()
-            .zip(b)
-            .map(|(&a, &b)| (a as i128) | ((b as i128) << 64))
-            .collect::<Vec<_>>()
-            .into();
-        vec![Arc::new(pairs.with_precision_and_scale(38, 0)?) as ArrayRef]
-    } else {
-        packed
-            .into_iter()
-            .map(|p| Arc::new(UInt64Array::from(p)) as ArrayRef)
-            .collect()
-    }))
+/// No group in this slot.
+const EMPTY: u32 = u32::MAX;
+
+/// Packed keys to group ids: open addressing with linear probing over a
+/// power-of-two slot array kept at most half full; a few groups stay in
+/// the first cache lines.
+struct PackedTable {
+    /// Per group id, its packed key.
+    keys: Vec<u128>,
+    /// Per slot, a group id or [`EMPTY`].
+    slots: Vec<u32>,
+    /// 64 minus the slot count's bits: a hash's top bits pick the slot.
+    shift: u32,
 }
 
-/// The low `n` bytes of a `u64`.
+impl PackedTable {
+    fn new() -> Self {
+        Self::with_slots(64)
+    }
+
+    fn with_slots(slots: usize) -> Self {
+        Self {
+            keys: Vec::new(),
+            slots: vec![EMPTY; slots],
+            shift: 64 - slots.trailing_zeros(),
+        }
+    }
+
+    fn slot(&self, key: u128) -> usize {
+        let folded = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
+        (folded.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    fn intern(&mut self, packed: &[u128], groups: &mut Vec<usize>) {
+        groups.clear();
+        groups.reserve(packed.len());
+        for &key in packed {
+            let mask = self.slots.len() - 1;
+            let mut slot = self.slot(key);
+            let id = loop {
+                let id = self.slots[slot];
+                if id == EMPTY {
+                    let id = self.keys.len() as u32;
+                    self.slots[slot] = id;
+                    self.keys.push(key);
+                    if self.keys.len() * 2 > self.slots.len() {
+                        self.rehash(self.slots.len() * 2);
+                    }
+                    break id;
+                }
+                if self.keys[id as usize] == key {
+                    break id;
+                }
+                slot = (slot + 1) & mask;
+            };
+            groups.push(id as usize);
+        }
+    }
+
+    /// Rebuilds the slots, `slots` of them, for the keys held.
+    fn rehash(&mut self, slots: usize) {
+        let keys = std::mem::take(&mut self.keys);
+        *self = Self::with_slots(slots);
+        let mask = slots - 1;
+        for (id, &key) in keys.iter().enumerate() {
+            let mut slot = self.slot(key);
+            while self.slots[slot] != EMPTY {
+                slot = (slot + 1) & mask;
+            }
+            self.slots[slot] = id as u32;
+        }
+        self.keys = keys;
+    }
+
+    /// Removes the groups `emit_to` names; the rest are numbered from 0.
+    fn emit(&mut self, emit_to: EmitTo) -> Vec<u128> {
+        match emit_to {
+            EmitTo::All => std::mem::replace(self, Self::new()).keys,
+            EmitTo::First(n) => {
+                let n = n.min(self.keys.len());
+                let first = self.keys.drain(..n).collect();
+                let slots = (self.keys.len() * 2).next_power_of_two().max(64);
+                self.rehash(slots);
+                first
+            }
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.keys.capacity() * 16 + self.slots.capacity() * 4
+    }
+}
+
+/// Packs `cols` (one or two columns) into `out`, one `u128` per row; false
+/// when some key is longer than [`MAX_LEN`].
+fn pack(cols: &[ArrayRef], out: &mut Vec<u128>) -> Result<bool> {
+    out.clear();
+    out.resize(cols[0].len(), 0);
+    let out = out.as_mut_slice();
+    let first = pack_column(cols[0].as_ref(), |row, word| out[row] = word as u128)?;
+    Ok(first
+        && match cols.get(1) {
+            Some(second) => pack_column(second.as_ref(), |row, word| {
+                out[row] |= (word as u128) << 64
+            })?,
+            None => true,
+        })
+}
+
+/// Per length, the mask of a `u64`'s low bytes the key keeps.
+const LOW_BYTES: [u64; MAX_LEN + 1] = {
+    let mut masks = [0u64; MAX_LEN + 1];
+    let mut n = 1;
+    while n <= MAX_LEN {
+        masks[n] = u64::MAX >> (64 - 8 * n);
+        n += 1;
+    }
+    masks
+};
+
 fn low_bytes(n: usize) -> u64 {
-    if n == 0 { 0 } else { u64::MAX >> (64 - 8 * n) }
+    LOW_BYTES[n]
 }
 
 /// One key, as `(length + 1) << 56 | bytes`.
@@ -167,25 +249,30 @@ fn packed(bytes: &[u8]) -> u64 {
     ((bytes.len() as u64 + 1) << 56) | u64::from_le_bytes(word)
 }
 
-fn pack_column(col: &dyn Array) -> Result<Option<Vec<u64>>> {
+/// Hands every row's packed key to `put` (nulls as 0); false at the first
+/// key longer than [`MAX_LEN`].
+fn pack_column(col: &dyn Array, put: impl FnMut(usize, u64)) -> Result<bool> {
     match col.data_type() {
-        DataType::Utf8 => Ok(pack_offsets(col.as_string::<i32>())),
-        DataType::LargeUtf8 => Ok(pack_offsets(col.as_string::<i64>())),
+        DataType::Utf8 => Ok(pack_offsets(col.as_string::<i32>(), put)),
+        DataType::LargeUtf8 => Ok(pack_offsets(col.as_string::<i64>(), put)),
         DataType::Utf8View => {
             let views = col.as_string_view();
-            let mut out = Vec::with_capacity(views.len());
-            for (i, &view) in views.views().iter().enumerate() {
+            let mut put = put;
+            for (row, &view) in views.views().iter().enumerate() {
                 let len = view as u32 as usize;
-                out.push(if views.is_null(i) {
-                    0
-                } else if len > MAX_LEN {
-                    return Ok(None);
-                } else {
-                    // A short view holds its bytes inline, after the length.
-                    ((len as u64 + 1) << 56) | ((view >> 32) as u64 & low_bytes(len))
-                });
+                if views.is_null(row) {
+                    continue;
+                }
+                if len > MAX_LEN {
+                    return Ok(false);
+                }
+                // A short view holds its bytes inline, after the length.
+                put(
+                    row,
+                    ((len as u64 + 1) << 56) | ((view >> 32) as u64 & low_bytes(len)),
+                );
             }
-            Ok(Some(out))
+            Ok(true)
         }
         other => Err(DataFusionError::Internal(format!(
             "short string keys: a {other} column"
@@ -193,49 +280,47 @@ fn pack_column(col: &dyn Array) -> Result<Option<Vec<u64>>> {
     }
 }
 
-fn pack_offsets<O: OffsetSizeTrait>(col: &GenericStringArray<O>) -> Option<Vec<u64>> {
+fn pack_offsets<O: OffsetSizeTrait>(
+    col: &GenericStringArray<O>,
+    mut put: impl FnMut(usize, u64),
+) -> bool {
     let offsets = col.value_offsets();
     let data = col.value_data();
-    let mut out = Vec::with_capacity(col.len());
-    for (i, w) in offsets.windows(2).enumerate() {
+    let nulls = col.nulls().filter(|n| n.null_count() > 0);
+    for (row, w) in offsets.windows(2).enumerate() {
+        if nulls.is_some_and(|n| n.is_null(row)) {
+            continue;
+        }
         let (start, end) = (w[0].as_usize(), w[1].as_usize());
         let len = end - start;
-        if col.is_null(i) {
-            out.push(0);
-        } else if len > MAX_LEN {
-            return None;
-        } else if let Some(word) = data.get(start..start + 8) {
-            // Eight bytes read at once, the key's kept.
-            let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-            out.push(((len as u64 + 1) << 56) | (word & low_bytes(len)));
-        } else {
-            out.push(packed(&data[start..end]));
+        if len > MAX_LEN {
+            return false;
         }
+        put(
+            row,
+            match data.get(start..start + 8) {
+                // Eight bytes read at once, the key's kept.
+                Some(word) => {
+                    let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+                    ((len as u64 + 1) << 56) | (word & low_bytes(len))
+                }
+                None => packed(&data[start..end]),
+            },
+        );
     }
-    Some(out)
+    true
 }
 
-/// The key columns of `schema` from packed columns.
-fn unpack(schema: &Schema, packed: &[ArrayRef]) -> Result<Vec<ArrayRef>> {
-    let words: Vec<Vec<u64>> = if schema.fields().len() == 2 {
-        let pairs = packed[0].as_primitive::<Decimal128Type>();
-        vec![
-            pairs.values().iter().map(|&p| p as u64).collect(),
-            pairs.values().iter().map(|&p| (p >> 64) as u64).collect(),
-        ]
-    } else {
-        packed
-            .iter()
-            .map(|p| p.as_primitive::<UInt64Type>().values().to_vec())
-            .collect()
-    };
+/// The key columns of `schema` from packed keys.
+fn unpack(schema: &Schema, keys: &[u128]) -> Result<Vec<ArrayRef>> {
     schema
         .fields()
         .iter()
-        .zip(words)
-        .map(|(field, words)| {
-            let mut strings = StringBuilder::with_capacity(words.len(), words.len() * MAX_LEN);
-            for word in words {
+        .enumerate()
+        .map(|(c, field)| {
+            let mut strings = StringBuilder::with_capacity(keys.len(), keys.len() * MAX_LEN);
+            for &key in keys {
+                let word = (key >> (64 * c)) as u64;
                 if word == 0 {
                     strings.append_null();
                     continue;
@@ -253,7 +338,12 @@ fn unpack(schema: &Schema, packed: &[ArrayRef]) -> Result<Vec<ArrayRef>> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use arrow::array::{LargeStringArray, StringArray, StringViewArray};
+    use arrow::datatypes::Field;
+    use datafusion_physical_plan::aggregates::group_values::new_group_values;
+    use datafusion_physical_plan::aggregates::order::GroupOrdering;
     use proptest::prelude::*;
 
     use super::*;
@@ -297,25 +387,38 @@ mod tests {
         }
         let groups = table.len();
         let mut parts = Vec::new();
+        // After emitting the first n groups, the first batch again: its ids
+        // count from the groups left.
+        let mut again = None;
         if let Some(n) = first.filter(|&n| n < groups) {
             parts.push(table.emit(EmitTo::First(n)).unwrap());
             assert_eq!(table.len(), groups - n);
+            let cols = interned[0].0.clone();
+            let mut ids = Vec::new();
+            table.intern(&cols, &mut ids).unwrap();
+            again = Some((cols, ids));
         }
         parts.push(table.emit(EmitTo::All).unwrap());
         assert!(table.is_empty());
-        let keys: Vec<ArrayRef> = (0..types.len())
-            .map(|c| {
-                let column: Vec<&dyn Array> = parts.iter().map(|p| p[c].as_ref()).collect();
-                arrow::compute::concat(&column).unwrap()
-            })
-            .collect();
+        let column = |parts: &[Vec<ArrayRef>], c: usize| {
+            let column: Vec<&dyn Array> = parts.iter().map(|p| p[c].as_ref()).collect();
+            arrow::compute::concat(&column).unwrap()
+        };
+        let keys: Vec<ArrayRef> = (0..types.len()).map(|c| column(&parts, c)).collect();
         for (key, ty) in keys.iter().zip(types) {
-            assert_eq!(key.len(), groups);
+            assert!(key.len() >= groups);
             assert_eq!(key.data_type(), ty);
         }
-        for (cols, ids) in interned {
+        let rest: Vec<ArrayRef> = (0..types.len())
+            .map(|c| column(&parts[parts.len() - 1..], c))
+            .collect();
+        for (cols, ids, keys) in interned
+            .into_iter()
+            .map(|(c, i)| (c, i, &keys))
+            .chain(again.map(|(c, i)| (c, i, &rest)))
+        {
             let ids = arrow::array::UInt32Array::from_iter_values(ids.iter().map(|&i| i as u32));
-            for (col, key) in cols.iter().zip(&keys) {
+            for (col, key) in cols.iter().zip(keys) {
                 let named = arrow::compute::take(key.as_ref(), &ids, None).unwrap();
                 assert_eq!(named.as_ref(), col.as_ref());
             }
@@ -343,9 +446,9 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(300))]
         #[test]
         fn every_id_names_its_key(
-            types in proptest::collection::vec(string_type(), 1..4),
+            types in proptest::collection::vec(string_type(), 1..3),
             long in proptest::collection::vec(any::<bool>(), 1..4),
-            rows in proptest::collection::vec(1usize..40, 1..4),
+            rows in proptest::collection::vec(1usize..90, 1..4),
             seed in proptest::collection::vec(key(false), 200),
             longs in proptest::collection::vec(key(true), 200),
             first in proptest::option::of(0usize..10),
@@ -406,5 +509,22 @@ mod tests {
             keys.as_ref(),
             &StringArray::from(vec!["A", "N", "a longer key"]) as &dyn Array
         );
+    }
+
+    #[test]
+    fn many_groups_and_three_columns() {
+        // Thousands of groups: the slots grow many times.
+        let keys: Vec<Option<String>> = (0..5000).map(|i| Some(format!("{i:x}"))).collect();
+        check(
+            &[DataType::Utf8],
+            &[vec![keys.clone()], vec![keys]],
+            Some(1234),
+        );
+        let three = Schema::new(vec![
+            Field::new("a", DataType::Utf8, true),
+            Field::new("b", DataType::Utf8, true),
+            Field::new("c", DataType::Utf8, true),
+        ]);
+        assert!(!ShortStrings::takes(&three));
     }
 }
