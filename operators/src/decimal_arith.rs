@@ -16,16 +16,16 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, Datum, Decimal128Array};
+use arrow::array::{ArrayRef, AsArray, Decimal128Array};
 use arrow::compute::kernels::numeric;
 use arrow::datatypes::{DataType, Decimal128Type, DecimalType, FieldRef, Schema};
-use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use datafusion_common::tree_node::{Transformed, TreeNode};
 use datafusion_common::{Result, ScalarValue};
 use datafusion_expr::{ColumnarValue, Operator};
 use datafusion_physical_expr::PhysicalExpr;
 use datafusion_physical_expr::expressions::BinaryExpr;
+use datafusion_physical_expr_common::datum::apply;
 
 /// `expr` with every decimal `+`, `-` and `*` of it computed by
 /// [`DecimalArith`]; any other part is left as planned.
@@ -118,95 +118,85 @@ impl DecimalArith {
 
     /// The result without checks, when the operands' magnitudes allow it.
     fn unchecked(&self, l: &ColumnarValue, r: &ColumnarValue) -> Option<ArrayRef> {
-        let result = match (l, r) {
-            (ColumnarValue::Array(a), ColumnarValue::Array(b)) => {
-                let (a, b) = (
-                    a.as_primitive_opt::<Decimal128Type>()?,
-                    b.as_primitive_opt::<Decimal128Type>()?,
-                );
-                let (la, lb) = (magnitude_bits(a.values()), magnitude_bits(b.values()));
-                self.kernel(la, lb, |f| arrow::compute::binary(a, b, f).ok())?
+        // The sum of two values below 2^125 stays below 2^126; a product of
+        // factors with lb and rb bits has at most lb + rb.
+        const LIMIT: u32 = 125;
+        let (lb, rb) = (operand_bits(l)?, operand_bits(r)?);
+        let (l_mul, r_mul) = (self.l_mul, self.r_mul);
+        let scaled = |bits, mul| bits + magnitude_bits(&[mul]) <= LIMIT;
+        let result = match self.op {
+            Op::Mul if lb <= 63 && rb <= 63 => {
+                each(l, r, |a, b| i128::from(a as i64) * i128::from(b as i64))
             }
-            (
-                ColumnarValue::Array(a),
-                ColumnarValue::Scalar(ScalarValue::Decimal128(Some(s), ..)),
-            ) => {
-                let (a, s) = (a.as_primitive_opt::<Decimal128Type>()?, *s);
-                let (la, ls) = (magnitude_bits(a.values()), magnitude_bits(&[s]));
-                self.kernel(la, ls, |f| Some(a.unary(|x| f(x, s))))?
+            Op::Mul if lb + rb <= LIMIT => each(l, r, i128::wrapping_mul),
+            Op::Add | Op::Sub if scaled(lb, l_mul) && scaled(rb, r_mul) => {
+                match (self.op, l_mul, r_mul) {
+                    (Op::Add, 1, 1) => each(l, r, i128::wrapping_add),
+                    (Op::Sub, 1, 1) => each(l, r, i128::wrapping_sub),
+                    (Op::Add, ..) => each(l, r, |a, b| {
+                        a.wrapping_mul(l_mul).wrapping_add(b.wrapping_mul(r_mul))
+                    }),
+                    _ => each(l, r, |a, b| {
+                        a.wrapping_mul(l_mul).wrapping_sub(b.wrapping_mul(r_mul))
+                    }),
+                }
             }
-            (
-                ColumnarValue::Scalar(ScalarValue::Decimal128(Some(s), ..)),
-                ColumnarValue::Array(b),
-            ) => {
-                let (s, b) = (*s, b.as_primitive_opt::<Decimal128Type>()?);
-                let (ls, lb) = (magnitude_bits(&[s]), magnitude_bits(b.values()));
-                self.kernel(ls, lb, |f| Some(b.unary(|x| f(s, x))))?
-            }
-            _ => return None,
-        };
+            _ => None,
+        }?;
         let result = result
             .with_precision_and_scale(self.precision, self.scale)
             .ok()?;
         Some(Arc::new(result))
     }
 
-    /// Calls `apply` with the operation for operands of at most `lb` and
-    /// `rb` magnitude bits, or gives `None` when they might overflow.
-    fn kernel(
-        &self,
-        lb: u32,
-        rb: u32,
-        apply: impl FnOnce(&dyn Fn(i128, i128) -> i128) -> Option<Decimal128Array>,
-    ) -> Option<Decimal128Array> {
-        // The sum of two values below 2^125 stays below 2^126; a product of
-        // factors with lb and rb bits has at most lb + rb.
-        const LIMIT: u32 = 125;
-        let (l_mul, r_mul) = (self.l_mul, self.r_mul);
-        match self.op {
-            Op::Mul if lb <= 63 && rb <= 63 => {
-                apply(&|a, b| i128::from(a as i64) * i128::from(b as i64))
-            }
-            Op::Mul if lb + rb <= LIMIT => apply(&|a, b| a.wrapping_mul(b)),
-            Op::Add | Op::Sub
-                if lb + magnitude_bits(&[l_mul]) <= LIMIT
-                    && rb + magnitude_bits(&[r_mul]) <= LIMIT =>
-            {
-                match (self.op, l_mul, r_mul) {
-                    (Op::Add, 1, 1) => apply(&|a, b| a.wrapping_add(b)),
-                    (Op::Sub, 1, 1) => apply(&|a, b| a.wrapping_sub(b)),
-                    (Op::Add, ..) => {
-                        apply(&|a, b| a.wrapping_mul(l_mul).wrapping_add(b.wrapping_mul(r_mul)))
-                    }
-                    _ => apply(&|a, b| a.wrapping_mul(l_mul).wrapping_sub(b.wrapping_mul(r_mul))),
-                }
-            }
-            _ => None,
-        }
-    }
-
     /// Arrow's checked kernel, as DataFusion's operator calls it.
     fn checked(&self, l: &ColumnarValue, r: &ColumnarValue) -> Result<ColumnarValue> {
-        let f = |a: &dyn Datum, b: &dyn Datum| -> std::result::Result<ArrayRef, ArrowError> {
-            match self.op {
-                Op::Add => numeric::add_wrapping(a, b),
-                Op::Sub => numeric::sub_wrapping(a, b),
-                Op::Mul => numeric::mul_wrapping(a, b),
-            }
-        };
-        Ok(match (l, r) {
-            (ColumnarValue::Array(a), ColumnarValue::Array(b)) => ColumnarValue::Array(f(a, b)?),
-            (ColumnarValue::Scalar(a), ColumnarValue::Array(b)) => {
-                ColumnarValue::Array(f(&a.to_scalar()?, b)?)
-            }
-            (ColumnarValue::Array(a), ColumnarValue::Scalar(b)) => {
-                ColumnarValue::Array(f(a, &b.to_scalar()?)?)
-            }
-            (ColumnarValue::Scalar(a), ColumnarValue::Scalar(b)) => {
-                let array = f(&a.to_scalar()?, &b.to_scalar()?)?;
-                ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?)
-            }
+        apply(l, r, |a, b| match self.op {
+            Op::Add => numeric::add_wrapping(a, b),
+            Op::Sub => numeric::sub_wrapping(a, b),
+            Op::Mul => numeric::mul_wrapping(a, b),
         })
+    }
+}
+
+/// The magnitude bits of a decimal column or non-null decimal literal.
+fn operand_bits(v: &ColumnarValue) -> Option<u32> {
+    match v {
+        ColumnarValue::Array(a) => Some(magnitude_bits(
+            a.as_primitive_opt::<Decimal128Type>()?.values(),
+        )),
+        ColumnarValue::Scalar(ScalarValue::Decimal128(Some(s), ..)) => Some(magnitude_bits(&[*s])),
+        ColumnarValue::Scalar(_) => None,
+    }
+}
+
+/// `f` over the rows of a column and a column or literal (or a literal and
+/// a column), inlined into arrow's kernel loop; `None` for two literals.
+fn each(
+    l: &ColumnarValue,
+    r: &ColumnarValue,
+    f: impl Fn(i128, i128) -> i128,
+) -> Option<Decimal128Array> {
+    let scalar = |v: &ColumnarValue| match v {
+        ColumnarValue::Scalar(ScalarValue::Decimal128(Some(s), ..)) => Some(*s),
+        _ => None,
+    };
+    match (l, r) {
+        (ColumnarValue::Array(a), ColumnarValue::Array(b)) => arrow::compute::binary(
+            a.as_primitive_opt::<Decimal128Type>()?,
+            b.as_primitive_opt::<Decimal128Type>()?,
+            f,
+        )
+        .ok(),
+        (ColumnarValue::Array(a), r) => {
+            let s = scalar(r)?;
+            Some(a.as_primitive_opt::<Decimal128Type>()?.unary(|x| f(x, s)))
+        }
+        (l, ColumnarValue::Array(b)) => {
+            let s = scalar(l)?;
+            Some(b.as_primitive_opt::<Decimal128Type>()?.unary(|x| f(s, x)))
+        }
+        _ => None,
     }
 }
 

@@ -62,7 +62,7 @@ impl DenseGroups {
     /// DataFusion's table.
     pub(crate) fn boxed(schema: SchemaRef) -> Result<Box<dyn GroupValues>> {
         if ShortStrings::takes(&schema) {
-            return Ok(Box::new(ShortStrings::new(schema)?));
+            return Ok(Box::new(ShortStrings::new(schema)));
         }
         let one_integer = schema.fields().len() == 1
             && matches!(

@@ -51,12 +51,12 @@ impl ShortStrings {
     }
 
     /// A table for `schema`'s keys ([`Self::takes`]).
-    pub(crate) fn new(schema: SchemaRef) -> Result<Self> {
-        Ok(Self {
+    pub(crate) fn new(schema: SchemaRef) -> Self {
+        Self {
             schema,
             mode: Mode::Packed(PackedTable::new()),
             packed: Vec::new(),
-        })
+        }
     }
 
     /// Go on in DataFusion's table for the real key types, with the same ids.
@@ -370,7 +370,7 @@ mod tests {
                 .collect::<Vec<_>>(),
         ));
         assert!(ShortStrings::takes(&schema));
-        let mut table = ShortStrings::new(Arc::clone(&schema)).unwrap();
+        let mut table = ShortStrings::new(Arc::clone(&schema));
         let mut reference = new_group_values(Arc::clone(&schema), &GroupOrdering::None).unwrap();
         let mut interned = Vec::new();
         for batch in batches {
@@ -495,7 +495,7 @@ mod tests {
     #[test]
     fn a_long_key_moves_the_groups_with_their_ids() {
         let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Utf8, true)]));
-        let mut table = ShortStrings::new(schema).unwrap();
+        let mut table = ShortStrings::new(schema);
         let mut ids = Vec::new();
         let short: ArrayRef = Arc::new(StringArray::from(vec!["A", "N", "A"]));
         table.intern(&[short], &mut ids).unwrap();

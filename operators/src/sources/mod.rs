@@ -125,16 +125,13 @@ fn source_for(spec: &SourceSpec, ctx: &OperatorContext) -> Result<Box<dyn Source
     Ok(match spec {
         SourceSpec::Computed(c) => Box::new(ComputedSource {
             inner: source_for(&c.inner, ctx)?,
-            exprs: c
-                .exprs
-                .iter()
-                .map(|(e, n)| {
-                    (
-                        crate::decimal_arith::accelerate(e, &c.inner.schema()),
-                        n.clone(),
-                    )
-                })
-                .collect(),
+            exprs: {
+                let input = c.inner.schema();
+                c.exprs
+                    .iter()
+                    .map(|(e, n)| (crate::decimal_arith::accelerate(e, &input), n.clone()))
+                    .collect()
+            },
             schema: c.schema()?,
         }),
         SourceSpec::Connector(c) => ctx.connectors.open_source(c, ctx)?,
