@@ -14,6 +14,7 @@
 
 mod avro;
 mod csv;
+mod csv_records;
 mod debezium;
 mod flat_json;
 mod json;
