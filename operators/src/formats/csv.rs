@@ -286,6 +286,10 @@ impl CsvDecoder {
                         Some(t) => arrow::compute::cast(&t, other)?,
                         None => arrow::compute::cast_with_options(&trimmed, other, &opts)?,
                     },
+                    DataType::Int64 => match plain_integers(&trimmed) {
+                        Some(n) => Arc::new(n),
+                        None => arrow::compute::cast_with_options(&trimmed, other, &opts)?,
+                    },
                     _ => arrow::compute::cast_with_options(&trimmed, other, &opts)?,
                 }
             }
@@ -319,6 +323,43 @@ impl CsvDecoder {
         }
         Ok(converted)
     }
+}
+
+/// The column as BIGINTs when every value is `-?[0-9]{1,18}` (what Flink
+/// and Weir write; no such value overflows): one tight pass instead of
+/// arrow's general parser, which read Nexmark's bids at a seventh of
+/// their decoding cost. `None` for anything else, left to arrow.
+fn plain_integers(text: &StringArray) -> Option<arrow::array::Int64Array> {
+    let offsets = text.value_offsets();
+    let bytes = text.value_data();
+    let mut out = Vec::with_capacity(text.len());
+    for r in 0..text.len() {
+        if text.is_null(r) {
+            out.push(0);
+            continue;
+        }
+        let v = &bytes[offsets[r] as usize..offsets[r + 1] as usize];
+        let (negative, digits) = match v.split_first() {
+            Some((b'-', rest)) => (true, rest),
+            _ => (false, v),
+        };
+        if digits.is_empty() || digits.len() > 18 {
+            return None;
+        }
+        let mut n: i64 = 0;
+        for &d in digits {
+            let d = d.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            n = n * 10 + i64::from(d);
+        }
+        out.push(if negative { -n } else { n });
+    }
+    Some(arrow::array::Int64Array::new(
+        out.into(),
+        text.nulls().cloned(),
+    ))
 }
 
 /// `text` with its NULLs (empty fields) as empty strings, the text
@@ -446,6 +487,27 @@ mod tests {
     use super::*;
     use arrow::array::AsArray;
     use arrow::datatypes::Schema;
+
+    proptest::proptest! {
+        /// Where the plain reading takes a column, it reads what arrow's
+        /// parser reads.
+        #[test]
+        fn plain_integers_read_as_arrow(values in proptest::collection::vec(
+            proptest::option::of("-?[0-9]{0,20}|[+ x]?[0-9]{1,3}"), 0..20)
+        ) {
+            let text: StringArray = values.iter().map(|v| v.as_deref()).collect();
+            if let Some(n) = plain_integers(&text) {
+                let arrow = arrow::compute::cast(&text, &DataType::Int64).unwrap();
+                proptest::prop_assert_eq!(&n as &dyn Array, arrow.as_ref());
+            } else {
+                let unplain = values.iter().flatten().any(|v| {
+                    let digits = v.strip_prefix('-').unwrap_or(v);
+                    digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|b| b.is_ascii_digit())
+                });
+                proptest::prop_assert!(unplain);
+            }
+        }
+    }
 
     fn read(text: &str, options: &[(&str, &str)]) -> Result<RecordBatch> {
         let schema = Arc::new(Schema::new(vec![
