@@ -304,8 +304,14 @@ fn filesystem_source(t: &TableDescriptor) -> Result<SourceSpec> {
             crate::sources::parquet_files_source(&[path], projection.as_deref(), None, &t.filters)
                 .map_err(context)
         }
-        f => crate::sources::format_source(f, &[path], t.declared_schema()?, format_options(t, f))
-            .map_err(context),
+        f => crate::sources::format_source(
+            f,
+            &[path],
+            t.declared_schema()?,
+            format_options(t, f),
+            t.projection.as_deref(),
+        )
+        .map_err(context),
     }
 }
 
@@ -604,6 +610,7 @@ fn partitioned_source(t: &TableDescriptor) -> Result<SourceSpec> {
                 &[&at],
                 Arc::clone(&data_schema),
                 format_options(t, other),
+                None,
             ),
         }
         .map_err(|e| t.error(e))?;
@@ -687,6 +694,7 @@ fn plan_monitored_file(plan: &MonitoredPlan, file: &str) -> Result<FilePlan> {
             &[file],
             Arc::clone(&plan.schema),
             plan.options.clone(),
+            None,
         )?,
     };
     spec.connector().planned_as()

@@ -215,6 +215,10 @@ pub struct TextSourceSpec {
     /// The format's options (`csv.field-delimiter`, …).
     #[serde(default)]
     pub options: weir_core::connector::Options,
+    /// Columns to read (indices of `schema`), when the format decodes
+    /// only what is asked for; `None` reads all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection: Option<Vec<usize>>,
 }
 
 impl GeneratorSpec {
@@ -345,10 +349,42 @@ impl TextSourceSpec {
         Ok(())
     }
 
+    /// Schema of the rows read (after the projection).
+    pub fn read_schema(&self) -> Result<SchemaRef> {
+        Ok(match &self.projection {
+            Some(p) => Arc::new(self.schema.project(p)?),
+            None => Arc::clone(&self.schema),
+        })
+    }
+
+    /// A decoder of the rows read.
+    pub fn decoder(&self, batch_size: usize) -> Result<Box<dyn crate::formats::RowDecoder>> {
+        let formats = crate::formats::formats();
+        let format = formats.get(&self.format)?;
+        match &self.projection {
+            None => format.decoder(&self.schema, &self.options, batch_size),
+            Some(p) => format
+                .projected_decoder(&self.schema, p, &self.options, batch_size)?
+                .ok_or_else(|| {
+                    WeirError::plan(format!(
+                        "format '{}' cannot read some columns only",
+                        self.format
+                    ))
+                }),
+        }
+    }
+
     /// The files as a source of the `filesystem` connector.
     pub fn into_source(self) -> SourceSpec {
-        let display = format!("{}({})", self.format, describe_files(&self.files));
-        let schema = crate::formats::produced_schema(&self.format, &self.schema);
+        let mut display = format!("{}({})", self.format, describe_files(&self.files));
+        let read = self
+            .read_schema()
+            .unwrap_or_else(|_| Arc::clone(&self.schema));
+        if self.projection.is_some() {
+            let names: Vec<&str> = read.fields().iter().map(|f| f.name().as_str()).collect();
+            display.push_str(&format!(" [columns {}]", names.join(", ")));
+        }
+        let schema = crate::formats::produced_schema(&self.format, &read);
         let changelog = crate::formats::produced_changelog(&self.format);
         let planned = serde_json::to_value(FilePlan::Text(self)).unwrap_or_default();
         SourceSpec::Connector(

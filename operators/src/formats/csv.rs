@@ -94,30 +94,22 @@ impl FormatFactory for Csv {
         options: &Options,
         batch_size: usize,
     ) -> Result<Box<dyn RowDecoder>> {
-        let quote = if flag(options, "csv.disable-quote-character", false) {
-            None
-        } else {
-            Some(char_option(options, "csv.quote-character", b'"')?)
-        };
-        let dialect = Dialect {
-            delimiter: char_option(options, "csv.field-delimiter", b',')?,
-            quote,
-            comment: flag(options, "csv.allow-comments", false).then_some(b'#'),
-        };
-        let ignore_errors = flag(options, "csv.ignore-parse-errors", false);
-        Ok(Box::new(CsvDecoder {
-            records: CsvRecords::new(
-                dialect,
-                schema.fields().iter().map(|f| f.name().clone()).collect(),
-                batch_size,
-                flag(options, "csv.header", false),
-                ignore_errors,
-            ),
-            schema: Arc::clone(schema),
-            null_literal: options.get("csv.null-literal").cloned(),
-            ignore_errors,
-            skipped: 0,
-        }))
+        let all: Vec<usize> = (0..schema.fields().len()).collect();
+        Ok(Box::new(csv_decoder(schema, &all, options, batch_size)?))
+    }
+
+    /// The fields not asked for are counted (a record's arity is still
+    /// checked) but neither copied nor converted.
+    fn projected_decoder(
+        &self,
+        schema: &SchemaRef,
+        projection: &[usize],
+        options: &Options,
+        batch_size: usize,
+    ) -> Result<Option<Box<dyn RowDecoder>>> {
+        Ok(Some(Box::new(csv_decoder(
+            schema, projection, options, batch_size,
+        )?)))
     }
 
     fn encoder(&self, schema: &SchemaRef, options: &Options) -> Result<Box<dyn RowEncoder>> {
@@ -151,6 +143,40 @@ impl FormatFactory for Csv {
             value: String::new(),
         }))
     }
+}
+
+/// A decoder of rows of `schema` producing the columns `projection`.
+fn csv_decoder(
+    schema: &SchemaRef,
+    projection: &[usize],
+    options: &Options,
+    batch_size: usize,
+) -> Result<CsvDecoder> {
+    let quote = if flag(options, "csv.disable-quote-character", false) {
+        None
+    } else {
+        Some(char_option(options, "csv.quote-character", b'"')?)
+    };
+    let dialect = Dialect {
+        delimiter: char_option(options, "csv.field-delimiter", b',')?,
+        quote,
+        comment: flag(options, "csv.allow-comments", false).then_some(b'#'),
+    };
+    let ignore_errors = flag(options, "csv.ignore-parse-errors", false);
+    Ok(CsvDecoder {
+        records: CsvRecords::new(
+            dialect,
+            schema.fields().iter().map(|f| f.name().clone()).collect(),
+            projection.to_vec(),
+            batch_size,
+            flag(options, "csv.header", false),
+            ignore_errors,
+        ),
+        schema: Arc::new(schema.project(projection)?),
+        null_literal: options.get("csv.null-literal").cloned(),
+        ignore_errors,
+        skipped: 0,
+    })
 }
 
 struct CsvDecoder {
@@ -265,6 +291,13 @@ impl CsvDecoder {
                     })
                     .collect::<arrow::array::BooleanArray>(),
             ) as ArrayRef,
+            // The forms Flink writes, read in one pass; a padded or other
+            // value leaves the column to arrow's cast below. Int64 to a
+            // timestamp reinterprets, copying nothing.
+            DataType::Timestamp(unit, None) if let Some(t) = sql_timestamps(&input, *unit) => {
+                arrow::compute::cast(&t, field.data_type())?
+            }
+            DataType::Int64 if let Some(n) = plain_integers(&input) => Arc::new(n),
             other => {
                 let opts = arrow::compute::CastOptions {
                     safe: true,
@@ -280,18 +313,7 @@ impl CsvDecoder {
                 } else {
                     input.iter().map(|v| v.map(str::trim)).collect()
                 };
-                match other {
-                    // Int64 to a timestamp reinterprets, copying nothing.
-                    DataType::Timestamp(unit, None) => match sql_timestamps(&trimmed, *unit) {
-                        Some(t) => arrow::compute::cast(&t, other)?,
-                        None => arrow::compute::cast_with_options(&trimmed, other, &opts)?,
-                    },
-                    DataType::Int64 => match plain_integers(&trimmed) {
-                        Some(n) => Arc::new(n),
-                        None => arrow::compute::cast_with_options(&trimmed, other, &opts)?,
-                    },
-                    _ => arrow::compute::cast_with_options(&trimmed, other, &opts)?,
-                }
+                arrow::compute::cast_with_options(&trimmed, other, &opts)?
             }
         };
         // Values given but not read (NULL converted from a value): bad
@@ -377,9 +399,10 @@ fn empty_as_text(text: &StringArray) -> Result<StringArray> {
 /// general parser to read the column.
 fn sql_timestamps(text: &StringArray, unit: TimeUnit) -> Option<arrow::array::Int64Array> {
     let mut values = Vec::with_capacity(text.len());
+    let mut reader = sql_time::TimeReader::default();
     for v in text.iter() {
         values.push(match v {
-            Some(v) => sql_time::parse_in(v.as_bytes(), unit)?,
+            Some(v) => reader.parse_in(v.as_bytes(), unit)?,
             None => 0,
         });
     }

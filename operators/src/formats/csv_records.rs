@@ -52,9 +52,13 @@ enum Step {
 /// Records read into text columns, a batch at a time.
 pub(super) struct CsvRecords {
     dialect: Dialect,
-    /// The columns' names (for errors).
+    /// The fields' names (for errors).
     names: Vec<String>,
+    /// Fields a record has.
     columns: usize,
+    /// The fields read into columns, in column order (the others are
+    /// counted and skipped).
+    kept: Vec<usize>,
     batch_size: usize,
     /// Skip the first record (a header line).
     header: bool,
@@ -69,8 +73,8 @@ pub(super) struct CsvRecords {
     fields: Vec<Range<usize>>,
     source: Fields,
     unquoted: Vec<u8>,
-    /// Per column: its values' bytes, one after another, and their ends
-    /// (a leading 0 included).
+    /// Per column (kept field): its values' bytes, one after another, and
+    /// their ends (a leading 0 included).
     values: Vec<Vec<u8>>,
     ends: Vec<Vec<i32>>,
     /// The file line each buffered record starts at.
@@ -92,18 +96,23 @@ pub(super) struct TextBatch {
 }
 
 impl CsvRecords {
+    /// Records of the fields `names`, of which `kept` (indices) are read
+    /// into columns.
     pub fn new(
         dialect: Dialect,
         names: Vec<String>,
+        kept: Vec<usize>,
         batch_size: usize,
         header: bool,
         lenient: bool,
     ) -> Self {
         let columns = names.len();
+        let width = kept.len();
         Self {
             dialect,
             names,
             columns,
+            kept,
             batch_size: batch_size.max(1),
             header,
             lenient,
@@ -112,8 +121,8 @@ impl CsvRecords {
             fields: Vec::new(),
             source: Fields::Input,
             unquoted: Vec::new(),
-            values: vec![Vec::new(); columns],
-            ends: vec![vec![0]; columns],
+            values: vec![Vec::new(); width],
+            ends: vec![vec![0]; width],
             lines: Vec::new(),
             missing: Vec::new(),
             mended: 0,
@@ -217,8 +226,8 @@ impl CsvRecords {
             return Ok(None);
         }
         let lines = std::mem::take(&mut self.lines);
-        let mut columns = Vec::with_capacity(self.columns);
-        for c in 0..self.columns {
+        let mut columns = Vec::with_capacity(self.kept.len());
+        for c in 0..self.kept.len() {
             // The next batch likely takes as much room: no regrowing.
             let room = self.values[c].len();
             let values = std::mem::replace(&mut self.values[c], Vec::with_capacity(room));
@@ -240,7 +249,7 @@ impl CsvRecords {
                         .unwrap_or(0);
                     return Err(WeirError::Execution(format!(
                         "invalid UTF-8 in column '{}' at line {}",
-                        self.names[c], lines[row]
+                        self.names[self.kept[c]], lines[row]
                     )));
                 }
             }
@@ -276,8 +285,8 @@ impl CsvRecords {
             Fields::Unquoted => &self.unquoted,
         };
         let row = self.lines.len();
-        for c in 0..self.columns {
-            let value = match self.fields.get(c) {
+        for (c, &field) in self.kept.iter().enumerate() {
+            let value = match self.fields.get(field) {
                 Some(r) => &source[r.clone()],
                 None => {
                     self.missing.push((row, c));
@@ -289,7 +298,7 @@ impl CsvRecords {
             let end = i32::try_from(column.len()).map_err(|_| {
                 WeirError::Execution(format!(
                     "column '{}' passes 2 GiB of text in one batch at line {line}",
-                    self.names[c]
+                    self.names[field]
                 ))
             })?;
             self.ends[c].push(end);
@@ -498,12 +507,25 @@ mod tests {
         chunk: usize,
         batch: usize,
     ) -> Result<Vec<(Vec<Option<String>>, u64)>> {
+        let all: Vec<usize> = (0..columns).collect();
+        read_kept(dialect, columns, &all, text, chunk, batch)
+    }
+
+    /// [`read`] of the fields `kept` only.
+    fn read_kept(
+        dialect: Dialect,
+        columns: usize,
+        kept: &[usize],
+        text: &[u8],
+        chunk: usize,
+        batch: usize,
+    ) -> Result<Vec<(Vec<Option<String>>, u64)>> {
         let names = (0..columns).map(|c| format!("c{c}")).collect();
-        let mut r = CsvRecords::new(dialect, names, batch, false, true);
+        let mut r = CsvRecords::new(dialect, names, kept.to_vec(), batch, false, true);
         let mut out = Vec::new();
         let mut collect = |b: TextBatch| {
             for row in 0..b.lines.len() {
-                let fields = (0..columns)
+                let fields = (0..kept.len())
                     .map(|c| {
                         (!b.missing.contains(&(row, c)))
                             .then(|| b.columns[c].value(row).to_string())
@@ -622,7 +644,14 @@ mod tests {
                 prop_assert_eq!(fields, &want, "in {:?}", String::from_utf8_lossy(&text));
             }
             // Cut anywhere, the same as read whole.
-            prop_assert_eq!(read(dialect, columns, &text, text.len().max(1), 1000).unwrap(), ours);
+            prop_assert_eq!(read(dialect, columns, &text, text.len().max(1), 1000).unwrap(), ours.clone());
+            // Some fields, in any order: those of every record.
+            let kept = [2, 0];
+            let picked: Vec<_> = ours
+                .iter()
+                .map(|(fields, line)| (kept.iter().map(|&k| fields[k].clone()).collect::<Vec<_>>(), *line))
+                .collect();
+            prop_assert_eq!(read_kept(dialect, columns, &kept, &text, chunk, batch).unwrap(), picked);
         }
     }
 
@@ -644,13 +673,13 @@ mod tests {
     #[test]
     fn wrong_field_counts_fail_unless_lenient_and_utf8_is_checked() {
         let names = vec!["a".to_string(), "b".to_string()];
-        let mut strict = CsvRecords::new(COMMA, names.clone(), 10, false, false);
+        let mut strict = CsvRecords::new(COMMA, names.clone(), vec![0, 1], 10, false, false);
         let err = strict.decode(b"1,2\n3\n").unwrap_err().to_string();
         assert!(
             err.contains("line 2 has 1 field where the table has 2 columns"),
             "{err}"
         );
-        let mut lenient = CsvRecords::new(COMMA, names.clone(), 10, true, true);
+        let mut lenient = CsvRecords::new(COMMA, names.clone(), vec![0, 1], 10, true, true);
         lenient.decode(b"h,h\n1\n1,2,3\n").unwrap();
         lenient.end_of_input().unwrap();
         let b = lenient.take().unwrap().unwrap();
@@ -660,11 +689,11 @@ mod tests {
         assert_eq!(lenient.mended(), 2);
         // Text that is not UTF-8 names its column and line, also when two
         // invalid fields would make valid UTF-8 together.
-        let mut r = CsvRecords::new(COMMA, names, 10, false, false);
+        let mut r = CsvRecords::new(COMMA, names, vec![0, 1], 10, false, false);
         r.decode(b"ok,fine\n\xc3,\xa9\n").unwrap();
         let err = r.take().err().expect("invalid text").to_string();
         assert!(err.contains("column 'a' at line 2"), "{err}");
-        let empty = CsvRecords::new(COMMA, vec!["a".into()], 10, false, false).take();
+        let empty = CsvRecords::new(COMMA, vec!["a".into()], vec![0], 10, false, false).take();
         assert!(empty.unwrap().is_none());
     }
 }

@@ -101,6 +101,21 @@ impl FormatFactory for Json {
         }))
     }
 
+    /// A decoder of the projected columns alone: other fields are skipped
+    /// as undeclared ones are (Flink's JSON format deserializes only the
+    /// projected fields, so `json.fail-on-missing-field` and bad values
+    /// concern those alone).
+    fn projected_decoder(
+        &self,
+        schema: &SchemaRef,
+        projection: &[usize],
+        options: &Options,
+        batch_size: usize,
+    ) -> Result<Option<Box<dyn RowDecoder>>> {
+        let read = Arc::new(schema.project(projection)?);
+        self.decoder(&read, options, batch_size).map(Some)
+    }
+
     fn encoder(&self, _schema: &SchemaRef, options: &Options) -> Result<Box<dyn RowEncoder>> {
         let iso = options
             .get("json.timestamp-format.standard")

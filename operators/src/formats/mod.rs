@@ -126,6 +126,20 @@ pub trait FormatFactory: Send + Sync {
         options: &Options,
         batch_size: usize,
     ) -> Result<Box<dyn RowDecoder>>;
+    /// A decoder of rows of `schema` that produces only the columns
+    /// `projection` (indices of `schema`, in that order) and spends nothing
+    /// on the others, as Flink's formats convert only the projected
+    /// fields; `None` when the format decodes whole rows (its source then
+    /// reads every column and a projection after it picks).
+    fn projected_decoder(
+        &self,
+        _schema: &SchemaRef,
+        _projection: &[usize],
+        _options: &Options,
+        _batch_size: usize,
+    ) -> Result<Option<Box<dyn RowDecoder>>> {
+        Ok(None)
+    }
     /// An encoder of rows of `schema` with the table's options.
     fn encoder(&self, schema: &SchemaRef, options: &Options) -> Result<Box<dyn RowEncoder>>;
 }

@@ -70,17 +70,21 @@ pub fn csv_source(paths: &[impl AsRef<Path>], options: CsvOptions) -> Result<Sou
         d => (d as char).to_string(),
     };
     format_options.insert("csv.field-delimiter".into(), delimiter);
-    text_source("csv", files, schema, format_options)
+    text_source("csv", files, schema, format_options, None)
 }
 
 /// Describe a source of `format` files (`csv`, `json`, `raw`) with the
 /// given rows and format options; a directory is read whole (its files
 /// but hidden ones, whatever their names), as Flink reads one.
+///
+/// `projection` (column names) asks for only those columns: a format that
+/// can decode them alone (`csv`) reads just those, another every column.
 pub fn format_source(
     format: &str,
     paths: &[impl AsRef<Path>],
     schema: SchemaRef,
     options: Options,
+    projection: Option<&[String]>,
 ) -> Result<SourceSpec> {
     let all = formats();
     let factory = all.get(format)?;
@@ -91,7 +95,25 @@ pub fn format_source(
             File::open(f).map_err(|e| WeirError::io(f.display().to_string(), e))?;
         }
     }
-    text_source(factory.identifier(), files, schema, options)
+    let projection = projection
+        .map(|names| {
+            names
+                .iter()
+                .map(|n| {
+                    schema.index_of(n).map_err(|_| {
+                        WeirError::plan(format!("no column '{n}' to read in {schema}"))
+                    })
+                })
+                .collect::<Result<Vec<usize>>>()
+        })
+        .transpose()?;
+    let projection = projection.filter(|p| {
+        matches!(
+            factory.projected_decoder(&schema, p, &options, 1),
+            Ok(Some(_))
+        )
+    });
+    text_source(factory.identifier(), files, schema, options, projection)
 }
 
 fn text_source(
@@ -99,17 +121,17 @@ fn text_source(
     files: Vec<PathBuf>,
     schema: SchemaRef,
     options: Options,
+    projection: Option<Vec<usize>>,
 ) -> Result<SourceSpec> {
     let spec = TextSourceSpec {
         format: format.to_string(),
         files,
         schema,
         options,
+        projection,
     };
     // The decoder is built once here so bad options fail when planned.
-    formats()
-        .get(format)?
-        .decoder(&spec.schema, &spec.options, 1)?;
+    spec.decoder(1)?;
     Ok(spec.into_source())
 }
 
@@ -201,11 +223,7 @@ impl Source for TextSource {
                 } else {
                     Box::new(File::open(path).map_err(|e| WeirError::io(location.clone(), e))?)
                 };
-                let decoder = formats().get(&spec.format)?.decoder(
-                    &spec.schema,
-                    &spec.options,
-                    batch_size,
-                )?;
+                let decoder = spec.decoder(batch_size)?;
                 let reader = DecodeReader::new(BufReader::with_capacity(1 << 20, file), decoder);
                 Ok((
                     Skipping {

@@ -29,6 +29,24 @@ pub fn run(script: &str, parallelism: usize) -> (Vec<String>, String) {
     (lines(&rows.batches()), explain)
 }
 
+/// The error a script's job fails with (planning or running it).
+#[allow(dead_code)] // not every test binary checks failures
+pub fn run_err(script: &str) -> String {
+    let mut s = SqlSession::new();
+    if let Err(e) = s.execute_script(script) {
+        return e.to_string();
+    }
+    let env = weir_worker::local_environment().unwrap();
+    let rows = CollectHandle::new();
+    if let Err(e) = s.build_with(&env, &move || SinkSpec::from(rows.clone())) {
+        return e.to_string();
+    }
+    match env.execute("sql test") {
+        Ok(_) => panic!("the job ran"),
+        Err(e) => e.to_string(),
+    }
+}
+
 fn lines(batches: &[RecordBatch]) -> Vec<String> {
     let mut out = vec![];
     for b in batches {
