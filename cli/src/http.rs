@@ -23,22 +23,7 @@ pub fn call(
             "coordinator URL '{url}' must start with http:// or https://"
         ));
     }
-    // One client for the process: each blocking client starts its own
-    // runtime thread and loads the trust roots, which polling a running
-    // job every few tens of milliseconds paid again and again (3% of a
-    // one-core benchmark run).
-    static CLIENT: std::sync::OnceLock<Result<reqwest::blocking::Client, String>> =
-        std::sync::OnceLock::new();
-    let client = CLIENT
-        .get_or_init(|| {
-            reqwest::blocking::Client::builder()
-                .connect_timeout(Duration::from_secs(5))
-                .timeout(Duration::from_secs(60))
-                .build()
-                .map_err(|e| format!("cannot build an HTTP client: {e}"))
-        })
-        .as_ref()
-        .map_err(Clone::clone)?;
+    let client = client(base.starts_with("https://"))?;
     let method = reqwest::Method::from_bytes(method.as_bytes())
         .map_err(|_| format!("'{method}' is not an HTTP method"))?;
     let mut request = client
@@ -64,4 +49,27 @@ pub fn call(
             .map_err(|e| format!("the coordinator sent a body that is not JSON: {e}"))?
     };
     Ok(Reply { status, body })
+}
+
+/// One client for the process per scheme: each blocking client starts its
+/// own runtime thread, which polling a running job every few tens of
+/// milliseconds paid again and again (3% of a one-core benchmark run). Only
+/// the `https://` one loads the machine's trust roots: parsing them cost
+/// every `weir run` (whose coordinator is `http://` on loopback) 3% of a
+/// short job's instructions.
+fn client(tls: bool) -> Result<&'static reqwest::blocking::Client, String> {
+    type Slot = std::sync::OnceLock<Result<reqwest::blocking::Client, String>>;
+    static PLAIN: Slot = Slot::new();
+    static TLS: Slot = Slot::new();
+    (if tls { &TLS } else { &PLAIN })
+        .get_or_init(|| {
+            reqwest::blocking::Client::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .timeout(Duration::from_secs(60))
+                .tls_built_in_root_certs(tls)
+                .build()
+                .map_err(|e| format!("cannot build an HTTP client: {e}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
 }

@@ -612,6 +612,25 @@ mod tests {
         proptest::collection::vec(pieces, 0..60).prop_map(|p| p.concat().into_bytes())
     }
 
+    /// Records of well-formed fields, plain or quoted (some holding
+    /// delimiters, doubled quotes or line breaks), longer than the pieces
+    /// above make them, with the odd stray quote.
+    fn record_texts() -> impl Strategy<Value = Vec<u8>> {
+        let field = prop_oneof![
+            4 => "[a-z0-9 ]{0,40}",
+            3 => "[a-z,;]{0,40}".prop_map(|s| format!("\"{s}\"")),
+            1 => "[a-z\"\n]{0,20}".prop_map(|s| format!("\"{}\"", s.replace('"', "\"\""))),
+            1 => "[a-z]{0,5}\"[a-z]{0,5}",
+        ];
+        let record = (
+            proptest::collection::vec(field, 1..5),
+            prop_oneof![Just(","), Just(";")],
+            prop_oneof![Just("\n"), Just("\r\n"), Just("\r"), Just("\n\n")],
+        )
+            .prop_map(|(fields, delimiter, end)| fields.join(delimiter) + end);
+        proptest::collection::vec(record, 0..12).prop_map(|r| r.concat().into_bytes())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
 
@@ -620,7 +639,7 @@ mod tests {
         /// dropped.
         #[test]
         fn records_are_csv_cores(
-            text in texts(),
+            text in prop_oneof![texts(), record_texts()],
             chunk in 1usize..20,
             batch in 1usize..5,
             dialect in (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(semi, quote, comment)| Dialect {
