@@ -204,7 +204,7 @@ impl RowDecoder for JsonDecoder {
 impl JsonDecoder {
     /// Decode whole lines; the decoder is empty before and after.
     fn feed(&mut self, chunk: &[u8]) -> Result<()> {
-        let lines = chunk.iter().filter(|&&b| b == b'\n').count() as u64;
+        let lines = memchr::memchr_iter(b'\n', chunk).count() as u64;
         if !self.decode_chunk(chunk, None)? {
             self.one_by_one(chunk.split(|&b| b == b'\n'), false)?;
         }
