@@ -426,18 +426,36 @@ impl ScalarUDFImpl for FlinkFunction {
                 let ts = ms_timestamps(&arrays[0], &name)?;
                 let patterns = strings(&arrays[1])?;
                 let mut b = StringBuilder::with_capacity(n, n * 20);
-                let mut formats: HashMap<String, String> = HashMap::new();
+                // Per pattern: chrono's format, and whether it shows
+                // fractions of a second.
+                let mut formats: HashMap<String, (String, bool)> = HashMap::new();
+                // The text of the last row formatted, with its row and its
+                // second (its millisecond when the pattern shows
+                // fractions): a stream's timestamps come in runs within a
+                // second, and a run with one pattern is formatted once.
                 let mut text = String::new();
+                let mut last: Option<(usize, i64)> = None;
                 for i in 0..n {
                     if ts.is_null(i) || patterns.is_null(i) {
                         b.append_null();
                         continue;
                     }
                     let p = patterns.value(i);
-                    let f = formats
-                        .entry(p.to_string())
-                        .or_insert_with(|| java_to_chrono(p));
-                    let Some(t) = chrono::DateTime::from_timestamp_millis(ts.value(i)) else {
+                    if !formats.contains_key(p) {
+                        let f = java_to_chrono(p);
+                        let fine = f.contains('f');
+                        formats.insert(p.to_string(), (f, fine));
+                    }
+                    let Some((f, fine)) = formats.get(p) else {
+                        continue;
+                    };
+                    let ms = ts.value(i);
+                    let key = if *fine { ms } else { ms.div_euclid(1000) };
+                    if last.is_some_and(|(row, k)| k == key && patterns.value(row) == p) {
+                        b.append_value(&text);
+                        continue;
+                    }
+                    let Some(t) = chrono::DateTime::from_timestamp_millis(ms) else {
                         b.append_null();
                         continue;
                     };
@@ -445,6 +463,7 @@ impl ScalarUDFImpl for FlinkFunction {
                     write!(text, "{}", t.naive_utc().format(f)).map_err(|_| {
                         DataFusionError::Execution(format!("DATE_FORMAT: bad pattern '{p}'"))
                     })?;
+                    last = Some((i, key));
                     b.append_value(&text);
                 }
                 Arc::new(b.finish())
@@ -718,6 +737,55 @@ mod tests {
         );
         assert_eq!(&fast, &invoke(columns), "{kind:?} {rest:?}");
         fast
+    }
+
+    /// DATE_FORMAT formats a run of rows within one second once: each
+    /// row's text must still be its own (fractions, patterns changing
+    /// between rows, NULLs, times before 1970).
+    #[test]
+    fn date_format_of_runs_equals_each_row_alone() {
+        let ms: Vec<Option<i64>> = vec![
+            Some(1_700_000_000_000),
+            Some(1_700_000_000_001),
+            Some(1_700_000_000_999),
+            Some(1_700_000_001_000),
+            None,
+            Some(1_700_000_001_000),
+            Some(-1),
+            Some(-1_000),
+            Some(-999),
+            Some(1_700_000_001_500),
+            Some(1_700_000_001_500),
+        ];
+        let patterns = [
+            "yyyy-MM-dd HH:mm:ss",
+            "HH:mm:ss.SSS",
+            "yyyy-MM-dd HH:mm:ss",
+            "HH:mm:ss.SSS",
+            "yyyy",
+        ];
+        let ts: ArrayRef = Arc::new(TimestampMillisecondArray::from(ms.clone()));
+        for pick in [
+            &(|_: usize| 0usize) as &dyn Fn(usize) -> usize,
+            &|_| 1,
+            &|i| 1 - i % 2,
+            &|i| (i / 3) % patterns.len(),
+        ] {
+            let p: ArrayRef = Arc::new(StringArray::from_iter_values(
+                (0..ms.len()).map(|i| patterns[pick(i)]),
+            ));
+            let all = call(Kind::DateFormat, vec![Arc::clone(&ts), Arc::clone(&p)]);
+            for i in 0..ms.len() {
+                let alone = call(Kind::DateFormat, vec![ts.slice(i, 1), p.slice(i, 1)]);
+                assert_eq!(all.slice(i, 1).as_ref(), alone.as_ref(), "row {i}");
+            }
+            let text = all.as_any().downcast_ref::<StringArray>().unwrap();
+            if pick(0) == 1 && pick(1) == 0 {
+                assert_eq!(text.value(0), "22:13:20.000");
+                assert_eq!(text.value(1), "2023-11-14 22:13:20");
+                assert_eq!(text.value(2), "22:13:20.999");
+            }
+        }
     }
 
     #[test]
