@@ -445,31 +445,44 @@ impl ScalarUDFImpl for FlinkFunction {
                 let patterns = strings(&arrays[1])?;
                 let mut b = StringBuilder::with_capacity(n, n * 20);
                 // Per pattern: chrono's format, and whether it shows
-                // fractions of a second.
+                // fractions of a second (looked up when the pattern
+                // differs from the row before's).
                 let mut formats: HashMap<String, (String, bool)> = HashMap::new();
-                // The text of the last row formatted, with its row and its
-                // second (its millisecond when the pattern shows
-                // fractions): a stream's timestamps come in runs within a
-                // second, and a run with one pattern is formatted once.
+                let mut current: Option<(usize, String, bool)> = None;
+                // The text of the last row formatted and its second (its
+                // millisecond when the pattern shows fractions): a
+                // stream's timestamps come in runs within a second, and a
+                // run with one pattern is formatted once.
                 let mut text = String::new();
-                let mut last: Option<(usize, i64)> = None;
+                let mut last: Option<i64> = None;
                 for i in 0..n {
                     if ts.is_null(i) || patterns.is_null(i) {
                         b.append_null();
                         continue;
                     }
                     let p = patterns.value(i);
-                    if !formats.contains_key(p) {
-                        let f = java_to_chrono(p);
-                        let fine = f.contains('f');
-                        formats.insert(p.to_string(), (f, fine));
-                    }
-                    let Some((f, fine)) = formats.get(p) else {
-                        continue;
+                    let (f, fine) = match &mut current {
+                        Some((row, f, fine)) if patterns.value(*row) == p => {
+                            *row = i;
+                            (&*f, *fine)
+                        }
+                        slot => {
+                            let (f, fine) = formats
+                                .entry(p.to_string())
+                                .or_insert_with(|| {
+                                    let f = java_to_chrono(p);
+                                    let fine = f.contains('f');
+                                    (f, fine)
+                                })
+                                .clone();
+                            last = None;
+                            let (_, f, fine) = slot.insert((i, f, fine));
+                            (&*f, *fine)
+                        }
                     };
                     let ms = ts.value(i);
-                    let key = if *fine { ms } else { ms.div_euclid(1000) };
-                    if last.is_some_and(|(row, k)| k == key && patterns.value(row) == p) {
+                    let key = if fine { ms } else { ms.div_euclid(1000) };
+                    if last == Some(key) {
                         b.append_value(&text);
                         continue;
                     }
@@ -481,7 +494,7 @@ impl ScalarUDFImpl for FlinkFunction {
                     write!(text, "{}", t.naive_utc().format(f)).map_err(|_| {
                         DataFusionError::Execution(format!("DATE_FORMAT: bad pattern '{p}'"))
                     })?;
-                    last = Some((i, key));
+                    last = Some(key);
                     b.append_value(&text);
                 }
                 Arc::new(b.finish())

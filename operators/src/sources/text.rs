@@ -78,7 +78,8 @@ pub fn csv_source(paths: &[impl AsRef<Path>], options: CsvOptions) -> Result<Sou
 /// but hidden ones, whatever their names), as Flink reads one.
 ///
 /// `projection` (column names) asks for only those columns: a format that
-/// can decode them alone (`csv`) reads just those, another every column.
+/// can decode them alone (`csv`, `json`) reads just those, another every
+/// column.
 pub fn format_source(
     format: &str,
     paths: &[impl AsRef<Path>],
