@@ -333,6 +333,10 @@ pub struct AggregateSpec {
     pub column: Option<String>,
     /// Output column name.
     pub alias: String,
+    /// SQL's `FILTER (WHERE …)`: a BOOLEAN input column; only the rows
+    /// where it is true reach the aggregate (false and NULL are skipped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
 }
 
 impl AggregateSpec {
@@ -362,6 +366,7 @@ impl AggregateSpec {
             function,
             column: column.map(str::to_string),
             alias,
+            filter: None,
         }
     }
 
@@ -394,11 +399,38 @@ impl AggregateSpec {
         self.alias = alias.into();
         self
     }
+    /// Only the rows where the BOOLEAN column `column` is true
+    /// (`FILTER (WHERE …)`).
+    pub fn filter(mut self, column: impl Into<String>) -> Self {
+        self.filter = Some(column.into());
+        self
+    }
+
+    /// The index of the FILTER column in `input`, checked to be BOOLEAN.
+    pub fn filter_index(&self, input: &Schema) -> Result<Option<usize>> {
+        let Some(c) = &self.filter else {
+            return Ok(None);
+        };
+        let idx = input.index_of(c).map_err(|_| {
+            WeirError::plan(format!(
+                "aggregate {self}: FILTER column '{c}' not found; available columns: {}",
+                column_list(input)
+            ))
+        })?;
+        let t = input.field(idx).data_type();
+        if *t != DataType::Boolean {
+            return Err(WeirError::plan(format!(
+                "aggregate {self}: FILTER column '{c}' is {t}, not BOOLEAN"
+            )));
+        }
+        Ok(Some(idx))
+    }
 
     /// The argument field after the function's type coercion (e.g. `AVG`
     /// of an integer column reads it as DOUBLE), as DataFusion's planner
     /// would coerce it. Rejects unknown columns and unsupported types.
     pub fn argument_field(&self, input: &Schema) -> Result<FieldRef> {
+        self.filter_index(input)?;
         let arg_field: FieldRef = match &self.column {
             Some(c) => {
                 let idx = input.index_of(c).map_err(|_| {
@@ -469,7 +501,11 @@ impl fmt::Display for AggregateSpec {
             "{}({})",
             self.function.name(),
             self.column.as_deref().unwrap_or("*")
-        )
+        )?;
+        match &self.filter {
+            Some(c) => write!(f, " FILTER ({c})"),
+            None => Ok(()),
+        }
     }
 }
 

@@ -121,7 +121,8 @@ impl GroupAggregateOperator {
                 {
                     let column = spec.input_schema.index_of(c)?;
                     let ty = spec.input_schema.field(column).data_type();
-                    distinct.push(DistinctSets::new(i, column, ty)?);
+                    let filter = a.filter_index(&spec.input_schema)?;
+                    distinct.push(DistinctSets::new(i, (column, filter), ty)?);
                 }
                 _ => stored.push(a.clone()),
             }
@@ -353,7 +354,8 @@ impl GroupAggregateOperator {
             }
             let row_ids: Vec<usize> = row_groups.iter().map(|&g| ids[g]).collect();
             for d in &mut self.distinct {
-                d.insert(batch.column(d.column), &row_ids)?;
+                let filter = d.filter.map(|f| batch.column(f).as_boolean());
+                d.insert(batch.column(d.column), filter, &row_ids)?;
             }
         }
         let new_distinct = self.distinct.iter().map(|d| d.counts(&ids)).collect();

@@ -130,12 +130,9 @@ impl LocalAggregateOperator {
     /// Each row of `batch` as its own state.
     fn pass(&self, batch: &RecordBatch, out: &mut dyn Output) -> Result<()> {
         let mut columns = self.aggregates.output_keys(self.aggregates.keys(batch));
-        for (a, args) in self.acc.accumulators.iter().zip(&self.aggregates.arguments) {
-            let values = args
-                .iter()
-                .map(|e| Ok(e.evaluate(batch)?.into_array(batch.num_rows())?))
-                .collect::<Result<Vec<_>>>()?;
-            columns.extend(a.convert_to_state(&values, None)?);
+        for (i, a) in self.acc.accumulators.iter().enumerate() {
+            let values = self.aggregates.values(i, batch)?;
+            columns.extend(a.convert_to_state(&values, self.aggregates.filter(i, batch))?);
         }
         self.emit(columns, out)
     }

@@ -17,7 +17,7 @@ use arrow::datatypes::{DataType, Schema, TimeUnit};
 use datafusion_common::{Column, DFSchema, ScalarValue};
 use datafusion_expr::execution_props::ExecutionProps;
 use datafusion_expr::physical_planning_context::PhysicalPlanningContext;
-use datafusion_expr::{Aggregate, Expr, LogicalPlan, case, cast, lit};
+use datafusion_expr::{Aggregate, Expr, LogicalPlan, cast, lit};
 use datafusion_physical_expr::{PhysicalExpr, create_physical_expr};
 use weir_core::api::{DataStream, StreamExecutionEnvironment};
 use weir_core::spec::{
@@ -896,11 +896,13 @@ impl<'a> Lowering<'a> {
                         function: AggregateFunction::Sum,
                         column: s.column.clone(),
                         alias: format!("{}_sum", s.alias),
+                        filter: s.filter.clone(),
                     });
                     split.push(AggregateSpec {
                         function: AggregateFunction::Count,
                         column: s.column,
                         alias: format!("{}_count", s.alias),
+                        filter: s.filter,
                     });
                 } else {
                     split.push(s);
@@ -1143,10 +1145,10 @@ impl<'a> Lowering<'a> {
 }
 
 /// The aggregates of `a` as window/group aggregate specs over the columns
-/// `__arg{j}` that `pre` computes (an argument under `FILTER (WHERE c)`
-/// becomes `CASE WHEN c THEN arg END`, which every aggregate skips when
-/// null); outputs are named `__a{j}`. Without aggregates, a hidden
-/// `COUNT(*)` keeps one row per group.
+/// `__arg{j}` that `pre` computes, and for `FILTER (WHERE c)` the BOOLEAN
+/// column `__filter{j}` the aggregate takes its rows by (equal arguments
+/// and conditions share one column); outputs are named `__a{j}`. Without
+/// aggregates, a hidden `COUNT(*)` keeps one row per group.
 /// Weir's aggregate for DataFusion's `udaf` (`distinct`: `COUNT(DISTINCT
 /// …)`); `e`, the expression, names it in errors.
 pub(crate) fn aggregate_function(
@@ -1202,30 +1204,21 @@ fn aggregate_specs(
         }
         let is_count_star =
             name == "count" && !p.distinct && matches!(arg, None | Some(Expr::Literal(_, _)));
-        let arg = match (arg, p.filter.as_deref()) {
-            (None, None) => None,
-            (Some(_), None) if is_count_star => None,
-            (Some(x), None) => Some(x),
-            (x, Some(cond)) => {
-                let value = match x {
-                    Some(x) if !is_count_star => x,
-                    _ => lit(1i64),
-                };
-                Some(case(cond.clone()).when(lit(true), value).end()?)
-            }
-        };
         let column = match arg {
-            Some(x) => {
-                let n = format!("__arg{j}");
-                pre.push((x, n.clone()));
-                Some(n)
-            }
-            None => None,
+            Some(x) if !is_count_star => Some(pre_column(pre, x, || format!("__arg{j}"))),
+            _ => None,
         };
+        // FILTER (WHERE c): a BOOLEAN column the aggregate reads its rows
+        // by, computed once for every aggregate with the same condition.
+        let filter = p
+            .filter
+            .as_deref()
+            .map(|c| pre_column(pre, c.clone(), || format!("__filter{j}")));
         specs.push(AggregateSpec {
             function,
             column,
             alias: format!("__a{j}"),
+            filter,
         });
     }
     if specs.is_empty() {
@@ -1233,6 +1226,17 @@ fn aggregate_specs(
         specs.push(AggregateSpec::count_star().alias("__a0"));
     }
     Ok(specs)
+}
+
+/// The column of `pre` that computes `x`: an earlier one computing the
+/// same expression, or a new one named by `name`.
+fn pre_column(pre: &mut Vec<(Expr, String)>, x: Expr, name: impl FnOnce() -> String) -> String {
+    if let Some((_, n)) = pre.iter().find(|(e, _)| *e == x) {
+        return n.clone();
+    }
+    let n = name();
+    pre.push((x, n.clone()));
+    n
 }
 
 /// The group expressions of `a` as key columns `__k{i}` that `pre`

@@ -36,6 +36,9 @@ pub(crate) struct Aggregates {
     /// Arguments of each function: the value, then (ordered functions) the
     /// event time they are ordered by.
     pub(crate) arguments: Vec<Vec<Arc<dyn PhysicalExpr>>>,
+    /// Each function's FILTER column (BOOLEAN; rows where it is not true
+    /// are skipped), if it has one.
+    pub(crate) filters: Vec<Option<usize>>,
 }
 
 impl Aggregates {
@@ -70,7 +73,9 @@ impl Aggregates {
         };
         let mut functions = Vec::new();
         let mut arguments = Vec::new();
+        let mut filters = Vec::new();
         for a in aggregates {
+            filters.push(a.filter_index(input)?);
             let mut arg: Arc<dyn PhysicalExpr> = match &a.column {
                 Some(c) => Arc::new(Column::new(c, input.index_of(c)?)),
                 None => Arc::new(Literal::new(ScalarValue::Int64(Some(1)))),
@@ -105,6 +110,7 @@ impl Aggregates {
             key_schema,
             functions,
             arguments,
+            filters,
         })
     }
 
@@ -230,14 +236,24 @@ impl Aggregates {
         group_ids: &[usize],
         total_groups: usize,
     ) -> Result<()> {
-        for (a, args) in accumulators.iter_mut().zip(&self.arguments) {
-            let values = args
-                .iter()
-                .map(|e| Ok(e.evaluate(batch)?.into_array(batch.num_rows())?))
-                .collect::<Result<Vec<_>>>()?;
-            a.update_batch(&values, group_ids, None, total_groups)?;
+        for (i, a) in accumulators.iter_mut().enumerate() {
+            let values = self.values(i, batch)?;
+            a.update_batch(&values, group_ids, self.filter(i, batch), total_groups)?;
         }
         Ok(())
+    }
+
+    /// Aggregate `i`'s arguments evaluated over `batch`.
+    pub(crate) fn values(&self, i: usize, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+        self.arguments[i]
+            .iter()
+            .map(|e| Ok(e.evaluate(batch)?.into_array(batch.num_rows())?))
+            .collect()
+    }
+
+    /// Aggregate `i`'s FILTER column in `batch`, if it has one.
+    pub(crate) fn filter<'a>(&self, i: usize, batch: &'a RecordBatch) -> Option<&'a BooleanArray> {
+        self.filters[i].map(|c| batch.column(c).as_boolean())
     }
 }
 

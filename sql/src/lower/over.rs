@@ -78,6 +78,7 @@ impl Lowering<'_> {
                 function,
                 column,
                 alias: w.schema.field(nin + j).name().clone(),
+                filter: None,
             });
         }
         let Some((partition_by, order_by, frame)) = window else {
