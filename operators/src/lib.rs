@@ -31,6 +31,7 @@ mod distinct_sets;
 pub mod formats;
 pub mod group_aggregate;
 pub mod join;
+mod join_side;
 mod key_table;
 pub mod lateral;
 pub mod local_aggregate;

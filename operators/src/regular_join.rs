@@ -2,18 +2,21 @@
 //! two inputs, append-only or changelogs, as Flink's
 //! `StreamingJoinOperator` runs it.
 //!
-//! Each side keeps its rows per join key as a multiset — each distinct row
-//! in Arrow's row format with how often it is in the input's table and, for
-//! an outer side, with how many rows of the other side it pairs. A batch of
-//! one side is worked in three vectorized steps and one pass over its rows:
-//! its keys are interned into the key table shared by both sides in one
-//! call; its rows are encoded in one call; the candidate pairs of the whole
-//! batch are gathered (the other side's rows do not change while a batch of
-//! this side is worked) and the residual condition is evaluated over them
-//! as one batch. The pass then applies each row in arrival order (a row
-//! retracted later in the same batch finds itself) and records the output
-//! rows, which are gathered column-wise at the end: `take` for this side,
-//! one row-format decode for the other.
+//! Each side keeps its rows per join key ([`crate::join_side`]): a
+//! changelog side as a multiset, each distinct row in Arrow's row format
+//! with how often it is in the input's table; an append-only side columnar,
+//! in its input's batches, each row its own entry; an outer side's rows
+//! also count how many rows of the other side they pair. A batch of one
+//! side is worked in three vectorized steps and one pass over its rows: its
+//! keys are interned into the key table shared by both sides in one call;
+//! its rows are taken in at once (encoded in one call, or put in the
+//! store); the candidate pairs of the whole batch are gathered (the other
+//! side's rows do not change while a batch of this side is worked) and the
+//! residual condition is evaluated over them as one batch. The pass then
+//! applies each row in arrival order (a row retracted later in the same
+//! batch finds itself) and records the output rows, which are gathered
+//! column-wise at the end: `take` for this side, one row-format decode or
+//! one `interleave` per column for the other.
 //!
 //! Row kinds follow Flink: an inner join forwards its input's kind; an
 //! outer join sends `+I` and `-D` only, retracting a NULL-padded row when
@@ -27,126 +30,16 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array};
 use arrow::compute::take;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use arrow::row::{RowConverter, Rows, SortField};
 use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::spec::{JoinKind, RegularJoinSpec};
 use weir_core::{Result, WeirError};
 
+use crate::join_side::{Arriving, Entry, Incoming, Side};
 use crate::process::now_ms;
 use crate::{Operator, OperatorContext, Output, StateTable};
 
 pub(crate) use weir_core::changelog::RowKind as Kind;
-
-/// One distinct row of a side under one key.
-struct Entry {
-    row: Box<[u8]>,
-    /// How often the row is in the input's table.
-    count: u32,
-    /// Rows of the other side it pairs with (outer sides only).
-    assoc: u32,
-    /// When it was last written (ms since the epoch, processing time).
-    written: i64,
-}
-
-struct Side {
-    key_indices: Vec<usize>,
-    width: usize,
-    changelog: bool,
-    outer: bool,
-    converter: RowConverter,
-    schema: SchemaRef,
-    /// Per key id, its distinct rows.
-    keys: Vec<Vec<Entry>>,
-    entries: usize,
-    bytes: usize,
-}
-
-impl Side {
-    fn new(input: &SchemaRef, keys: &[String], outer: bool) -> Result<Self> {
-        let changelog = weir_core::spec::is_changelog_schema(input);
-        let width = input.fields().len() - usize::from(changelog);
-        let fields: Vec<Field> = weir_core::join_spec::data_fields(input);
-        let converter = RowConverter::new(
-            fields
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
-        Ok(Self {
-            key_indices: crate::column_indices(input, keys)?,
-            width,
-            changelog,
-            outer,
-            converter,
-            schema: Arc::new(Schema::new(fields)),
-            keys: Vec::new(),
-            entries: 0,
-            bytes: 0,
-        })
-    }
-
-    fn add(&mut self, key: usize, row: &[u8], assoc: u32, now: i64) {
-        if self.keys.len() <= key {
-            self.keys.resize_with(key + 1, Vec::new);
-        }
-        let list = &mut self.keys[key];
-        // An append-only input never retracts: its rows need not be found
-        // again, so each is its own entry (duplicates pair the same way).
-        // A changelog's are found by their bytes (a scan of the key's rows).
-        let found = if self.changelog {
-            list.iter_mut().find(|e| &*e.row == row)
-        } else {
-            None
-        };
-        match found {
-            Some(e) => {
-                e.count += 1;
-                e.assoc = assoc;
-                e.written = now;
-            }
-            None => {
-                self.entries += 1;
-                self.bytes += row.len() + std::mem::size_of::<Entry>();
-                list.push(Entry {
-                    row: row.into(),
-                    count: 1,
-                    assoc,
-                    written: now,
-                });
-            }
-        }
-    }
-
-    fn retract(&mut self, key: usize, row: &[u8], now: i64) {
-        let Some(list) = self.keys.get_mut(key) else {
-            return;
-        };
-        if let Some(i) = list.iter().position(|e| &*e.row == row) {
-            list[i].count -= 1;
-            list[i].written = now;
-            if list[i].count == 0 {
-                let e = list.swap_remove(i);
-                self.entries -= 1;
-                self.bytes -= e.row.len() + std::mem::size_of::<Entry>();
-            }
-        }
-    }
-
-    /// Drop rows last written before `cutoff`.
-    fn expire(&mut self, cutoff: i64) {
-        for list in &mut self.keys {
-            list.retain(|e| {
-                let keep = e.written >= cutoff;
-                if !keep {
-                    self.entries -= 1;
-                    self.bytes -= e.row.len() + std::mem::size_of::<Entry>();
-                }
-                keep
-            });
-        }
-    }
-}
 
 /// The candidate pairs of a batch: `offsets[r]..offsets[r + 1]` index the
 /// `(key, entry)` pairs of row `r`.
@@ -369,10 +262,8 @@ impl RegularJoinOperator {
             None
         };
         self.intern(input, &batch)?;
-        let width = self.sides[input].width;
-        let rows: Rows = self.sides[input]
-            .converter
-            .convert_columns(&batch.columns()[..width])?;
+        let keep: Vec<bool> = self.key_ids.iter().map(|&k| !self.null_key[k]).collect();
+        let rows = self.sides[input].take_in(&batch, &keep)?;
         if self.bounded {
             return self.keep(input, &batch, kinds.as_deref(), &rows, now, out);
         }
@@ -418,11 +309,11 @@ impl RegularJoinOperator {
                     }
                 }
                 if !self.null_key[k] {
-                    this_side.add(k, bytes.as_ref(), partners, now);
+                    this_side.add(k, bytes, partners, now);
                 }
             } else {
-                if !self.null_key[k] {
-                    this_side.retract(k, bytes.as_ref(), now);
+                if let (false, Incoming::Bytes(b)) = (self.null_key[k], bytes) {
+                    this_side.retract(k, b, now);
                 }
                 if matched.is_empty() {
                     if this_outer {
@@ -452,7 +343,7 @@ impl RegularJoinOperator {
             }
         }
         self.key_ids = key_ids;
-        let bytes = (self.sides[0].bytes + self.sides[1].bytes) as u64;
+        let bytes = (self.sides[0].bytes() + self.sides[1].bytes()) as u64;
         self.state_bytes_max = self.state_bytes_max.max(bytes);
         self.emit(input, &batch, emitted, out)?;
         self.compact_keys()
@@ -466,7 +357,7 @@ impl RegularJoinOperator {
         input: usize,
         batch: &RecordBatch,
         kinds: Option<&[Kind]>,
-        rows: &Rows,
+        rows: &Arriving,
         now: i64,
         out: &mut dyn Output,
     ) -> Result<()> {
@@ -480,9 +371,9 @@ impl RegularJoinOperator {
                     emitted.push(Pick::This(row as u32), Pick::Null, Kind::Insert, 1);
                 }
             } else if accumulates {
-                self.sides[input].add(k, rows.row(row).as_ref(), 0, now);
-            } else {
-                self.sides[input].retract(k, rows.row(row).as_ref(), now);
+                self.sides[input].add(k, rows.row(row), 0, now);
+            } else if let Incoming::Bytes(b) = rows.row(row) {
+                self.sides[input].retract(k, b, now);
             }
         }
         self.key_ids = key_ids;
@@ -495,11 +386,10 @@ impl RegularJoinOperator {
         let left = &self.sides[0];
         let entries: Vec<&Entry> = left.keys.iter().flatten().collect();
         let repeats: Vec<u32> = entries.iter().map(|e| e.count).collect();
-        let parser = left.converter.parser();
-        let decoded = left.converter.convert_rows(
+        let decoded = left.gather(
             entries
                 .iter()
-                .flat_map(|e| std::iter::repeat_n(parser.parse(&e.row), e.count as usize)),
+                .flat_map(|&e| std::iter::repeat_n(Some(e), e.count as usize)),
         )?;
         let total: u32 = repeats.iter().sum();
         let mut right_matched: Vec<Vec<bool>> = self.sides[1]
@@ -671,39 +561,7 @@ fn gather_other(
     side: &Side,
     picks: impl Iterator<Item = Option<(usize, usize)>>,
 ) -> Result<Vec<ArrayRef>> {
-    decode_picks(
-        &side.converter,
-        picks.map(|p| p.map(|(k, e)| &*side.keys[k][e].row)),
-    )
-}
-
-/// Columns of rows in `converter`'s row format, one per pick (`None`: a
-/// row of NULLs), decoded in one call and spread by `take`.
-pub(crate) fn decode_picks<'a>(
-    converter: &RowConverter,
-    picks: impl Iterator<Item = Option<&'a [u8]>>,
-) -> Result<Vec<ArrayRef>> {
-    let parser = converter.parser();
-    let mut present = Vec::new();
-    let mut idx: Vec<Option<u32>> = Vec::new();
-    for p in picks {
-        match p {
-            Some(row) => {
-                idx.push(Some(present.len() as u32));
-                present.push(row);
-            }
-            None => idx.push(None),
-        }
-    }
-    let decoded = converter.convert_rows(present.iter().map(|r| parser.parse(r)))?;
-    if idx.iter().all(Option::is_some) {
-        return Ok(decoded);
-    }
-    let idx = UInt32Array::from(idx);
-    Ok(decoded
-        .iter()
-        .map(|c| take(c.as_ref(), &idx, None))
-        .collect::<std::result::Result<Vec<_>, _>>()?)
+    side.gather(picks.map(|p| p.map(|(k, e)| &side.keys[k][e])))
 }
 
 impl RegularJoinOperator {
@@ -767,10 +625,7 @@ impl Operator for RegularJoinOperator {
         let mut tables = Vec::new();
         for (side, name) in self.sides.iter().zip(["left", "right"]) {
             let entries: Vec<&Entry> = side.keys.iter().flatten().collect();
-            let parser = side.converter.parser();
-            let mut columns = side
-                .converter
-                .convert_rows(entries.iter().map(|e| parser.parse(&e.row)))?;
+            let mut columns = side.gather(entries.iter().map(|&e| Some(e)))?;
             columns.push(Arc::new(UInt32Array::from_iter_values(
                 entries.iter().map(|e| e.count),
             )));
@@ -845,15 +700,43 @@ impl Operator for RegularJoinOperator {
             let (Some(count), Some(assoc), Some(written)) = (count, assoc, written) else {
                 return Err(malformed());
             };
+            // An append-only side's entries are one row each: a row kept
+            // `count` times becomes `count` rows.
+            let repeat: Vec<u32> = if self.sides[input].changelog {
+                (0..batch.num_rows() as u32).collect()
+            } else {
+                (0..batch.num_rows() as u32)
+                    .flat_map(|r| std::iter::repeat_n(r, count.value(r as usize) as usize))
+                    .collect()
+            };
+            let times = |r: usize| {
+                if self.sides[input].changelog {
+                    count.value(r)
+                } else {
+                    1
+                }
+            };
+            let times: Vec<u32> = repeat.iter().map(|&r| times(r as usize)).collect();
+            let idx = UInt32Array::from(repeat);
+            let columns = batch
+                .columns()
+                .iter()
+                .map(|c| take(c.as_ref(), &idx, None))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let batch = RecordBatch::try_new(batch.schema(), columns)?;
+            let source: Vec<usize> = idx.values().iter().map(|&r| r as usize).collect();
             self.intern(input, &batch)?;
-            let rows = self.sides[input]
-                .converter
-                .convert_columns(&batch.columns()[..width])?;
+            let keep: Vec<bool> = self.key_ids.iter().map(|&k| !self.null_key[k]).collect();
+            let rows = self.sides[input].take_in(&batch, &keep)?;
             let key_ids = std::mem::take(&mut self.key_ids);
             let side = &mut self.sides[input];
             for (i, &k) in key_ids.iter().enumerate() {
-                for _ in 0..count.value(i) {
-                    side.add(k, rows.row(i).as_ref(), assoc.value(i), written.value(i));
+                if !keep[i] {
+                    continue;
+                }
+                let r = source[i];
+                for _ in 0..times[i] {
+                    side.add(k, rows.row(i), assoc.value(r), written.value(r));
                 }
             }
             self.key_ids = key_ids;
@@ -866,7 +749,7 @@ impl Operator for RegularJoinOperator {
             ("state_bytes_max".into(), self.state_bytes_max),
             (
                 "state_bytes".into(),
-                (self.sides[0].bytes + self.sides[1].bytes) as u64,
+                (self.sides[0].bytes() + self.sides[1].bytes()) as u64,
             ),
             (
                 "kept_rows".into(),

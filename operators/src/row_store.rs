@@ -1,11 +1,13 @@
 //! Rows of one schema kept in appended batches, addressed by dense id: the
-//! group aggregate's columnar state (one row per key).
+//! group aggregate's columnar state (one row per key), Top-N's rows, an
+//! append-only join side's rows.
 //!
 //! A batch of new rows is appended whole, and each id points at its newest
 //! row; when dead rows (rows no id points at any more) outnumber the live
 //! ones, everything is rewritten into one batch. Gathers `interleave` from
-//! every batch, so callers put rows in batches of thousands, not a few (the
-//! disk backend merges a partition's rows before they reach it). Ids may
+//! every batch, whose cost grows with their number: a run of small puts (a
+//! trickle of input) is merged into one batch every [`SMALL_RUN`] puts, so
+//! a row is copied a few times at most and the batches stay few. Ids may
 //! be removed (Top-N's rows leave and their ids are reused): a removed id
 //! reads nothing and its row counts as dead.
 
@@ -19,6 +21,11 @@ use weir_core::Result;
 /// No row yet.
 const NONE: (u32, u32) = (u32::MAX, 0);
 
+/// A batch of fewer rows is small.
+const SMALL_ROWS: usize = 1024;
+/// How many small batches in a row are merged into one.
+const SMALL_RUN: usize = 16;
+
 /// A row to gather: a stored id's, or one of a batch given alongside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ref {
@@ -29,13 +36,16 @@ pub(crate) enum Ref {
 pub(crate) struct RowStore {
     schema: SchemaRef,
     batches: Vec<RecordBatch>,
-    /// Where each id's current row is: (batch, row).
+    /// Where each put's rows are: (batch, first row); merging small
+    /// batches moves them.
+    puts: Vec<(u32, u32)>,
+    /// Where each id's current row is: (put, row).
     rows: Vec<(u32, u32)>,
     /// Rows in `batches`, live or dead.
     stored: usize,
     /// Ids with a row.
     live: usize,
-    /// Arrow memory of `batches`.
+    /// Arrow memory of `batches` (their slices of it).
     bytes: usize,
 }
 
@@ -44,6 +54,7 @@ impl RowStore {
         Self {
             schema,
             batches: vec![],
+            puts: vec![],
             rows: vec![],
             stored: 0,
             live: 0,
@@ -62,7 +73,14 @@ impl RowStore {
 
     /// Bytes held: the batches' Arrow memory and the id table.
     pub(crate) fn bytes(&self) -> usize {
-        self.bytes + self.rows.len() * std::mem::size_of::<(u32, u32)>()
+        self.bytes + (self.rows.len() + self.puts.len()) * std::mem::size_of::<(u32, u32)>()
+    }
+
+    /// Where id `id`'s row is (it must have one): (batch, row).
+    fn locate(&self, id: usize) -> (usize, usize) {
+        let (p, r) = self.rows[id];
+        let (b, first) = self.puts[p as usize];
+        (b as usize, (first + r) as usize)
     }
 
     /// The rows of `ids`, in that order (every id must have a row).
@@ -83,10 +101,7 @@ impl RowStore {
         let at: Vec<(usize, usize)> = refs
             .iter()
             .map(|r| match *r {
-                Ref::Stored(i) => {
-                    let (b, r) = self.rows[i];
-                    (b as usize, r as usize)
-                }
+                Ref::Stored(i) => self.locate(i),
                 Ref::Extra(r) => (last, r),
             })
             .collect();
@@ -109,8 +124,8 @@ impl RowStore {
 
     /// Where id `id`'s row is (it must have one): its batch and index.
     pub(crate) fn row(&self, id: usize) -> (&RecordBatch, usize) {
-        let (b, r) = self.rows[id];
-        (&self.batches[b as usize], r as usize)
+        let (b, r) = self.locate(id);
+        (&self.batches[b], r)
     }
 
     /// Forget id `id`'s row (if it has one).
@@ -130,9 +145,10 @@ impl RowStore {
             return Ok(());
         }
         let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)?;
-        let b = self.batches.len() as u32;
+        let b = self.puts.len() as u32;
+        self.puts.push((self.batches.len() as u32, 0));
         self.stored += batch.num_rows();
-        self.bytes += batch.get_array_memory_size();
+        self.bytes += held_bytes(&batch);
         self.batches.push(batch);
         let max = ids.iter().max().copied().unwrap_or(0);
         if max >= self.rows.len() {
@@ -142,8 +158,10 @@ impl RowStore {
             self.live += usize::from(self.rows[id] == NONE);
             self.rows[id] = (b, r as u32);
         }
-        // Rewrite when dead rows outnumber live ones.
-        if self.batches.len() > 64 && self.stored > 2 * self.live + 8192 {
+        self.merge_small_run()?;
+        // Rewrite when dead rows outnumber live ones (amortized: the next
+        // rewrite is at least 8192 rows away).
+        if self.stored > 2 * self.live + 8192 {
             let live: Vec<usize> = (0..self.rows.len())
                 .filter(|&i| self.rows[i] != NONE)
                 .collect();
@@ -154,8 +172,9 @@ impl RowStore {
                 &arrow::array::RecordBatchOptions::new().with_row_count(Some(live.len())),
             )?;
             self.stored = batch.num_rows();
-            self.bytes = batch.get_array_memory_size();
+            self.bytes = held_bytes(&batch);
             self.batches = vec![batch];
+            self.puts = vec![(0, 0)];
             self.rows.fill(NONE);
             for (r, &id) in live.iter().enumerate() {
                 self.rows[id] = (0, r as u32);
@@ -163,6 +182,54 @@ impl RowStore {
         }
         Ok(())
     }
+
+    /// When the last [`SMALL_RUN`] batches are all small, concatenate them
+    /// into one (the puts that pointed into them point into it).
+    fn merge_small_run(&mut self) -> Result<()> {
+        let n = self.batches.len();
+        if n < SMALL_RUN
+            || self.batches[n - SMALL_RUN..]
+                .iter()
+                .any(|b| b.num_rows() >= SMALL_ROWS)
+        {
+            return Ok(());
+        }
+        let first = n - SMALL_RUN;
+        let mut starts = Vec::with_capacity(SMALL_RUN);
+        let mut at = 0u32;
+        for b in &self.batches[first..] {
+            starts.push(at);
+            at += b.num_rows() as u32;
+            self.bytes -= held_bytes(b);
+        }
+        let merged = arrow::compute::concat_batches(&self.schema, &self.batches[first..])?;
+        self.bytes += held_bytes(&merged);
+        self.batches.truncate(first);
+        self.batches.push(merged);
+        for put in self.puts.iter_mut().rev() {
+            let b = put.0 as usize;
+            if b < first {
+                break;
+            }
+            *put = (first as u32, starts[b - first] + put.1);
+        }
+        Ok(())
+    }
+}
+
+/// The bytes of `batch`'s rows: of its slice of each buffer, since a batch
+/// put here may be a slice of a larger one (a join's input) whose buffers
+/// other batches share.
+fn held_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| {
+            c.to_data()
+                .get_slice_memory_size()
+                .unwrap_or_else(|_| c.get_array_memory_size())
+        })
+        .sum()
 }
 
 #[cfg(test)]
@@ -195,7 +262,13 @@ mod tests {
             store
                 .put(&ids, vec![Arc::new(Int64Array::from(values))])
                 .unwrap();
-            assert!(store.batches.len() <= 65 || store.stored <= 2 * store.len() + 8192 + 500);
+            assert!(store.stored <= 2 * store.len() + 8192 + 500);
+            // 500-row puts are small: merged 16 at a time.
+            assert!(
+                store.batches.len() < 2 * SMALL_RUN,
+                "{} batches",
+                store.batches.len()
+            );
         }
         let all: Vec<usize> = (0..store.len()).filter(|&i| want[i].is_some()).collect();
         let got = store.gather(&all).unwrap();

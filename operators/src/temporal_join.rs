@@ -28,7 +28,8 @@ use weir_core::message::Watermark;
 use weir_core::spec::{JoinKind, TemporalJoinSpec};
 use weir_core::{Result, WeirError};
 
-use crate::regular_join::{Kind, decode_picks};
+use crate::join_side::decode_picks;
+use crate::regular_join::Kind;
 use crate::window::timestamps;
 use crate::{Operator, OperatorContext, Output, StateTable};
 
