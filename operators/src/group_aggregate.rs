@@ -100,6 +100,33 @@ pub struct GroupAggregateOperator {
     global: bool,
 }
 
+/// Per row, whether `before` and `after` (the same columns) differ in any
+/// column, NULL equal to NULL: a `distinct` kernel per column, or for
+/// nested types, whose columns it does not compare, the rows' encodings.
+fn differs(before: &[ArrayRef], after: &[ArrayRef]) -> Result<Vec<bool>> {
+    let rows = before.first().map_or(0, |c| c.len());
+    if before.iter().any(|c| c.data_type().is_nested()) {
+        let fields: Vec<SortField> = before
+            .iter()
+            .map(|v| SortField::new(v.data_type().clone()))
+            .collect();
+        let converter = RowConverter::new(fields)?;
+        let (b, a) = (
+            converter.convert_columns(before)?,
+            converter.convert_columns(after)?,
+        );
+        return Ok((0..rows).map(|i| b.row(i) != a.row(i)).collect());
+    }
+    let mut any = vec![false; rows];
+    for (b, a) in before.iter().zip(after) {
+        let d = arrow::compute::kernels::cmp::distinct(b, a)?;
+        for (i, x) in any.iter_mut().enumerate() {
+            *x |= d.value(i);
+        }
+    }
+    Ok(any)
+}
+
 impl GroupAggregateOperator {
     /// The operator of one subtask.
     pub fn try_new(
@@ -628,16 +655,10 @@ impl GroupAggregateOperator {
                 .iter()
                 .map(|v| take(v, &index, None))
                 .collect::<std::result::Result<_, _>>()?;
-            let fields: Vec<SortField> = old_values
-                .iter()
-                .map(|v| SortField::new(v.data_type().clone()))
-                .collect();
-            let converter = RowConverter::new(fields)?;
-            let before = converter.convert_columns(old_values)?;
-            let after = converter.convert_columns(&new_of_old)?;
+            let differs = differs(old_values, &new_of_old)?;
             for (i, &r) in old_rows.iter().enumerate() {
                 match (was_alive[r], alive[r]) {
-                    (true, true) if before.row(i) != after.row(i) => {
+                    (true, true) if differs[i] => {
                         changed.push(r as u32);
                         old_changed.push(i as u32);
                     }

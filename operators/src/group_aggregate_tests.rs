@@ -471,3 +471,71 @@ fn apply_rows(table: &mut std::collections::BTreeMap<String, String>, out: &[Rec
         }
     }
 }
+
+/// `differs` (a kernel per column, the row encoding for nested types)
+/// says what comparing the rows' encodings says: NULL equals NULL, NaN
+/// equals NaN, -0.0 differs from 0.0, any one column differing suffices.
+#[test]
+fn differs_matches_comparing_row_encodings() {
+    use arrow::array::{Float64Array, ListArray, StringArray};
+    use arrow::datatypes::Int32Type;
+    // Columns whose third row is NULL or `third`, fourth "d" or `fourth`,
+    // second 0.0 or `second`; row one's float is NaN both times.
+    let columns = |third: Option<i64>, fourth: &str, second: f64| -> Vec<ArrayRef> {
+        vec![
+            Arc::new(Int64Array::from(vec![
+                Some(1),
+                None,
+                third,
+                Some(4),
+                Some(5),
+                Some(6),
+            ])),
+            Arc::new(StringArray::from(vec![
+                Some("a"),
+                Some("b"),
+                None,
+                Some(fourth),
+                None,
+                Some("f"),
+            ])),
+            Arc::new(Float64Array::from(vec![
+                f64::NAN,
+                second,
+                -0.0,
+                1.5,
+                2.0,
+                3.0,
+            ])),
+        ]
+    };
+    let before = columns(None, "d", 0.0);
+    let after = columns(Some(3), "x", -0.0);
+    // A list column whose fifth row is [2] before and [x] after.
+    let list = |x: i32| -> ArrayRef {
+        Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
+            Some(vec![Some(1)]),
+            None,
+            Some(vec![]),
+            None,
+            Some(vec![Some(x)]),
+            Some(vec![None]),
+        ]))
+    };
+    let nested_before = [before.clone(), vec![list(2)]].concat();
+    let nested_after = [after.clone(), vec![list(3)]].concat();
+    for (b, a) in [(before, after), (nested_before, nested_after)] {
+        let fields: Vec<SortField> = b
+            .iter()
+            .map(|c| SortField::new(c.data_type().clone()))
+            .collect();
+        let converter = RowConverter::new(fields).unwrap();
+        let (rb, ra) = (
+            converter.convert_columns(&b).unwrap(),
+            converter.convert_columns(&a).unwrap(),
+        );
+        let want: Vec<bool> = (0..b[0].len()).map(|i| rb.row(i) != ra.row(i)).collect();
+        assert_eq!(differs(&b, &a).unwrap(), want, "{} columns", b.len());
+        assert!(want.iter().any(|&d| d) && want.iter().any(|&d| !d));
+    }
+}
