@@ -10,10 +10,9 @@
 //! fresh, compact set of accumulators for the open ones — so state never
 //! holds closed sessions or keys without an open session.
 //!
-//! Within one batch, records are assigned per key in descending timestamp
-//! order, so a record that is late on its own but touches a session opened
-//! by a newer record of the same batch joins that session — the result does
-//! not depend on the order of rows inside a batch.
+//! Records are assigned in arrival order, as Flink does: a record that is
+//! late on its own is dropped even if a newer record arriving after it
+//! would open a session it touches ([`crate::sessions`]).
 
 use std::sync::Arc;
 

@@ -3,10 +3,12 @@
 //! Each record opens `[ts, ts + gap)`; sessions of the same key that overlap
 //! or touch merge. Every session owns a group id; merging aliases the ids in
 //! a union-find table, so whatever the operator keeps per group (accumulator
-//! rows, buffered rows) never has to move. Within one batch, a key's records
-//! are assigned newest first, so a record that is late on its own but
-//! touches a session opened by a newer record of the same batch joins it —
-//! results do not depend on the order of rows inside a batch.
+//! rows, buffered rows) never has to move. Records are assigned in arrival
+//! order, as Flink's `WindowOperator` takes them: a record late on its own
+//! is dropped even when a newer record arriving after it (in the same batch
+//! or a later one) would have opened a session it touches. The watermark
+//! only changes between batches, so the result does not depend on how the
+//! runtime cuts or merges batches between two watermarks.
 
 /// Marks a row that was too late for any session.
 pub(crate) const LATE: usize = usize::MAX;
@@ -62,16 +64,9 @@ impl SessionSet {
         {
             self.sessions.resize(max + 1, Vec::new());
         }
-        let mut order: Vec<u32> = (0..key_ids.len() as u32).collect();
-        order.sort_unstable_by_key(|&i| (key_ids[i as usize], std::cmp::Reverse(ts[i as usize])));
-        let mut groups = vec![LATE; key_ids.len()];
-        for &i in &order {
-            let i = i as usize;
-            if let Some(g) = self.assign(key_ids[i], ts[i], watermark) {
-                groups[i] = g;
-            }
-        }
-        groups
+        (0..key_ids.len())
+            .map(|i| self.assign(key_ids[i], ts[i], watermark).unwrap_or(LATE))
+            .collect()
     }
 
     fn assign(&mut self, key: usize, ts: i64, wm: i64) -> Option<usize> {
