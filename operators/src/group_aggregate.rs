@@ -117,14 +117,12 @@ fn differs(before: &[ArrayRef], after: &[ArrayRef]) -> Result<Vec<bool>> {
         );
         return Ok((0..rows).map(|i| b.row(i) != a.row(i)).collect());
     }
-    let mut any = vec![false; rows];
+    let mut any = arrow::array::BooleanArray::from(vec![false; rows]);
     for (b, a) in before.iter().zip(after) {
         let d = arrow::compute::kernels::cmp::distinct(b, a)?;
-        for (i, x) in any.iter_mut().enumerate() {
-            *x |= d.value(i);
-        }
+        any = arrow::compute::or(&any, &d)?;
     }
-    Ok(any)
+    Ok(any.values().iter().collect())
 }
 
 impl GroupAggregateOperator {

@@ -124,11 +124,10 @@ impl Side {
         if ids.len() == batch.num_rows() {
             self.store.put(&ids, columns.to_vec())?;
         } else if !ids.is_empty() {
-            let rows =
-                UInt32Array::from_iter_values((0..keep.len() as u32).filter(|&r| keep[r as usize]));
+            let mask = arrow::array::BooleanArray::from(keep.to_vec());
             let kept = columns
                 .iter()
-                .map(|c| take(c.as_ref(), &rows, None))
+                .map(|c| arrow::compute::filter(c.as_ref(), &mask))
                 .collect::<std::result::Result<Vec<_>, _>>()?;
             self.store.put(&ids, kept)?;
         }

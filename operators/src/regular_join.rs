@@ -701,30 +701,36 @@ impl Operator for RegularJoinOperator {
                 return Err(malformed());
             };
             // An append-only side's entries are one row each: a row kept
-            // `count` times becomes `count` rows.
-            let repeat: Vec<u32> = if self.sides[input].changelog {
-                (0..batch.num_rows() as u32).collect()
-            } else {
-                (0..batch.num_rows() as u32)
-                    .flat_map(|r| std::iter::repeat_n(r, count.value(r as usize) as usize))
-                    .collect()
-            };
-            let times = |r: usize| {
-                if self.sides[input].changelog {
-                    count.value(r)
+            // `count` times becomes `count` rows (`source`: each row's row
+            // in the table, `times`: how often it is added).
+            let changelog = self.sides[input].changelog;
+            let n = batch.num_rows();
+            let (batch, source, times): (RecordBatch, Vec<usize>, Vec<u32>) =
+                if changelog || count.values().iter().all(|&c| c == 1) {
+                    let times = if changelog {
+                        count.values().to_vec()
+                    } else {
+                        vec![1; n]
+                    };
+                    (batch.clone(), (0..n).collect(), times)
                 } else {
-                    1
-                }
-            };
-            let times: Vec<u32> = repeat.iter().map(|&r| times(r as usize)).collect();
-            let idx = UInt32Array::from(repeat);
-            let columns = batch
-                .columns()
-                .iter()
-                .map(|c| take(c.as_ref(), &idx, None))
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            let batch = RecordBatch::try_new(batch.schema(), columns)?;
-            let source: Vec<usize> = idx.values().iter().map(|&r| r as usize).collect();
+                    let repeat: Vec<u32> = (0..n as u32)
+                        .flat_map(|r| std::iter::repeat_n(r, count.value(r as usize) as usize))
+                        .collect();
+                    let idx = UInt32Array::from(repeat);
+                    let columns = batch
+                        .columns()
+                        .iter()
+                        .map(|c| take(c.as_ref(), &idx, None))
+                        .collect::<std::result::Result<Vec<_>, _>>()?;
+                    let source = idx.values().iter().map(|&r| r as usize).collect();
+                    let times = vec![1; idx.len()];
+                    (
+                        RecordBatch::try_new(batch.schema(), columns)?,
+                        source,
+                        times,
+                    )
+                };
             self.intern(input, &batch)?;
             let keep: Vec<bool> = self.key_ids.iter().map(|&k| !self.null_key[k]).collect();
             let rows = self.sides[input].take_in(&batch, &keep)?;
