@@ -8,9 +8,11 @@
 //! skipped; the end of input ends the last record, quoted or not.
 //!
 //! csv-core steps a state machine byte by byte (half of reading Nexmark's
-//! bids went there). Here a record is found with `memchr` (SIMD): the end
-//! of its line, a quote in it (rare: then the record takes the byte by
-//! byte path), the delimiters. Each field is copied once, straight into
+//! bids went there). Here a record is found field by field from an index
+//! of the buffer's delimiters, line breaks and quotes (`csv_scan`, built
+//! by SIMD compares): a field's end is one look at the index; a doubled
+//! quote or text after a closing one (rare) sends the record down a byte
+//! by byte path. Each field is copied once, straight into
 //! its column's text, and a batch's columns become `StringArray`s sharing
 //! those bytes; an empty field is NULL there (the format's conversion
 //! decides what an empty field means).
@@ -19,7 +21,9 @@ use std::ops::Range;
 
 use arrow::array::StringArray;
 use arrow::buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
-use memchr::{memchr, memchr_iter, memchr2, memchr3};
+use memchr::{memchr, memchr_iter};
+
+use super::csv_scan::Specials;
 use weir_core::{Result, WeirError};
 
 /// The bytes that shape a CSV text.
@@ -73,6 +77,8 @@ pub(super) struct CsvRecords {
     fields: Vec<Range<usize>>,
     source: Fields,
     unquoted: Vec<u8>,
+    /// The shaping bytes of the buffer being split.
+    specials: Specials,
     /// Per column (kept field): its values' bytes, one after another, and
     /// their ends (a leading 0 included).
     values: Vec<Vec<u8>>,
@@ -121,6 +127,7 @@ impl CsvRecords {
             fields: Vec::new(),
             source: Fields::Input,
             unquoted: Vec::new(),
+            specials: Specials::new(dialect.delimiter, dialect.quote),
             values: vec![Vec::new(); width],
             ends: vec![vec![0]; width],
             lines: Vec::new(),
@@ -153,6 +160,7 @@ impl CsvRecords {
             // Complete the pending record a line at a time: it usually
             // ends at the first line break.
             let mut pending = std::mem::take(&mut self.pending);
+            self.specials.reset();
             let mut start = 0;
             loop {
                 if start == pending.len() {
@@ -165,7 +173,7 @@ impl CsvRecords {
                     self.pending = pending;
                     return Ok(used);
                 }
-                match self.step(&pending[start..], false)? {
+                match self.step(&pending, start, false)? {
                     Step::Incomplete => {
                         if used == bytes.len() {
                             pending.drain(..start);
@@ -177,42 +185,46 @@ impl CsvRecords {
                         pending.extend_from_slice(&bytes[used..used + take]);
                         used += take;
                     }
-                    Step::Skipped { next } => start += next,
+                    Step::Skipped { next } => start = next,
                     Step::Record { next, line } => {
-                        self.push(&pending[start..], line)?;
-                        start += next;
+                        self.push(&pending, line)?;
+                        start = next;
                     }
                 }
             }
             self.pending = pending;
         }
-        while used < bytes.len() && !self.full() {
-            match self.step(&bytes[used..], false)? {
+        self.specials.reset();
+        let bytes = &bytes[used..];
+        let mut at = 0;
+        while at < bytes.len() && !self.full() {
+            match self.step(bytes, at, false)? {
                 Step::Incomplete => {
-                    self.pending.extend_from_slice(&bytes[used..]);
-                    return Ok(bytes.len());
+                    self.pending.extend_from_slice(&bytes[at..]);
+                    return Ok(used + bytes.len());
                 }
-                Step::Skipped { next } => used += next,
+                Step::Skipped { next } => at = next,
                 Step::Record { next, line } => {
-                    self.push(&bytes[used..], line)?;
-                    used += next;
+                    self.push(bytes, line)?;
+                    at = next;
                 }
             }
         }
-        Ok(used)
+        Ok(used + at)
     }
 
     /// The end of input: the record it cut off, if any, is whole.
     pub fn end_of_input(&mut self) -> Result<()> {
         let pending = std::mem::take(&mut self.pending);
+        self.specials.reset();
         let mut start = 0;
         while start < pending.len() {
-            match self.step(&pending[start..], true)? {
+            match self.step(&pending, start, true)? {
                 Step::Incomplete => break,
-                Step::Skipped { next } => start += next,
+                Step::Skipped { next } => start = next,
                 Step::Record { next, line } => {
-                    self.push(&pending[start..], line)?;
-                    start += next;
+                    self.push(&pending, line)?;
+                    start = next;
                 }
             }
         }
@@ -309,22 +321,23 @@ impl CsvRecords {
         Ok(())
     }
 
-    /// One record (or the blank and comment lines before one) at the start
-    /// of `buf`. With `eof`, the end of `buf` ends a record.
-    fn step(&mut self, buf: &[u8], eof: bool) -> Result<Step> {
+    /// One record (or the blank and comment lines before one) at `at` in
+    /// `buf`, the buffer `self.specials` indexes. With `eof`, the end of
+    /// `buf` ends a record. Positions (`next`, the fields) are of `buf`.
+    fn step(&mut self, buf: &[u8], at: usize, eof: bool) -> Result<Step> {
         // Blank lines and comments: no record.
-        match buf.first() {
+        match buf.get(at) {
             None => return Ok(Step::Incomplete),
             Some(b'\n') => {
                 self.line += 1;
-                return Ok(Step::Skipped { next: 1 });
+                return Ok(Step::Skipped { next: at + 1 });
             }
-            Some(b'\r') => return Ok(Step::Skipped { next: 1 }),
+            Some(b'\r') => return Ok(Step::Skipped { next: at + 1 }),
             Some(&b) if Some(b) == self.dialect.comment => {
-                return Ok(match memchr(b'\n', buf) {
+                return Ok(match memchr(b'\n', &buf[at..]) {
                     Some(p) => {
                         self.line += 1;
-                        Step::Skipped { next: p + 1 }
+                        Step::Skipped { next: at + p + 1 }
                     }
                     None if eof => Step::Skipped { next: buf.len() },
                     None => Step::Incomplete,
@@ -338,9 +351,9 @@ impl CsvRecords {
         self.source = Fields::Input;
         // Line breaks inside quoted fields.
         let mut breaks = 0;
-        let mut i = 0;
-        // Field by field: the usual field is found by one search and
-        // stays a range of `buf`.
+        let mut i = at;
+        // Field by field: the usual field is found by one look at the
+        // index and stays a range of `buf`.
         let end = loop {
             if let Some(q) = self.dialect.quote
                 && buf.get(i) == Some(&q)
@@ -348,13 +361,15 @@ impl CsvRecords {
                 // Quoted: to the closing quote, line breaks counted.
                 let mut j = i + 1;
                 let close = loop {
-                    match memchr2(q, b'\n', &buf[j..]) {
-                        Some(p) if buf[j + p] == b'\n' => {
-                            breaks += 1;
-                            j += p + 1;
+                    match self.specials.next(buf, j) {
+                        Some(p) if buf[p] == q => break p,
+                        Some(p) => {
+                            if buf[p] == b'\n' {
+                                breaks += 1;
+                            }
+                            j = p + 1;
                         }
-                        Some(p) => break j + p,
-                        None if eof => return self.quoted(buf, q, eof),
+                        None if eof => return self.quoted(buf, at, q, eof),
                         None => return Ok(Step::Incomplete),
                     }
                 };
@@ -373,17 +388,27 @@ impl CsvRecords {
                     }
                     None => return Ok(Step::Incomplete),
                     // A doubled quote, or text after the closing one.
-                    Some(_) => return self.quoted(buf, q, eof),
+                    Some(_) => return self.quoted(buf, at, q, eof),
                 }
             } else {
-                match memchr3(delimiter, b'\n', b'\r', &buf[i..]) {
-                    Some(p) if buf[i + p] == delimiter => {
-                        self.fields.push(i..i + p);
-                        i += p + 1;
+                // A quote inside an unquoted field is text.
+                let mut j = i;
+                let found = loop {
+                    match self.specials.next(buf, j) {
+                        Some(p) if Some(buf[p]) == self.dialect.quote && buf[p] != delimiter => {
+                            j = p + 1;
+                        }
+                        found => break found,
+                    }
+                };
+                match found {
+                    Some(p) if buf[p] == delimiter => {
+                        self.fields.push(i..p);
+                        i = p + 1;
                     }
                     Some(p) => {
-                        self.fields.push(i..i + p);
-                        break i + p;
+                        self.fields.push(i..p);
+                        break p;
                     }
                     None if eof => {
                         self.fields.push(i..buf.len());
@@ -407,9 +432,10 @@ impl CsvRecords {
         Ok(Step::Record { next, line })
     }
 
-    /// A record holding a quote: byte by byte, as csv-core, the fields
-    /// unquoted into `self.unquoted`.
-    fn quoted(&mut self, buf: &[u8], quote: u8, eof: bool) -> Result<Step> {
+    /// A record holding a quote, at `at` in `whole`: byte by byte, as
+    /// csv-core, the fields unquoted into `self.unquoted`.
+    fn quoted(&mut self, whole: &[u8], at: usize, quote: u8, eof: bool) -> Result<Step> {
+        let buf = &whole[at..];
         #[derive(Clone, Copy)]
         enum State {
             Start,
@@ -485,7 +511,10 @@ impl CsvRecords {
             Some(_) => end + 1,
             None => end,
         };
-        Ok(Step::Record { next, line })
+        Ok(Step::Record {
+            next: at + next,
+            line,
+        })
     }
 }
 

@@ -15,6 +15,7 @@
 mod avro;
 mod csv;
 mod csv_records;
+mod csv_scan;
 mod debezium;
 mod flat_json;
 mod json;
