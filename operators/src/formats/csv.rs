@@ -13,6 +13,7 @@ use arrow::record_batch::RecordBatch;
 use weir_core::connector::{ConnectorOption, OptionKind, Options};
 use weir_core::{Result, WeirError};
 
+use super::csv_columns::{Read, Taken, plain_integer};
 use super::csv_records::{CsvRecords, Dialect};
 use super::sql_time;
 use super::text::{TextStyle, TimestampStyle, is_textual, write_scalar};
@@ -163,6 +164,17 @@ fn csv_decoder(
         comment: flag(options, "csv.allow-comments", false).then_some(b'#'),
     };
     let ignore_errors = flag(options, "csv.ignore-parse-errors", false);
+    let null_literal = options.get("csv.null-literal").cloned();
+    // BIGINT and TIMESTAMP fields are read into numbers as the records
+    // arrive (the text path takes the values they do not read).
+    let reads: Vec<Read> = projection
+        .iter()
+        .map(|&i| match schema.field(i).data_type() {
+            DataType::Int64 => Read::Int64,
+            DataType::Timestamp(unit, None) => Read::Timestamp(*unit),
+            _ => Read::Text,
+        })
+        .collect();
     Ok(CsvDecoder {
         records: CsvRecords::new(
             dialect,
@@ -171,9 +183,10 @@ fn csv_decoder(
             batch_size,
             flag(options, "csv.header", false),
             ignore_errors,
-        ),
+        )
+        .with_reads(&reads, null_literal.as_deref()),
         schema: Arc::new(schema.project(projection)?),
-        null_literal: options.get("csv.null-literal").cloned(),
+        null_literal,
         ignore_errors,
         skipped: 0,
     })
@@ -242,11 +255,39 @@ impl CsvDecoder {
         Ok(Some(RecordBatch::try_new(schema, columns)?))
     }
 
+    /// One column as the declared type.
+    fn convert(&mut self, column: &Taken, field: &Field, lines: &[u64]) -> Result<ArrayRef> {
+        let converted = match column {
+            Taken::Text(text) => self.convert_text(text, field, lines)?,
+            Taken::Int64(numbers) if field.data_type() == &DataType::Int64 => {
+                Arc::new(numbers.clone())
+            }
+            // Int64 to a timestamp reinterprets, copying nothing.
+            Taken::Int64(numbers) => arrow::compute::cast(numbers, field.data_type())?,
+        };
+        if !field.is_nullable() && converted.null_count() > 0 {
+            let r = (0..converted.len())
+                .find(|&r| converted.is_null(r))
+                .unwrap_or(0);
+            return Err(WeirError::Execution(format!(
+                "column '{}' is NOT NULL but is empty at line {}",
+                field.name(),
+                lines[r]
+            )));
+        }
+        Ok(converted)
+    }
+
     /// One text column as the declared type: NULL for the null literal
     /// (and, but for strings, an empty field); a value that does not parse
     /// fails naming its line, or is NULL and counted. `text` has NULL where
     /// a field was empty (arrow's decoder without a null pattern).
-    fn convert(&mut self, text: &StringArray, field: &Field, lines: &[u64]) -> Result<ArrayRef> {
+    fn convert_text(
+        &mut self,
+        text: &StringArray,
+        field: &Field,
+        lines: &[u64],
+    ) -> Result<ArrayRef> {
         let is_string = matches!(
             field.data_type(),
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
@@ -333,16 +374,6 @@ impl CsvDecoder {
                 )));
             }
         }
-        if !field.is_nullable() && converted.null_count() > 0 {
-            let r = (0..converted.len())
-                .find(|&r| converted.is_null(r))
-                .unwrap_or(0);
-            return Err(WeirError::Execution(format!(
-                "column '{}' is NOT NULL but is empty at line {}",
-                field.name(),
-                lines[r]
-            )));
-        }
         Ok(converted)
     }
 }
@@ -360,23 +391,9 @@ fn plain_integers(text: &StringArray) -> Option<arrow::array::Int64Array> {
             out.push(0);
             continue;
         }
-        let v = &bytes[offsets[r] as usize..offsets[r + 1] as usize];
-        let (negative, digits) = match v.split_first() {
-            Some((b'-', rest)) => (true, rest),
-            _ => (false, v),
-        };
-        if digits.is_empty() || digits.len() > 18 {
-            return None;
-        }
-        let mut n: i64 = 0;
-        for &d in digits {
-            let d = d.wrapping_sub(b'0');
-            if d > 9 {
-                return None;
-            }
-            n = n * 10 + i64::from(d);
-        }
-        out.push(if negative { -n } else { n });
+        out.push(plain_integer(
+            &bytes[offsets[r] as usize..offsets[r + 1] as usize],
+        )?);
     }
     Some(arrow::array::Int64Array::new(
         out.into(),
@@ -529,6 +546,81 @@ mod tests {
                 });
                 proptest::prop_assert!(unplain);
             }
+        }
+    }
+
+    /// Rows of (STRING, BIGINT, TIMESTAMP(3)) through the decoder with
+    /// its typed columns, or all columns read as text: the batches (one
+    /// per `batch` rows, fed `chunk` bytes at a time), the skipped count,
+    /// or the error.
+    fn decode_all(
+        text: &[u8],
+        options: &Options,
+        chunk: usize,
+        batch: usize,
+        typed: bool,
+    ) -> std::result::Result<(Vec<RecordBatch>, u64), String> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("s", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, true),
+            Field::new("t", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+        ]));
+        let mut decoder = csv_decoder(&schema, &[0, 1, 2], options, batch).unwrap();
+        if !typed {
+            decoder = CsvDecoder {
+                records: decoder.records.with_reads(
+                    &[Read::Text; 3],
+                    options.get("csv.null-literal").map(String::as_str),
+                ),
+                ..decoder
+            };
+        }
+        let mut batches = Vec::new();
+        let mut run = || -> Result<()> {
+            let mut pos = 0;
+            while pos < text.len() {
+                let end = (pos + chunk).min(text.len());
+                pos += decoder.decode(&text[pos..end])?;
+                while let Some(b) = decoder.next_batch()? {
+                    batches.push(b);
+                }
+            }
+            batches.extend(decoder.finish()?);
+            Ok(())
+        };
+        run().map_err(|e| e.to_string())?;
+        Ok((batches, decoder.skipped()))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+
+        /// BIGINT and TIMESTAMP columns read as numbers give what reading
+        /// them as text gives: values, NULLs, skipped counts and errors,
+        /// whatever the mix of plain and other forms within a batch.
+        #[test]
+        fn typed_columns_read_as_text_does(
+            rows in proptest::collection::vec((
+                "[a-c]{0,2}",
+                "-?[0-9]{1,19}|  7 |N|x|\\+3|",
+                "2023-11-14 22:13:2[0-9](\\.[0-9]{1,4})?|2023-11-14T22:13:20|2023-02-30 00:00:00|2023-11-14|N|",
+            ), 0..40),
+            literal in proptest::option::of(proptest::prop_oneof![proptest::prelude::Just(""), proptest::prelude::Just("N")]),
+            lenient in proptest::bool::ANY,
+            chunk in 1usize..200,
+            batch in 1usize..12,
+        ) {
+            let text: String = rows.iter().map(|(s, n, t)| format!("{s},{n},{t}\n")).collect();
+            let mut options = Options::new();
+            if let Some(l) = literal {
+                options.insert("csv.null-literal".into(), l.into());
+            }
+            if lenient {
+                options.insert("csv.ignore-parse-errors".into(), "true".into());
+            }
+            let typed = decode_all(text.as_bytes(), &options, chunk, batch, true);
+            let as_text = decode_all(text.as_bytes(), &options, chunk, batch, false);
+            proptest::prop_assert_eq!(typed, as_text);
         }
     }
 

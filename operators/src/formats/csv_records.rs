@@ -19,10 +19,9 @@
 
 use std::ops::Range;
 
-use arrow::array::StringArray;
-use arrow::buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use memchr::{memchr, memchr_iter};
 
+use super::csv_columns::{Column, Read, Taken, too_long};
 use super::csv_scan::Specials;
 use weir_core::{Result, WeirError};
 
@@ -79,10 +78,8 @@ pub(super) struct CsvRecords {
     unquoted: Vec<u8>,
     /// The shaping bytes of the buffer being split.
     specials: Specials,
-    /// Per column (kept field): its values' bytes, one after another, and
-    /// their ends (a leading 0 included).
-    values: Vec<Vec<u8>>,
-    ends: Vec<Vec<i32>>,
+    /// Per column (kept field), its values so far.
+    texts: Vec<Column>,
     /// The file line each buffered record starts at.
     lines: Vec<u64>,
     /// Fields a short record lacked: (row, column), NULL whatever the
@@ -92,9 +89,9 @@ pub(super) struct CsvRecords {
     mended: u64,
 }
 
-/// A batch of records as text.
+/// A batch of records as text (or numbers, for typed columns).
 pub(super) struct TextBatch {
-    pub columns: Vec<StringArray>,
+    pub columns: Vec<Taken>,
     /// The file line each row starts at.
     pub lines: Vec<u64>,
     /// (row, column) of fields the record did not have.
@@ -128,12 +125,17 @@ impl CsvRecords {
             source: Fields::Input,
             unquoted: Vec::new(),
             specials: Specials::new(dialect.delimiter, dialect.quote),
-            values: vec![Vec::new(); width],
-            ends: vec![vec![0]; width],
+            texts: (0..width).map(|_| Column::new(Read::Text, None)).collect(),
             lines: Vec::new(),
             missing: Vec::new(),
             mended: 0,
         }
+    }
+
+    /// Read the columns as `reads` says, `literal` the NULL literal.
+    pub fn with_reads(mut self, reads: &[Read], literal: Option<&str>) -> Self {
+        self.texts = reads.iter().map(|&r| Column::new(r, literal)).collect();
+        self
     }
 
     /// Records buffered.
@@ -239,28 +241,10 @@ impl CsvRecords {
         }
         let lines = std::mem::take(&mut self.lines);
         let mut columns = Vec::with_capacity(self.kept.len());
-        for c in 0..self.kept.len() {
-            // The next batch likely takes about as much room (a quarter
-            // more: a batch a little longer must not grow it by a copy).
-            let room = self.values[c].len();
-            let values =
-                std::mem::replace(&mut self.values[c], Vec::with_capacity(room + room / 4));
-            let mut next_ends = Vec::with_capacity(lines.len() + 1);
-            next_ends.push(0);
-            let ends = std::mem::replace(&mut self.ends[c], next_ends);
-            let empty = ends.windows(2).any(|w| w[0] == w[1]);
-            let nulls = empty.then(|| NullBuffer::from_iter(ends.windows(2).map(|w| w[0] != w[1])));
-            let offsets = OffsetBuffer::new(ScalarBuffer::from(ends));
-            let values = Buffer::from_vec(values);
-            match StringArray::try_new(offsets.clone(), values.clone(), nulls) {
-                Ok(text) => columns.push(text),
-                Err(_) => {
-                    let row = offsets
-                        .windows(2)
-                        .position(|w| {
-                            std::str::from_utf8(&values[w[0] as usize..w[1] as usize]).is_err()
-                        })
-                        .unwrap_or(0);
+        for (c, text) in self.texts.iter_mut().enumerate() {
+            match text.take(lines.len()) {
+                Ok(taken) => columns.push(taken),
+                Err(row) => {
                     return Err(WeirError::Execution(format!(
                         "invalid UTF-8 in column '{}' at line {}",
                         self.names[self.kept[c]], lines[row]
@@ -299,7 +283,7 @@ impl CsvRecords {
             Fields::Unquoted => &self.unquoted,
         };
         let row = self.lines.len();
-        for (c, &field) in self.kept.iter().enumerate() {
+        for (c, (text, &field)) in self.texts.iter_mut().zip(&self.kept).enumerate() {
             let value = match self.fields.get(field) {
                 Some(r) => &source[r.clone()],
                 None => {
@@ -307,15 +291,9 @@ impl CsvRecords {
                     &[]
                 }
             };
-            let column = &mut self.values[c];
-            column.extend_from_slice(value);
-            let end = i32::try_from(column.len()).map_err(|_| {
-                WeirError::Execution(format!(
-                    "column '{}' passes 2 GiB of text in one batch at line {line}",
-                    self.names[field]
-                ))
-            })?;
-            self.ends[c].push(end);
+            if text.push(value).is_err() {
+                return Err(too_long(&self.names[field], line));
+            }
         }
         self.lines.push(line);
         Ok(())
@@ -346,77 +324,18 @@ impl CsvRecords {
             Some(_) => {}
         }
         let line = self.line;
-        let delimiter = self.dialect.delimiter;
-        self.fields.clear();
         self.source = Fields::Input;
-        // Line breaks inside quoted fields.
-        let mut breaks = 0;
-        let mut i = at;
-        // Field by field: the usual field is found by one look at the
-        // index and stays a range of `buf`.
-        let end = loop {
-            if let Some(q) = self.dialect.quote
-                && buf.get(i) == Some(&q)
-            {
-                // Quoted: to the closing quote, line breaks counted.
-                let mut j = i + 1;
-                let close = loop {
-                    match self.specials.next(buf, j) {
-                        Some(p) if buf[p] == q => break p,
-                        Some(p) => {
-                            if buf[p] == b'\n' {
-                                breaks += 1;
-                            }
-                            j = p + 1;
-                        }
-                        None if eof => return self.quoted(buf, at, q, eof),
-                        None => return Ok(Step::Incomplete),
-                    }
-                };
-                match buf.get(close + 1) {
-                    Some(&b) if b == delimiter => {
-                        self.fields.push(i + 1..close);
-                        i = close + 2;
-                    }
-                    Some(b'\n' | b'\r') => {
-                        self.fields.push(i + 1..close);
-                        break close + 1;
-                    }
-                    None if eof => {
-                        self.fields.push(i + 1..close);
-                        break close + 1;
-                    }
-                    None => return Ok(Step::Incomplete),
-                    // A doubled quote, or text after the closing one.
-                    Some(_) => return self.quoted(buf, at, q, eof),
-                }
-            } else {
-                // A quote inside an unquoted field is text.
-                let mut j = i;
-                let found = loop {
-                    match self.specials.next(buf, j) {
-                        Some(p) if Some(buf[p]) == self.dialect.quote && buf[p] != delimiter => {
-                            j = p + 1;
-                        }
-                        found => break found,
-                    }
-                };
-                match found {
-                    Some(p) if buf[p] == delimiter => {
-                        self.fields.push(i..p);
-                        i = p + 1;
-                    }
-                    Some(p) => {
-                        self.fields.push(i..p);
-                        break p;
-                    }
-                    None if eof => {
-                        self.fields.push(i..buf.len());
-                        break buf.len();
-                    }
-                    None => return Ok(Step::Incomplete),
-                }
-            }
+        let (end, breaks) = match split(
+            &mut self.specials,
+            buf,
+            at,
+            self.dialect,
+            eof,
+            &mut self.fields,
+        ) {
+            Split::Done { end, breaks } => (end, breaks),
+            Split::Incomplete => return Ok(Step::Incomplete),
+            Split::Quoted(q) => return self.quoted(buf, at, q, eof),
         };
         self.line += breaks;
         // The line break ends the record; a `\n` after a `\r` is skipped
@@ -518,6 +437,102 @@ impl CsvRecords {
     }
 }
 
+/// How [`split`] ended.
+enum Split {
+    /// The record's fields are found; it ends at `end` (its line break,
+    /// or the end of input), after `breaks` line breaks inside quotes.
+    Done { end: usize, breaks: u64 },
+    /// No whole record yet.
+    Incomplete,
+    /// A doubled quote or text after a closing quote: the record takes
+    /// the byte by byte path.
+    Quoted(u8),
+}
+
+/// The fields of the record at `at` in `buf` (which `specials` indexes),
+/// as ranges of `buf`: the usual field is found by one look at the index.
+/// Kept apart from [`CsvRecords`] so that its loop holds what it reads in
+/// registers.
+fn split(
+    specials: &mut Specials,
+    buf: &[u8],
+    at: usize,
+    dialect: Dialect,
+    eof: bool,
+    fields: &mut Vec<Range<usize>>,
+) -> Split {
+    let Dialect {
+        delimiter, quote, ..
+    } = dialect;
+    fields.clear();
+    let mut breaks = 0;
+    let mut i = at;
+    loop {
+        if let Some(q) = quote
+            && buf.get(i) == Some(&q)
+        {
+            // Quoted: to the closing quote, line breaks counted.
+            let mut j = i + 1;
+            let close = loop {
+                match specials.next(buf, j) {
+                    Some(p) if buf[p] == q => break p,
+                    Some(p) => {
+                        breaks += u64::from(buf[p] == b'\n');
+                        j = p + 1;
+                    }
+                    None if eof => return Split::Quoted(q),
+                    None => return Split::Incomplete,
+                }
+            };
+            fields.push(i + 1..close);
+            match buf.get(close + 1) {
+                Some(&b) if b == delimiter => i = close + 2,
+                Some(b'\n' | b'\r') => {
+                    return Split::Done {
+                        end: close + 1,
+                        breaks,
+                    };
+                }
+                None if eof => {
+                    return Split::Done {
+                        end: close + 1,
+                        breaks,
+                    };
+                }
+                None => return Split::Incomplete,
+                // A doubled quote, or text after the closing one.
+                Some(_) => return Split::Quoted(q),
+            }
+        } else {
+            // A quote inside an unquoted field is text.
+            let mut j = i;
+            let found = loop {
+                match specials.next(buf, j) {
+                    Some(p) if Some(buf[p]) == quote && buf[p] != delimiter => j = p + 1,
+                    found => break found,
+                }
+            };
+            match found {
+                Some(p) => {
+                    fields.push(i..p);
+                    if buf[p] != delimiter {
+                        return Split::Done { end: p, breaks };
+                    }
+                    i = p + 1;
+                }
+                None if eof => {
+                    fields.push(i..buf.len());
+                    return Split::Done {
+                        end: buf.len(),
+                        breaks,
+                    };
+                }
+                None => return Split::Incomplete,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -528,6 +543,14 @@ mod tests {
         quote: Some(b'"'),
         comment: None,
     };
+
+    /// A text column's values.
+    fn as_text(column: &Taken) -> &arrow::array::StringArray {
+        match column {
+            Taken::Text(text) => text,
+            Taken::Int64(_) => panic!("a text column"),
+        }
+    }
 
     /// Every record of `text` fed in `chunks`-sized pieces: its fields
     /// (a lacking field as `None`) and the line it starts at.
@@ -559,7 +582,7 @@ mod tests {
                 let fields = (0..kept.len())
                     .map(|c| {
                         (!b.missing.contains(&(row, c)))
-                            .then(|| b.columns[c].value(row).to_string())
+                            .then(|| as_text(&b.columns[c]).value(row).to_string())
                     })
                     .collect();
                 out.push((fields, b.lines[row]));
@@ -735,7 +758,7 @@ mod tests {
         let b = lenient.take().unwrap().unwrap();
         assert_eq!(b.lines, [2, 3], "the header is no record");
         assert_eq!(b.missing, [(0, 1)]);
-        assert_eq!(b.columns[1].value(1), "2");
+        assert_eq!(as_text(&b.columns[1]).value(1), "2");
         assert_eq!(lenient.mended(), 2);
         // Text that is not UTF-8 names its column and line, also when two
         // invalid fields would make valid UTF-8 together.

@@ -14,6 +14,7 @@
 
 mod avro;
 mod csv;
+mod csv_columns;
 mod csv_records;
 mod csv_scan;
 mod debezium;
