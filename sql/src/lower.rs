@@ -163,12 +163,39 @@ impl<'a> Lowering<'a> {
     fn lower_node(&mut self, plan: &LogicalPlan) -> Result<DataStream> {
         match plan {
             LogicalPlan::Projection(p) => {
-                let (input, input_schema) = match self.narrowed_filter(p)? {
-                    Some(narrowed) => narrowed,
-                    None => (self.lower(&p.input)?, Arc::clone(p.input.schema())),
+                // What the WHERE below computes for every row and the
+                // SELECT again is computed once, in front of the filter.
+                let shared = match p.input.as_ref() {
+                    LogicalPlan::Filter(f) if !over_window(&f.input) => {
+                        cse::shared_with_filter(&f.predicate, &p.expr)?
+                    }
+                    LogicalPlan::TableScan(scan) if !scan.filters.is_empty() => {
+                        match datafusion_expr::utils::conjunction(scan.filters.clone()) {
+                            Some(cond) => cse::shared_with_filter(&cond, &p.expr)?,
+                            None => vec![],
+                        }
+                    }
+                    _ => vec![],
                 };
-                let mut exprs = p
-                    .expr
+                let (input, input_schema, shares) = match self.narrowed_filter(p, &shared)? {
+                    Some(narrowed) => narrowed,
+                    None => match p.input.as_ref() {
+                        LogicalPlan::Filter(f) if !shared.is_empty() => {
+                            let input = self.lower(&f.input)?;
+                            self.filter_of(f, input, Arc::clone(f.input.schema()), &shared)?
+                        }
+                        _ => (self.lower(&p.input)?, Arc::clone(p.input.schema()), false),
+                    },
+                };
+                let selected: Vec<Expr> = if shares {
+                    p.expr
+                        .iter()
+                        .map(|e| cse::rewrite_shared(e.clone(), &shared))
+                        .collect::<Result<_>>()?
+                } else {
+                    p.expr.clone()
+                };
+                let mut exprs = selected
                     .iter()
                     .zip(p.schema.fields())
                     .map(|(e, f)| Ok((physical(e, &input_schema)?, f.name().clone())))
@@ -221,7 +248,9 @@ impl<'a> Lowering<'a> {
                     return Ok(stream);
                 }
                 let input = self.lower(&f.input)?;
-                self.filter_of(f, input, Arc::clone(f.input.schema()))
+                Ok(self
+                    .filter_of(f, input, Arc::clone(f.input.schema()), &[])?
+                    .0)
             }
             LogicalPlan::SubqueryAlias(a) => self.lower(&a.input),
             LogicalPlan::TableScan(scan) => self.table_scan(scan, None),
@@ -275,6 +304,18 @@ impl<'a> Lowering<'a> {
         scan: &datafusion_expr::logical_plan::TableScan,
         keep: Option<&std::collections::BTreeSet<usize>>,
     ) -> Result<DataStream> {
+        Ok(self.table_scan_sharing(scan, keep, &[])?.0)
+    }
+
+    /// [`Self::table_scan`] with `shared` (subexpressions the scan's
+    /// filters evaluate for every row) computed in front of the filters
+    /// and kept after the scan's columns as `__cse{i}`; whether they are.
+    fn table_scan_sharing(
+        &mut self,
+        scan: &datafusion_expr::logical_plan::TableScan,
+        keep: Option<&std::collections::BTreeSet<usize>>,
+        shared: &[Expr],
+    ) -> Result<(DataStream, bool)> {
         let name = scan.table_name.table().to_string();
         let object =
             sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::new(name.clone())]);
@@ -335,18 +376,25 @@ impl<'a> Lowering<'a> {
             }
         }
         // Filters pushed into the scan run right after the source.
+        let mut shares = false;
         if let Some(cond) = cond {
-            let schema = DFSchema::try_from_qualified_schema(
+            let mut schema = DFSchema::try_from_qualified_schema(
                 scan.table_name.clone(),
                 &entry.full_schema.project(&carried)?,
             )?;
+            let mut cond = cond;
+            if !shared.is_empty() && keep.is_some() && !is_changelog(&stream) {
+                let (front, predicate, joined) =
+                    cse::filter_sharing(stream, &cond, shared, &schema)?;
+                (stream, cond, schema, shares) = (front, predicate, joined, true);
+            }
             let p = physical(&cond, &schema)?;
             stream = stream.filter_physical(p, format!("Where({cond})"))?;
         }
         // A column no part of the query reads was not read and is NULL (of
         // its type) here.
         if out == carried {
-            return Ok(stream);
+            return Ok((stream, shares));
         }
         let schema = Arc::clone(stream.schema());
         let mut exprs = out
@@ -364,11 +412,19 @@ impl<'a> Lowering<'a> {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        if shares {
+            for (i, at) in (carried.len()..carried.len() + shared.len()).enumerate() {
+                exprs.push((column(schema.field(at).name(), at), format!("__cse{i}")));
+            }
+        }
         // A changelog source (CDC) keeps its row kind.
         if is_changelog(&stream) {
             exprs.push(changelog_column(&stream));
         }
-        stream.project_physical(exprs, format!("Scan({name})"))
+        Ok((
+            stream.project_physical(exprs, format!("Scan({name})"))?,
+            shares,
+        ))
     }
 
     /// `SELECT a, b.x FROM t WHERE p` over a wide table: the filter would
@@ -377,12 +433,14 @@ impl<'a> Lowering<'a> {
     /// the scan has, the scan's stream is first narrowed to those (no copy:
     /// the columns are shared), then filtered. Nexmark's `bid` view filters
     /// the event stream of person, auction and bid columns down to bids and
-    /// keeps only the bid column. The filtered stream and its schema, or
+    /// keeps only the bid column. The filtered stream, its schema and
+    /// whether `shared` is computed in it (see [`Self::filter_of`]), or
     /// `None` when this does not apply.
     fn narrowed_filter(
         &mut self,
         p: &datafusion_expr::logical_plan::Projection,
-    ) -> Result<Option<(DataStream, datafusion_common::DFSchemaRef)>> {
+        shared: &[Expr],
+    ) -> Result<Option<(DataStream, datafusion_common::DFSchemaRef, bool)>> {
         let mut below = p.input.as_ref();
         while let LogicalPlan::SubqueryAlias(a) = below {
             below = &a.input;
@@ -401,8 +459,12 @@ impl<'a> Lowering<'a> {
             if needed.is_empty() || needed.len() == schema.fields().len() {
                 return Ok(None);
             }
-            let stream = self.table_scan(scan, Some(&needed))?;
-            return Ok(Some((stream, narrowed_schema(schema, &needed)?)));
+            let (stream, shares) = self.table_scan_sharing(scan, Some(&needed), shared)?;
+            let mut narrowed = narrowed_schema(schema, &needed)?.as_ref().clone();
+            if shares {
+                narrowed.merge(&cse::shared_fields(shared, schema)?);
+            }
+            return Ok(Some((stream, Arc::new(narrowed), shares)));
         }
         let LogicalPlan::Filter(f) = p.input.as_ref() else {
             return Ok(None);
@@ -427,10 +489,12 @@ impl<'a> Lowering<'a> {
         let input = self.lower(&f.input)?;
         if is_changelog(&input) || self.proctime.contains_key(&input.id()) {
             // The row kind and processing-time columns would need carrying.
-            return Ok(Some((
-                self.filter_of(f, input, Arc::clone(schema))?,
+            return Ok(Some(self.filter_of(
+                f,
+                input,
                 Arc::clone(schema),
-            )));
+                shared,
+            )?));
         }
         let narrow_schema = narrowed_schema(schema, &needed)?;
         let exprs = needed
@@ -443,26 +507,44 @@ impl<'a> Lowering<'a> {
         let names: Vec<&str> = exprs.iter().map(|(_, n)| n.as_str()).collect();
         let narrow =
             input.project_physical(exprs.clone(), format!("Calc({})", names.join(", ")))?;
-        let out = self.filter_of(f, narrow, Arc::clone(&narrow_schema))?;
-        Ok(Some((out, narrow_schema)))
+        Ok(Some(self.filter_of(f, narrow, narrow_schema, shared)?))
     }
 
-    /// `f`'s predicate, planned against `schema` (the schema of `input`).
+    /// `f`'s predicate, planned against `schema` (the schema of `input`),
+    /// with `shared` (subexpressions the predicate evaluates for every
+    /// row) computed in front of it as `__cse{i}` columns the filtered
+    /// stream keeps. The filtered stream, its plan schema and whether
+    /// `shared` is in it: not over an updating stream or one with a
+    /// processing-time column, whose extra columns the projection in front
+    /// would have to carry.
     fn filter_of(
         &mut self,
         f: &datafusion_expr::logical_plan::Filter,
         input: DataStream,
         schema: datafusion_common::DFSchemaRef,
-    ) -> Result<DataStream> {
-        let predicate = physical(&f.predicate, &schema)?;
-        let out = input.filter_physical(predicate, format!("Where({})", f.predicate))?;
+        shared: &[Expr],
+    ) -> Result<(DataStream, datafusion_common::DFSchemaRef, bool)> {
+        let shares =
+            !shared.is_empty() && !is_changelog(&input) && !self.proctime.contains_key(&input.id());
+        let (input, predicate, schema) = if shares {
+            let (front, predicate, joined) =
+                cse::filter_sharing(input.clone(), &f.predicate, shared, &schema)?;
+            if let Some(w) = self.windows.get(&input.id()).cloned() {
+                self.windows.insert(front.id(), w);
+            }
+            (self.keep_order(front)?, predicate, Arc::new(joined))
+        } else {
+            (input, f.predicate.clone(), schema)
+        };
+        let physical_predicate = physical(&predicate, &schema)?;
+        let out = input.filter_physical(physical_predicate, format!("Where({predicate})"))?;
         if let Some(w) = self.windows.get(&input.id()).cloned() {
             self.windows.insert(out.id(), w);
         }
         if let Some(p) = self.proctime.get(&input.id()).cloned() {
             self.proctime.insert(out.id(), p);
         }
-        self.keep_order(out)
+        Ok((self.keep_order(out)?, schema, shares))
     }
 
     /// A window table function on its own (not under a window
@@ -1418,4 +1500,14 @@ fn is_identity(exprs: &[(Arc<dyn PhysicalExpr>, String)], input: &Schema) -> boo
                 .is_some_and(|c| c.index() == i)
                 && input.field(i).name() == n
         })
+}
+
+/// Whether `plan` (through aliases) is an OVER window: a filter on it may
+/// be a Top-N, which the lowering recognizes as it stands.
+fn over_window(plan: &LogicalPlan) -> bool {
+    let mut plan = plan;
+    while let LogicalPlan::SubqueryAlias(a) = plan {
+        plan = &a.input;
+    }
+    matches!(plan, LogicalPlan::Window(_))
 }

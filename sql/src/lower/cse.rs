@@ -55,45 +55,168 @@ pub(super) fn shared_subexpressions(
     let mut shared: Vec<Expr> = vec![];
     let mut rewritten = vec![];
     for (e, name) in &exprs {
-        let out = e
-            .clone()
-            .transform_down(|sub| {
-                if !shareable(&sub) || counts.get(&sub).copied().unwrap_or(0) < 2 {
-                    return Ok(Transformed::no(sub));
+        let out = replace(e.clone(), |sub| {
+            if !shareable(sub) || counts.get(sub).copied().unwrap_or(0) < 2 {
+                return None;
+            }
+            Some(match shared.iter().position(|s| s == sub) {
+                Some(at) => at,
+                None => {
+                    shared.push(sub.clone());
+                    shared.len() - 1
                 }
-                let at = match shared.iter().position(|s| s == &sub) {
-                    Some(at) => at,
-                    None => {
-                        shared.push(sub);
-                        shared.len() - 1
-                    }
-                };
-                Ok(Transformed::new(
-                    Expr::Column(Column::new_unqualified(format!("__cse{at}"))),
-                    true,
-                    TreeNodeRecursion::Jump,
-                ))
-            })?
-            .data;
+            })
+        })?;
         rewritten.push((out, name.clone()));
     }
+    let (stream, joined) = compute_in_front(stream, &shared, schema)?;
+    Ok((stream, rewritten, joined))
+}
+
+/// `e` with its largest subexpressions for which `at` gives an index `i`
+/// replaced by the column `__cse{i}`.
+fn replace(e: Expr, mut at: impl FnMut(&Expr) -> Option<usize>) -> Result<Expr> {
+    Ok(e.transform_down(|sub| {
+        Ok(match at(&sub) {
+            Some(i) => Transformed::new(
+                Expr::Column(Column::new_unqualified(format!("__cse{i}"))),
+                true,
+                TreeNodeRecursion::Jump,
+            ),
+            None => Transformed::no(sub),
+        })
+    })?
+    .data)
+}
+
+/// A projection in front of `stream` (whose plan schema is `schema`)
+/// keeping its columns and adding `shared[i]` as `__cse{i}`; the stream
+/// and its plan schema.
+fn compute_in_front(
+    stream: DataStream,
+    shared: &[Expr],
+    schema: &DFSchema,
+) -> Result<(DataStream, DFSchema)> {
     let fields = stream.schema().fields().clone();
     let mut projection: Vec<_> = fields
         .iter()
         .enumerate()
         .map(|(i, f)| (column(f.name(), i), f.name().clone()))
         .collect();
-    let mut extra = vec![];
     for (i, e) in shared.iter().enumerate() {
-        let name = format!("__cse{i}");
-        let (_, field) = e.to_field(schema)?;
-        extra.push(field.as_ref().clone().with_name(&name));
-        projection.push((physical(e, schema)?, name));
+        projection.push((physical(e, schema)?, format!("__cse{i}")));
     }
     let names: Vec<String> = shared.iter().map(ToString::to_string).collect();
     let stream =
         stream.project_physical(projection, format!("Calc(shared: {})", names.join(", ")))?;
     let mut joined = schema.clone();
-    joined.merge(&DFSchema::try_from(Schema::new(extra))?);
-    Ok((stream, rewritten, joined))
+    joined.merge(&shared_fields(shared, schema)?);
+    Ok((stream, joined))
+}
+
+/// The columns `__cse{i}` computing `shared[i]` over `schema`.
+pub(super) fn shared_fields(shared: &[Expr], schema: &DFSchema) -> Result<DFSchema> {
+    let mut extra = vec![];
+    for (i, e) in shared.iter().enumerate() {
+        let (_, field) = e.to_field(schema)?;
+        extra.push(field.as_ref().clone().with_name(format!("__cse{i}")));
+    }
+    Ok(DFSchema::try_from(Schema::new(extra))?)
+}
+
+/// Subexpressions that a filter's `predicate` evaluates for every row and
+/// the projection over the filter (`exprs`) computes again: Nexmark q21
+/// runs `REGEXP_EXTRACT(url, …)` in its WHERE and again in its SELECT.
+/// Computed once in front of the filter they cost one evaluation a row
+/// instead of two, and as the predicate evaluated them for every row
+/// anyway, no row sees a value (or an error) it would not have.
+pub(super) fn shared_with_filter(predicate: &Expr, exprs: &[Expr]) -> Result<Vec<Expr>> {
+    let mut always = vec![];
+    evaluated_always(predicate, &mut always);
+    let mut shared: Vec<Expr> = vec![];
+    for e in exprs {
+        e.apply(|sub| {
+            if always.contains(&sub) {
+                if !shared.contains(sub) {
+                    shared.push(sub.clone());
+                }
+                return Ok(TreeNodeRecursion::Jump);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+    }
+    Ok(shared)
+}
+
+/// The shareable subexpressions of `e` evaluated whenever `e` is: not
+/// behind AND's or OR's right side, a CASE branch or a function that
+/// evaluates its arguments lazily (COALESCE), which may skip rows.
+fn evaluated_always<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    use datafusion_expr::Operator;
+    if shareable(e) {
+        out.push(e);
+    }
+    match e {
+        Expr::BinaryExpr(b) if matches!(b.op, Operator::And | Operator::Or) => {
+            evaluated_always(&b.left, out)
+        }
+        Expr::BinaryExpr(b) => {
+            evaluated_always(&b.left, out);
+            evaluated_always(&b.right, out);
+        }
+        Expr::Alias(a) => evaluated_always(&a.expr, out),
+        Expr::Not(x)
+        | Expr::IsNull(x)
+        | Expr::IsNotNull(x)
+        | Expr::IsTrue(x)
+        | Expr::IsFalse(x)
+        | Expr::IsUnknown(x)
+        | Expr::IsNotTrue(x)
+        | Expr::IsNotFalse(x)
+        | Expr::IsNotUnknown(x)
+        | Expr::Negative(x) => evaluated_always(x, out),
+        Expr::Cast(c) => evaluated_always(&c.expr, out),
+        Expr::TryCast(c) => evaluated_always(&c.expr, out),
+        Expr::Like(l) | Expr::SimilarTo(l) => {
+            evaluated_always(&l.expr, out);
+            evaluated_always(&l.pattern, out);
+        }
+        Expr::Between(b) => {
+            for x in [&b.expr, &b.low, &b.high] {
+                evaluated_always(x, out);
+            }
+        }
+        Expr::InList(l) => {
+            evaluated_always(&l.expr, out);
+            for x in &l.list {
+                evaluated_always(x, out);
+            }
+        }
+        Expr::ScalarFunction(f) if !f.func.short_circuits() => {
+            for x in &f.args {
+                evaluated_always(x, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The filter `predicate` over `stream` (plan schema `schema`) with
+/// `shared` computed in front of it; the stream in front, the predicate
+/// and the plan schema they are over, where the projection after the
+/// filter finds `shared` too.
+pub(super) fn filter_sharing(
+    stream: DataStream,
+    predicate: &Expr,
+    shared: &[Expr],
+    schema: &DFSchema,
+) -> Result<(DataStream, Expr, DFSchema)> {
+    let (stream, joined) = compute_in_front(stream, shared, schema)?;
+    let predicate = rewrite_shared(predicate.clone(), shared)?;
+    Ok((stream, predicate, joined))
+}
+
+/// `e` computing `shared[i]` from the column `__cse{i}`.
+pub(super) fn rewrite_shared(e: Expr, shared: &[Expr]) -> Result<Expr> {
+    replace(e, |sub| shared.iter().position(|s| s == sub))
 }
