@@ -54,9 +54,11 @@ pub(super) struct Column {
     /// turned to text.
     values: Vec<u8>,
     ends: Vec<i32>,
-    /// Typed: the numbers and whether each is there.
+    /// Typed: the numbers and, from the batch's first NULL on, whether
+    /// each is there (empty while none is NULL).
     numbers: Vec<i64>,
     valid: Vec<bool>,
+    has_nulls: bool,
     /// A typed column turned to text for this batch.
     as_text: bool,
     times: TimeReader,
@@ -74,8 +76,24 @@ impl Column {
             ends: vec![0],
             numbers: Vec::new(),
             valid: Vec::new(),
+            has_nulls: false,
             as_text: read == Read::Text,
             times: TimeReader::default(),
+        }
+    }
+
+    /// Drop the values after the first `rows`.
+    pub fn truncate(&mut self, rows: usize) {
+        if self.as_text {
+            if let Some(&end) = self.ends.get(rows) {
+                self.values.truncate(end as usize);
+                self.ends.truncate(rows + 1);
+            }
+        } else {
+            self.numbers.truncate(rows);
+            if self.has_nulls {
+                self.valid.truncate(rows);
+            }
         }
     }
 
@@ -86,9 +104,20 @@ impl Column {
     pub fn push(&mut self, value: &[u8]) -> std::result::Result<(), ()> {
         if !self.as_text {
             match self.number(value) {
-                Some(n) => {
-                    self.numbers.push(n.unwrap_or(0));
-                    self.valid.push(n.is_some());
+                Some(Some(n)) => {
+                    self.numbers.push(n);
+                    if self.has_nulls {
+                        self.valid.push(true);
+                    }
+                    return Ok(());
+                }
+                Some(None) => {
+                    if !self.has_nulls {
+                        self.has_nulls = true;
+                        self.valid.resize(self.numbers.len(), true);
+                    }
+                    self.numbers.push(0);
+                    self.valid.push(false);
                     return Ok(());
                 }
                 None => self.turn_to_text(),
@@ -124,7 +153,10 @@ impl Column {
     fn turn_to_text(&mut self) {
         self.as_text = true;
         let rows = self.numbers.len();
-        let nulls = NullBuffer::from(std::mem::take(&mut self.valid));
+        let nulls = match std::mem::replace(&mut self.has_nulls, false) {
+            true => NullBuffer::from(std::mem::take(&mut self.valid)),
+            false => NullBuffer::new_valid(rows),
+        };
         let numbers = ScalarBuffer::from(std::mem::take(&mut self.numbers));
         let numbers: ArrayRef = Arc::new(Int64Array::new(numbers, Some(nulls.clone())));
         let numbers = match self.read {
@@ -162,8 +194,9 @@ impl Column {
         let taken = if typed && !self.as_text {
             let room = self.numbers.len();
             let numbers = std::mem::replace(&mut self.numbers, Vec::with_capacity(room));
-            let valid = std::mem::replace(&mut self.valid, Vec::with_capacity(room));
-            let nulls = valid.iter().any(|v| !v).then(|| NullBuffer::from(valid));
+            let valid = std::mem::take(&mut self.valid);
+            let nulls =
+                std::mem::replace(&mut self.has_nulls, false).then(|| NullBuffer::from(valid));
             Taken::Int64(Int64Array::new(numbers.into(), nulls))
         } else {
             // The next batch likely takes about as much room (a quarter

@@ -22,7 +22,7 @@ use std::ops::Range;
 use memchr::{memchr, memchr_iter};
 
 use super::csv_columns::{Column, Read, Taken, too_long};
-use super::csv_scan::Specials;
+use super::csv_scan::{Specials, Split, split};
 use weir_core::{Result, WeirError};
 
 /// The bytes that shape a CSV text.
@@ -50,6 +50,8 @@ enum Step {
     Skipped { next: usize },
     /// No whole record yet: more input is needed.
     Incomplete,
+    /// A record already in the columns; the next starts at `next`.
+    Pushed { next: usize },
 }
 
 /// Records read into text columns, a batch at a time.
@@ -62,6 +64,10 @@ pub(super) struct CsvRecords {
     /// The fields read into columns, in column order (the others are
     /// counted and skipped).
     kept: Vec<usize>,
+    /// Per field of a record, the column it goes to; `None` when a
+    /// field goes to two columns (then records take the field by field
+    /// path only).
+    slots: Option<Vec<Option<usize>>>,
     batch_size: usize,
     /// Skip the first record (a header line).
     header: bool,
@@ -111,11 +117,20 @@ impl CsvRecords {
     ) -> Self {
         let columns = names.len();
         let width = kept.len();
+        let mut slots = vec![None; columns];
+        let mut direct = true;
+        for (c, &f) in kept.iter().enumerate() {
+            match slots.get_mut(f) {
+                Some(slot @ None) => *slot = Some(c),
+                _ => direct = false,
+            }
+        }
         Self {
             dialect,
             names,
             columns,
             kept,
+            slots: direct.then_some(slots),
             batch_size: batch_size.max(1),
             header,
             lenient,
@@ -187,7 +202,7 @@ impl CsvRecords {
                         pending.extend_from_slice(&bytes[used..used + take]);
                         used += take;
                     }
-                    Step::Skipped { next } => start = next,
+                    Step::Skipped { next } | Step::Pushed { next } => start = next,
                     Step::Record { next, line } => {
                         self.push(&pending, line)?;
                         start = next;
@@ -200,12 +215,12 @@ impl CsvRecords {
         let bytes = &bytes[used..];
         let mut at = 0;
         while at < bytes.len() && !self.full() {
-            match self.step(bytes, at, false)? {
+            match self.step_into_columns(bytes, at)? {
                 Step::Incomplete => {
                     self.pending.extend_from_slice(&bytes[at..]);
                     return Ok(used + bytes.len());
                 }
-                Step::Skipped { next } => at = next,
+                Step::Skipped { next } | Step::Pushed { next } => at = next,
                 Step::Record { next, line } => {
                     self.push(bytes, line)?;
                     at = next;
@@ -223,7 +238,7 @@ impl CsvRecords {
         while start < pending.len() {
             match self.step(&pending, start, true)? {
                 Step::Incomplete => break,
-                Step::Skipped { next } => start = next,
+                Step::Skipped { next } | Step::Pushed { next } => start = next,
                 Step::Record { next, line } => {
                     self.push(&pending, line)?;
                     start = next;
@@ -266,18 +281,7 @@ impl CsvRecords {
             self.header = false;
             return Ok(());
         }
-        let got = self.fields.len();
-        if got != self.columns {
-            if !self.lenient {
-                return Err(WeirError::Execution(format!(
-                    "line {line} has {got} field{} where the table has {} column{}",
-                    if got == 1 { "" } else { "s" },
-                    self.columns,
-                    if self.columns == 1 { "" } else { "s" },
-                )));
-            }
-            self.mended += 1;
-        }
+        self.count(self.fields.len(), line)?;
         let source: &[u8] = match self.source {
             Fields::Input => buf,
             Fields::Unquoted => &self.unquoted,
@@ -325,30 +329,112 @@ impl CsvRecords {
         }
         let line = self.line;
         self.source = Fields::Input;
-        let (end, breaks) = match split(
-            &mut self.specials,
-            buf,
-            at,
-            self.dialect,
-            eof,
-            &mut self.fields,
-        ) {
+        let fields = &mut self.fields;
+        fields.clear();
+        let shape = (self.dialect.delimiter, self.dialect.quote);
+        let (end, breaks) = match split(&mut self.specials, buf, at, shape, eof, |r| {
+            fields.push(r);
+            true
+        }) {
             Split::Done { end, breaks } => (end, breaks),
-            Split::Incomplete => return Ok(Step::Incomplete),
+            Split::Incomplete | Split::Refused => return Ok(Step::Incomplete),
             Split::Quoted(q) => return self.quoted(buf, at, q, eof),
         };
+        let next = self.finish(buf, end, breaks);
+        Ok(Step::Record { next, line })
+    }
+
+    /// Past a record of `buf` ending at `end` (its line break) with
+    /// `breaks` line breaks inside quotes: where the next one starts.
+    fn finish(&mut self, buf: &[u8], end: usize, breaks: u64) -> usize {
         self.line += breaks;
         // The line break ends the record; a `\n` after a `\r` is skipped
         // as a blank line.
-        let next = match buf.get(end) {
+        match buf.get(end) {
             Some(b'\n') => {
                 self.line += 1;
                 end + 1
             }
             Some(_) => end + 1,
             None => end,
+        }
+    }
+
+    /// Check a record's field count `got`: an error, or (lenient) a
+    /// record counted as mended.
+    fn count(&mut self, got: usize, line: u64) -> Result<()> {
+        if got != self.columns {
+            if !self.lenient {
+                return Err(WeirError::Execution(format!(
+                    "line {line} has {got} field{} where the table has {} column{}",
+                    if got == 1 { "" } else { "s" },
+                    self.columns,
+                    if self.columns == 1 { "" } else { "s" },
+                )));
+            }
+            self.mended += 1;
+        }
+        Ok(())
+    }
+
+    /// [`Self::step`] and [`Self::push`] in one, on the main path: each
+    /// field goes into its column as it is found, and a field no column
+    /// reads is only counted. A record cut off by the end of `buf`, or
+    /// holding a quote the index path does not take, is taken back out
+    /// of the columns and left to the field by field path; so are blank,
+    /// comment and header lines.
+    fn step_into_columns(&mut self, buf: &[u8], at: usize) -> Result<Step> {
+        let first = buf.get(at).copied();
+        if self.header
+            || matches!(first, None | Some(b'\n' | b'\r'))
+            || first == self.dialect.comment
+        {
+            return self.step(buf, at, false);
+        }
+        let Some(slots) = self.slots.as_deref() else {
+            return self.step(buf, at, false);
         };
-        Ok(Step::Record { next, line })
+        let row = self.lines.len();
+        let line = self.line;
+        let shape = (self.dialect.delimiter, self.dialect.quote);
+        let texts = &mut self.texts;
+        let mut field = 0;
+        let mut overflow = false;
+        let outcome = split(&mut self.specials, buf, at, shape, false, |r| {
+            if let Some(&Some(c)) = slots.get(field)
+                && texts[c].push(&buf[r]).is_err()
+            {
+                overflow = true;
+                return false;
+            }
+            field += 1;
+            true
+        });
+        let (end, breaks) = match outcome {
+            Split::Done { end, breaks } => (end, breaks),
+            Split::Refused if overflow => {
+                return Err(too_long(&self.names[field], line));
+            }
+            Split::Incomplete | Split::Quoted(_) | Split::Refused => {
+                for text in &mut self.texts {
+                    text.truncate(row);
+                }
+                return self.step(buf, at, false);
+            }
+        };
+        self.count(field, line)?;
+        // Fields a short record lacks (lenient): NULL.
+        for f in field..self.columns {
+            if let Some(Some(c)) = self.slots.as_ref().and_then(|s| s.get(f)).copied() {
+                // An empty value cannot pass an offset's range.
+                let _ = self.texts[c].push(&[]);
+                self.missing.push((row, c));
+            }
+        }
+        self.lines.push(line);
+        Ok(Step::Pushed {
+            next: self.finish(buf, end, breaks),
+        })
     }
 
     /// A record holding a quote, at `at` in `whole`: byte by byte, as
@@ -434,102 +520,6 @@ impl CsvRecords {
             next: at + next,
             line,
         })
-    }
-}
-
-/// How [`split`] ended.
-enum Split {
-    /// The record's fields are found; it ends at `end` (its line break,
-    /// or the end of input), after `breaks` line breaks inside quotes.
-    Done { end: usize, breaks: u64 },
-    /// No whole record yet.
-    Incomplete,
-    /// A doubled quote or text after a closing quote: the record takes
-    /// the byte by byte path.
-    Quoted(u8),
-}
-
-/// The fields of the record at `at` in `buf` (which `specials` indexes),
-/// as ranges of `buf`: the usual field is found by one look at the index.
-/// Kept apart from [`CsvRecords`] so that its loop holds what it reads in
-/// registers.
-fn split(
-    specials: &mut Specials,
-    buf: &[u8],
-    at: usize,
-    dialect: Dialect,
-    eof: bool,
-    fields: &mut Vec<Range<usize>>,
-) -> Split {
-    let Dialect {
-        delimiter, quote, ..
-    } = dialect;
-    fields.clear();
-    let mut breaks = 0;
-    let mut i = at;
-    loop {
-        if let Some(q) = quote
-            && buf.get(i) == Some(&q)
-        {
-            // Quoted: to the closing quote, line breaks counted.
-            let mut j = i + 1;
-            let close = loop {
-                match specials.next(buf, j) {
-                    Some(p) if buf[p] == q => break p,
-                    Some(p) => {
-                        breaks += u64::from(buf[p] == b'\n');
-                        j = p + 1;
-                    }
-                    None if eof => return Split::Quoted(q),
-                    None => return Split::Incomplete,
-                }
-            };
-            fields.push(i + 1..close);
-            match buf.get(close + 1) {
-                Some(&b) if b == delimiter => i = close + 2,
-                Some(b'\n' | b'\r') => {
-                    return Split::Done {
-                        end: close + 1,
-                        breaks,
-                    };
-                }
-                None if eof => {
-                    return Split::Done {
-                        end: close + 1,
-                        breaks,
-                    };
-                }
-                None => return Split::Incomplete,
-                // A doubled quote, or text after the closing one.
-                Some(_) => return Split::Quoted(q),
-            }
-        } else {
-            // A quote inside an unquoted field is text.
-            let mut j = i;
-            let found = loop {
-                match specials.next(buf, j) {
-                    Some(p) if Some(buf[p]) == quote && buf[p] != delimiter => j = p + 1,
-                    found => break found,
-                }
-            };
-            match found {
-                Some(p) => {
-                    fields.push(i..p);
-                    if buf[p] != delimiter {
-                        return Split::Done { end: p, breaks };
-                    }
-                    i = p + 1;
-                }
-                None if eof => {
-                    fields.push(i..buf.len());
-                    return Split::Done {
-                        end: buf.len(),
-                        breaks,
-                    };
-                }
-                None => return Split::Incomplete,
-            }
-        }
     }
 }
 

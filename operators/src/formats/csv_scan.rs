@@ -8,9 +8,13 @@
 //! `\r`, the quote) in one pass, keeping a bit per byte; the next such
 //! byte after any position is then a shift and a trailing-zero count.
 //!
+//! [`split`] finds a record's fields with it.
+//!
 //! Blocks are indexed as far as the reader asks, a few at a time, so a
 //! reader that stops at a full batch has not indexed the rest of its
 //! buffer for nothing.
+
+use std::ops::Range;
 
 /// Blocks indexed at a time.
 const AHEAD: usize = 32;
@@ -179,6 +183,108 @@ fn whole_masks(bytes: &[u8], needles: [u8; 4], out: &mut Vec<u64>) {
             .chunks_exact(64)
             .map(|block| tail_mask(block, needles)),
     );
+}
+
+/// How [`split`] ended.
+pub(super) enum Split {
+    /// The record's fields are found; it ends at `end` (its line break,
+    /// or the end of input), after `breaks` line breaks inside quotes.
+    Done { end: usize, breaks: u64 },
+    /// No whole record yet.
+    Incomplete,
+    /// A doubled quote or text after a closing quote: the record takes
+    /// the byte by byte path.
+    Quoted(u8),
+    /// `emit` refused a field.
+    Refused,
+}
+
+/// The fields of the CSV record at `at` in `buf` (which `specials`
+/// indexes), each given to `emit` as a range of `buf` in order (`false`
+/// from it stops the split): the usual field is found by one look at the
+/// index. A function of its own so that its loop holds what it reads in
+/// registers.
+#[inline]
+pub(super) fn split(
+    specials: &mut Specials,
+    buf: &[u8],
+    at: usize,
+    (delimiter, quote): (u8, Option<u8>),
+    eof: bool,
+    mut emit: impl FnMut(Range<usize>) -> bool,
+) -> Split {
+    let mut breaks = 0;
+    let mut i = at;
+    loop {
+        if let Some(q) = quote
+            && buf.get(i) == Some(&q)
+        {
+            // Quoted: to the closing quote, line breaks counted.
+            let mut j = i + 1;
+            let close = loop {
+                match specials.next(buf, j) {
+                    Some(p) if buf[p] == q => break p,
+                    Some(p) => {
+                        breaks += u64::from(buf[p] == b'\n');
+                        j = p + 1;
+                    }
+                    None if eof => return Split::Quoted(q),
+                    None => return Split::Incomplete,
+                }
+            };
+            if !emit(i + 1..close) {
+                return Split::Refused;
+            }
+            match buf.get(close + 1) {
+                Some(&b) if b == delimiter => i = close + 2,
+                Some(b'\n' | b'\r') => {
+                    return Split::Done {
+                        end: close + 1,
+                        breaks,
+                    };
+                }
+                None if eof => {
+                    return Split::Done {
+                        end: close + 1,
+                        breaks,
+                    };
+                }
+                None => return Split::Incomplete,
+                // A doubled quote, or text after the closing one.
+                Some(_) => return Split::Quoted(q),
+            }
+        } else {
+            // A quote inside an unquoted field is text.
+            let mut j = i;
+            let found = loop {
+                match specials.next(buf, j) {
+                    Some(p) if Some(buf[p]) == quote && buf[p] != delimiter => j = p + 1,
+                    found => break found,
+                }
+            };
+            match found {
+                Some(p) => {
+                    if !emit(i..p) {
+                        return Split::Refused;
+                    }
+                    if buf[p] != delimiter {
+                        return Split::Done { end: p, breaks };
+                    }
+                    i = p + 1;
+                }
+                None if eof => {
+                    if !emit(i..buf.len()) {
+                        return Split::Refused;
+                    }
+                    return Split::Done {
+                        end: buf.len(),
+                        breaks,
+                    };
+                }
+                None => return Split::Incomplete,
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -67,12 +67,13 @@ pub(crate) struct TimeReader {
 
 impl TimeReader {
     pub(crate) fn parse_in(&mut self, s: &[u8], unit: TimeUnit) -> Option<i64> {
-        let head = s.get(..19)?;
+        // A fixed-size compare: a few word loads, not a call to memcmp.
+        let head: &[u8; 19] = s.get(..19)?.try_into().ok()?;
         let (secs, nanos) = match &self.last {
-            Some((last, secs)) if last.as_slice() == head => (*secs, fraction(&s[19..])?),
+            Some((last, secs)) if last == head => (*secs, fraction(&s[19..])?),
             _ => {
                 let (secs, nanos) = parse(s)?;
-                self.last = Some((head.try_into().ok()?, secs));
+                self.last = Some((*head, secs));
                 (secs, nanos)
             }
         };
