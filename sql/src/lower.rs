@@ -1384,14 +1384,21 @@ fn pushed_projection(
 }
 
 /// Every column name the plan's expressions mention, when the plan's nodes
-/// all read their inputs' columns through expressions (no extension nodes
-/// such as window table functions, which read them by position); `None`
-/// otherwise.
+/// all read their inputs' columns through expressions or are window table
+/// functions (which pass their input's columns through by position, as a
+/// scan that leaves a column unread keeps it, NULL, in its place, and
+/// read only their `DESCRIPTOR` column, counted here); `None` when another
+/// extension node (MATCH_RECOGNIZE) reads columns by position.
 fn mentioned_columns(plan: &LogicalPlan) -> Option<std::collections::HashSet<String>> {
     use datafusion_common::tree_node::{TreeNode, TreeNodeRecursion};
     let mut names = std::collections::HashSet::new();
     let mut opaque = false;
     let _ = plan.apply(|node| {
+        if let Some(tvf) = as_window_tvf(node) {
+            let time = tvf.input.schema().field(tvf.time_column).name();
+            names.insert(time.clone());
+            return Ok(TreeNodeRecursion::Continue);
+        }
         if matches!(node, LogicalPlan::Extension(_)) {
             opaque = true;
             return Ok(TreeNodeRecursion::Stop);

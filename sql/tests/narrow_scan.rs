@@ -126,6 +126,50 @@ CREATE TABLE t (a BIGINT, note STRING, n BIGINT, ts TIMESTAMP(3))
     assert!(err.contains("has 2 fields"), "{err}");
 }
 
+/// Under a window table function too: the function passes its input's
+/// columns through by position, and a column the query never reads stays
+/// in its place, NULL.
+#[test]
+fn a_scan_under_a_window_table_function_decodes_only_the_columns_the_query_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = std::fs::File::create(dir.path().join("t.csv")).unwrap();
+    for i in 0..100 {
+        writeln!(
+            f,
+            "{i},\"note, {i}\",{},2023-11-14 22:13:{:02},2023-11-14 22:14:{:02}",
+            i % 3,
+            i % 60,
+            (i * 7) % 60
+        )
+        .unwrap();
+    }
+    drop(f);
+    let table = format!(
+        "SET 'execution.runtime-mode' = 'batch';
+CREATE TABLE t (a BIGINT, note STRING, k BIGINT, ts TIMESTAMP(3), other TIMESTAMP(3),
+  WATERMARK FOR ts AS ts)
+  WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');",
+        dir.path().display()
+    );
+    let query = "SELECT k, window_start, COUNT(*), SUM(a) FROM TABLE(TUMBLE(TABLE t, \
+                 DESCRIPTOR(ts), INTERVAL '30' SECOND)) GROUP BY k, window_start, window_end";
+    let (mut rows, explain) = common::run(&format!("{table}\nEXPLAIN {query};\n{query};"), 1);
+    rows.sort();
+    let mut expected = std::collections::BTreeMap::new();
+    for i in 0..100i64 {
+        let start = if i % 60 < 30 { "00" } else { "30" };
+        let e = expected.entry((i % 3, start)).or_insert((0, 0));
+        e.0 += 1;
+        e.1 += i;
+    }
+    let expected: Vec<String> = expected
+        .iter()
+        .map(|((k, start), (n, sum))| format!("{k}|2023-11-14T22:13:{start}|{n}|{sum}"))
+        .collect();
+    assert_eq!(rows, expected);
+    assert!(explain.contains("[columns a, k, ts]"), "{explain}");
+}
+
 /// A JSON scan, likewise: fields the query does not read are skipped as
 /// undeclared ones are, so neither their values nor their absence
 /// (`json.fail-on-missing-field`) concern it.
