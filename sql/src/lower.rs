@@ -195,6 +195,26 @@ impl<'a> Lowering<'a> {
                 } else {
                     p.expr.clone()
                 };
+                // What the SELECT's expressions repeat, computed once
+                // (Nexmark q21's `lower(channel)` in four CASE branches).
+                let (input, selected, input_schema) =
+                    if is_changelog(&input) || self.proctime.contains_key(&input.id()) {
+                        (input, selected, input_schema)
+                    } else {
+                        let named = selected.into_iter().map(|e| (e, String::new())).collect();
+                        let (front, named, joined) =
+                            cse::shared_subexpressions(input.clone(), named, &input_schema)?;
+                        let front = if front.id() == input.id() {
+                            front
+                        } else {
+                            if let Some(w) = self.windows.get(&input.id()).cloned() {
+                                self.windows.insert(front.id(), w);
+                            }
+                            self.keep_order(front)?
+                        };
+                        let selected = named.into_iter().map(|(e, _)| e).collect();
+                        (front, selected, Arc::new(joined))
+                    };
                 let mut exprs = selected
                     .iter()
                     .zip(p.schema.fields())
@@ -309,7 +329,7 @@ impl<'a> Lowering<'a> {
 
     /// [`Self::table_scan`] with `shared` (subexpressions the scan's
     /// filters evaluate for every row) computed in front of the filters
-    /// and kept after the scan's columns as `__cse{i}`; whether they are.
+    /// and kept after the scan's columns as `__where{i}`; whether they are.
     fn table_scan_sharing(
         &mut self,
         scan: &datafusion_expr::logical_plan::TableScan,
@@ -414,7 +434,8 @@ impl<'a> Lowering<'a> {
             .collect::<Result<Vec<_>>>()?;
         if shares {
             for (i, at) in (carried.len()..carried.len() + shared.len()).enumerate() {
-                exprs.push((column(schema.field(at).name(), at), format!("__cse{i}")));
+                let name = format!("{}{i}", cse::WHERE_SHARED);
+                exprs.push((column(schema.field(at).name(), at), name));
             }
         }
         // A changelog source (CDC) keeps its row kind.
@@ -462,7 +483,7 @@ impl<'a> Lowering<'a> {
             let (stream, shares) = self.table_scan_sharing(scan, Some(&needed), shared)?;
             let mut narrowed = narrowed_schema(schema, &needed)?.as_ref().clone();
             if shares {
-                narrowed.merge(&cse::shared_fields(shared, schema)?);
+                narrowed.merge(&cse::shared_fields(shared, cse::WHERE_SHARED, schema)?);
             }
             return Ok(Some((stream, Arc::new(narrowed), shares)));
         }
@@ -512,7 +533,7 @@ impl<'a> Lowering<'a> {
 
     /// `f`'s predicate, planned against `schema` (the schema of `input`),
     /// with `shared` (subexpressions the predicate evaluates for every
-    /// row) computed in front of it as `__cse{i}` columns the filtered
+    /// row) computed in front of it as `__where{i}` columns the filtered
     /// stream keeps. The filtered stream, its plan schema and whether
     /// `shared` is in it: not over an updating stream or one with a
     /// processing-time column, whose extra columns the projection in front

@@ -38,19 +38,26 @@ CREATE TABLE t (a BIGINT, channel STRING, url STRING, b INT)
 #[test]
 fn a_subexpression_of_where_and_select_is_computed_once() {
     let dir = tempfile::tempdir().unwrap();
+    // As q21: `lower(channel)` repeats within the SELECT too, shared
+    // there in a second projection whose columns must not be mistaken
+    // for the filter's.
     let query = "SELECT a, CASE WHEN lower(channel) = 'apple' THEN '0' \
+         WHEN lower(channel) = 'google' THEN '1' \
          ELSE REGEXP_EXTRACT(url, '(&|\\?)channel_id=([^&]*)', 2) END \
          FROM t WHERE REGEXP_EXTRACT(url, '(&|\\?)channel_id=([^&]*)', 2) IS NOT NULL \
          OR lower(channel) IN ('apple', 'google')";
     let script = format!("{}\nEXPLAIN {query};\n{query};", table(dir.path()));
     let (rows, plan) = run(&script);
     assert!(plan.contains("Calc(shared: regexp_extract("), "{plan}");
+    assert!(plan.contains("Calc(shared: lower(t.channel))"), "{plan}");
     assert_eq!(plan.matches("regexp_extract(").count(), 1, "{plan}");
     let mut expected: Vec<String> = (0..300)
         .filter(|i| i % 3 != 2 || i % 4 < 2)
         .map(|i| {
             let id = if i % 4 == 0 {
                 "0".to_string()
+            } else if i % 4 == 1 {
+                "1".to_string()
             } else if i % 3 == 2 {
                 String::new()
             } else {
@@ -83,4 +90,36 @@ fn what_the_where_computes_for_some_rows_only_is_not_shared() {
         expected.sort();
         assert_eq!(rows, expected, "{query}");
     }
+}
+
+#[test]
+fn a_select_computes_what_its_expressions_repeat_once_unless_a_branch_guards_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // `lower(channel)` is in the first condition (every row) and three
+    // more: computed once. `100 / b` only in later branches, which rows
+    // with b = 0 never reach: computed there, else the job would fail.
+    let query = "SELECT a, \
+         CASE WHEN lower(channel) = 'apple' THEN 1 WHEN lower(channel) = 'google' THEN 2 \
+              WHEN lower(channel) = 'other' THEN 3 ELSE length(lower(channel)) END, \
+         CASE WHEN b = 0 THEN 0 WHEN 100 / b > 30 THEN 100 / b ELSE -1 END \
+         FROM t";
+    let script = format!("{}\nEXPLAIN {query};\n{query};", table(dir.path()));
+    let (rows, plan) = run(&script);
+    assert!(plan.contains("Calc(shared: lower(t.channel)"), "{plan}");
+    let mut expected: Vec<String> = (0..300)
+        .map(|i| {
+            let c = [1, 2, 9, 3][i % 4];
+            let b = (i % 5) as i64;
+            let d = if b == 0 {
+                0
+            } else if 100 / b > 30 {
+                100 / b
+            } else {
+                -1
+            };
+            format!("{i}|{c}|{d}")
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(rows, expected);
 }

@@ -30,19 +30,26 @@ fn shareable(e: &Expr) -> bool {
 }
 
 /// `exprs` (over `schema`, the plan schema of `stream`) with every
-/// largest subexpression occurring more than once among them replaced by a
-/// column `__cse{i}` that a projection in front computes once; the stream
-/// that projection makes (`stream`'s columns, then those), and the schema
-/// the rewritten expressions are over. Unchanged when nothing repeats.
+/// largest subexpression occurring more than once among them, and
+/// evaluated for every row by one of them, replaced by a column
+/// `__cse{i}` that a projection in front computes once; the stream that
+/// projection makes (`stream`'s columns, then those), and the schema the
+/// rewritten expressions are over. Unchanged when nothing repeats. (Only
+/// what some expression evaluates for every row anyway: one behind a CASE
+/// branch may be kept from rows where it would fail.)
 pub(super) fn shared_subexpressions(
     stream: DataStream,
     exprs: Named,
     schema: &DFSchema,
 ) -> Result<(DataStream, Named, DFSchema)> {
+    let mut always = vec![];
+    for (e, _) in &exprs {
+        evaluated_always(e, &mut always);
+    }
     let mut counts: HashMap<&Expr, usize> = HashMap::new();
     for (e, _) in &exprs {
         e.apply(|sub| {
-            if shareable(sub) {
+            if shareable(sub) && always.contains(&sub) {
                 *counts.entry(sub).or_default() += 1;
             }
             Ok(TreeNodeRecursion::Continue)
@@ -55,7 +62,7 @@ pub(super) fn shared_subexpressions(
     let mut shared: Vec<Expr> = vec![];
     let mut rewritten = vec![];
     for (e, name) in &exprs {
-        let out = replace(e.clone(), |sub| {
+        let out = replace(e.clone(), SHARED, |sub| {
             if !shareable(sub) || counts.get(sub).copied().unwrap_or(0) < 2 {
                 return None;
             }
@@ -69,17 +76,26 @@ pub(super) fn shared_subexpressions(
         })?;
         rewritten.push((out, name.clone()));
     }
-    let (stream, joined) = compute_in_front(stream, &shared, schema)?;
+    let (stream, joined) = compute_in_front(stream, &shared, SHARED, schema)?;
     Ok((stream, rewritten, joined))
 }
 
+/// The columns a projection's shared subexpressions are computed into:
+/// `__cse{i}`.
+const SHARED: &str = "__cse";
+
+/// The columns the subexpressions a filter shares with the projection
+/// over it are computed into: `__where{i}` (apart from [`SHARED`], as both
+/// may be in one stream).
+pub(super) const WHERE_SHARED: &str = "__where";
+
 /// `e` with its largest subexpressions for which `at` gives an index `i`
-/// replaced by the column `__cse{i}`.
-fn replace(e: Expr, mut at: impl FnMut(&Expr) -> Option<usize>) -> Result<Expr> {
+/// replaced by the column `{prefix}{i}`.
+fn replace(e: Expr, prefix: &str, mut at: impl FnMut(&Expr) -> Option<usize>) -> Result<Expr> {
     Ok(e.transform_down(|sub| {
         Ok(match at(&sub) {
             Some(i) => Transformed::new(
-                Expr::Column(Column::new_unqualified(format!("__cse{i}"))),
+                Expr::Column(Column::new_unqualified(format!("{prefix}{i}"))),
                 true,
                 TreeNodeRecursion::Jump,
             ),
@@ -90,11 +106,12 @@ fn replace(e: Expr, mut at: impl FnMut(&Expr) -> Option<usize>) -> Result<Expr> 
 }
 
 /// A projection in front of `stream` (whose plan schema is `schema`)
-/// keeping its columns and adding `shared[i]` as `__cse{i}`; the stream
-/// and its plan schema.
+/// keeping its columns and adding `shared[i]` as `{prefix}{i}`; the
+/// stream and its plan schema.
 fn compute_in_front(
     stream: DataStream,
     shared: &[Expr],
+    prefix: &str,
     schema: &DFSchema,
 ) -> Result<(DataStream, DFSchema)> {
     let fields = stream.schema().fields().clone();
@@ -104,22 +121,22 @@ fn compute_in_front(
         .map(|(i, f)| (column(f.name(), i), f.name().clone()))
         .collect();
     for (i, e) in shared.iter().enumerate() {
-        projection.push((physical(e, schema)?, format!("__cse{i}")));
+        projection.push((physical(e, schema)?, format!("{prefix}{i}")));
     }
     let names: Vec<String> = shared.iter().map(ToString::to_string).collect();
     let stream =
         stream.project_physical(projection, format!("Calc(shared: {})", names.join(", ")))?;
     let mut joined = schema.clone();
-    joined.merge(&shared_fields(shared, schema)?);
+    joined.merge(&shared_fields(shared, prefix, schema)?);
     Ok((stream, joined))
 }
 
-/// The columns `__cse{i}` computing `shared[i]` over `schema`.
-pub(super) fn shared_fields(shared: &[Expr], schema: &DFSchema) -> Result<DFSchema> {
+/// The columns `{prefix}{i}` computing `shared[i]` over `schema`.
+pub(super) fn shared_fields(shared: &[Expr], prefix: &str, schema: &DFSchema) -> Result<DFSchema> {
     let mut extra = vec![];
     for (i, e) in shared.iter().enumerate() {
         let (_, field) = e.to_field(schema)?;
-        extra.push(field.as_ref().clone().with_name(format!("__cse{i}")));
+        extra.push(field.as_ref().clone().with_name(format!("{prefix}{i}")));
     }
     Ok(DFSchema::try_from(Schema::new(extra))?)
 }
@@ -149,8 +166,9 @@ pub(super) fn shared_with_filter(predicate: &Expr, exprs: &[Expr]) -> Result<Vec
 }
 
 /// The shareable subexpressions of `e` evaluated whenever `e` is: not
-/// behind AND's or OR's right side, a CASE branch or a function that
-/// evaluates its arguments lazily (COALESCE), which may skip rows.
+/// behind AND's or OR's right side, a CASE branch (but the first
+/// condition) or a function that evaluates its arguments lazily
+/// (COALESCE), which may skip rows.
 fn evaluated_always<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     use datafusion_expr::Operator;
     if shareable(e) {
@@ -197,6 +215,16 @@ fn evaluated_always<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
                 evaluated_always(x, out);
             }
         }
+        // The operand and the first condition see every row; the rest
+        // only those no earlier branch took.
+        Expr::Case(c) => {
+            if let Some(operand) = &c.expr {
+                evaluated_always(operand, out);
+            }
+            if let Some((when, _)) = c.when_then_expr.first() {
+                evaluated_always(when, out);
+            }
+        }
         _ => {}
     }
 }
@@ -211,12 +239,13 @@ pub(super) fn filter_sharing(
     shared: &[Expr],
     schema: &DFSchema,
 ) -> Result<(DataStream, Expr, DFSchema)> {
-    let (stream, joined) = compute_in_front(stream, shared, schema)?;
+    let (stream, joined) = compute_in_front(stream, shared, WHERE_SHARED, schema)?;
     let predicate = rewrite_shared(predicate.clone(), shared)?;
     Ok((stream, predicate, joined))
 }
 
-/// `e` computing `shared[i]` from the column `__cse{i}`.
+/// `e` computing `shared[i]` (shared with a filter) from the column
+/// `__where{i}`.
 pub(super) fn rewrite_shared(e: Expr, shared: &[Expr]) -> Result<Expr> {
-    replace(e, |sub| shared.iter().position(|s| s == sub))
+    replace(e, WHERE_SHARED, |sub| shared.iter().position(|s| s == sub))
 }
