@@ -581,9 +581,16 @@ impl SqlSession {
             env.set_reuse_identical(reusable(&insert.plan));
             let stream = lowering.lower(&insert.plan).map_err(weir_err)?;
             check_changelog_sink(&self.connectors, table, &stream)?;
-            // An upsert sink by the query's group keys gets upserts.
+            // An upsert sink by the query's group keys gets upserts; a
+            // sink dropping `-U` rows, upserts by whatever key gives them.
             if let Some(key) = self.connectors.sink_upsert_key(table).map_err(weir_err)? {
                 stream.upsert_by(&key);
+            } else if !self
+                .connectors
+                .sink_uses_update_before(table)
+                .map_err(weir_err)?
+            {
+                stream.upsert_by_its_key();
             }
             let sink = stream.sink_to(sink, &insert.table).map_err(weir_err)?;
             keep_order(&lowering, &stream, sink)?;

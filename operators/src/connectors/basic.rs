@@ -97,6 +97,12 @@ impl ConnectorFactory for Blackhole {
         Ok(true)
     }
 
+    /// Rows are dropped, `-U` ones too: as Flink's blackhole, it asks for
+    /// none.
+    fn sink_uses_update_before(&self, _: &TableDescriptor) -> Result<bool> {
+        Ok(false)
+    }
+
     fn open_sink(
         &self,
         sink: &SinkSpec,

@@ -107,6 +107,13 @@ pub trait ConnectorFactory: Send + Sync {
     fn sink_upsert_key(&self, _table: &TableDescriptor) -> Result<Option<Vec<String>>> {
         Ok(None)
     }
+    /// Whether its sink uses a changelog's `-U` rows. One that drops them
+    /// (Flink's blackhole declares the same) lets the planner make the
+    /// query upserting by whatever key its updating operator has, as
+    /// Flink's planner then asks for `+U` rows only.
+    fn sink_uses_update_before(&self, _table: &TableDescriptor) -> Result<bool> {
+        Ok(true)
+    }
     /// All rows of a bounded table, read now (a lookup join's side table).
     fn read_bounded(&self, _table: &TableDescriptor) -> Option<Result<MemorySourceSpec>> {
         None
@@ -300,6 +307,11 @@ impl Connectors {
     /// The key a sink table upserts by, if it is an upsert sink.
     pub fn sink_upsert_key(&self, t: &TableDescriptor) -> Result<Option<Vec<String>>> {
         self.factory(t)?.sink_upsert_key(t)
+    }
+
+    /// Whether a sink table uses a changelog's `-U` rows.
+    pub fn sink_uses_update_before(&self, t: &TableDescriptor) -> Result<bool> {
+        self.factory(t)?.sink_uses_update_before(t)
     }
 
     /// All rows of a bounded table (a lookup join's side table).

@@ -112,6 +112,11 @@ impl ConnectorRegistry {
         self.connectors().sink_upsert_key(&descriptor(t))
     }
 
+    /// Whether a sink table uses a changelog's `-U` rows.
+    pub(crate) fn sink_uses_update_before(&self, t: &TableEntry) -> Result<bool> {
+        self.connectors().sink_uses_update_before(&descriptor(t))
+    }
+
     /// All rows of a bounded table (a lookup join's side table).
     pub(crate) fn read_all(&self, t: &TableEntry) -> Result<MemorySourceSpec> {
         self.connectors().read_all(&descriptor(t))

@@ -73,6 +73,54 @@ impl DataStream {
     }
 }
 
+impl DataStream {
+    /// [`Self::upsert_by`] the key of the group aggregate producing this
+    /// stream's updates, as it reaches this stream through the
+    /// projections on the way (each passing every key column on
+    /// unchanged); for a sink that drops `-U` rows and so needs no
+    /// particular key. The stream's mode afterwards.
+    pub fn upsert_by_its_key(&self) -> ChangelogMode {
+        let mode = self.changelog_mode();
+        if mode != ChangelogMode::Retract {
+            return mode;
+        }
+        let all = self.env.transformations();
+        // Down to the aggregate: the projections on the way, nearest first.
+        let mut projections = vec![];
+        let mut id = self.id;
+        let keys = loop {
+            match &all[id].kind {
+                TransformationKind::Operator(OperatorSpec::Project { exprs, .. }) => {
+                    projections.push(exprs);
+                    id = all[id].inputs[0];
+                }
+                TransformationKind::Operator(OperatorSpec::GroupAggregate(g)) if g.changelog => {
+                    break g.keys.clone();
+                }
+                _ => return mode,
+            }
+        };
+        // The key columns' names up again through the projections.
+        let mut names = keys;
+        for exprs in projections.iter().rev() {
+            let mut out = Vec::with_capacity(names.len());
+            for n in &names {
+                let passed = exprs.iter().find_map(|(e, name)| {
+                    e.downcast_ref::<Column>()
+                        .filter(|c| c.name() == n)
+                        .map(|_| name.clone())
+                });
+                match passed {
+                    Some(p) => out.push(p),
+                    None => return mode,
+                }
+            }
+            names = out;
+        }
+        self.upsert_by(&names)
+    }
+}
+
 fn same_set(a: &[String], b: &[String]) -> bool {
     a.len() == b.len() && a.iter().all(|x| b.contains(x))
 }
