@@ -88,10 +88,9 @@ impl ConnectorFactory for UpsertCollect {
     }
 
     fn sink_uses_update_before(&self, t: &TableDescriptor) -> Result<bool> {
-        Ok(!t
-            .options
+        Ok(t.options
             .get("drops-update-before")
-            .is_some_and(|v| v == "true"))
+            .is_none_or(|v| v != "true"))
     }
 }
 
