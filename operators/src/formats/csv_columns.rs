@@ -98,8 +98,7 @@ impl Column {
     }
 
     /// Append a field's value (`&[]` for a field the record lacks); `Err`
-    /// carries the column's text length when it passes what an offset
-    /// holds.
+    /// when the column's text passes what an `i32` offset holds.
     #[inline]
     pub fn push(&mut self, value: &[u8]) -> std::result::Result<(), ()> {
         if !self.as_text {
