@@ -55,10 +55,10 @@ pub(super) struct Column {
     values: Vec<u8>,
     ends: Vec<i32>,
     /// Typed: the numbers and, from the batch's first NULL on, whether
-    /// each is there (empty while none is NULL).
+    /// each is there (empty while none is NULL; then as long as
+    /// `numbers`).
     numbers: Vec<i64>,
     valid: Vec<bool>,
-    has_nulls: bool,
     /// A typed column turned to text for this batch.
     as_text: bool,
     times: TimeReader,
@@ -76,7 +76,6 @@ impl Column {
             ends: vec![0],
             numbers: Vec::new(),
             valid: Vec::new(),
-            has_nulls: false,
             as_text: read == Read::Text,
             times: TimeReader::default(),
         }
@@ -91,9 +90,7 @@ impl Column {
             }
         } else {
             self.numbers.truncate(rows);
-            if self.has_nulls {
-                self.valid.truncate(rows);
-            }
+            self.valid.truncate(rows);
         }
     }
 
@@ -105,14 +102,13 @@ impl Column {
             match self.number(value) {
                 Some(Some(n)) => {
                     self.numbers.push(n);
-                    if self.has_nulls {
+                    if !self.valid.is_empty() {
                         self.valid.push(true);
                     }
                     return Ok(());
                 }
                 Some(None) => {
-                    if !self.has_nulls {
-                        self.has_nulls = true;
+                    if self.valid.is_empty() {
                         self.valid.resize(self.numbers.len(), true);
                     }
                     self.numbers.push(0);
@@ -152,9 +148,10 @@ impl Column {
     fn turn_to_text(&mut self) {
         self.as_text = true;
         let rows = self.numbers.len();
-        let nulls = match std::mem::replace(&mut self.has_nulls, false) {
-            true => NullBuffer::from(std::mem::take(&mut self.valid)),
-            false => NullBuffer::new_valid(rows),
+        let valid = std::mem::take(&mut self.valid);
+        let nulls = match valid.is_empty() {
+            true => NullBuffer::new_valid(rows),
+            false => NullBuffer::from(valid),
         };
         let numbers = ScalarBuffer::from(std::mem::take(&mut self.numbers));
         let numbers: ArrayRef = Arc::new(Int64Array::new(numbers, Some(nulls.clone())));
@@ -194,8 +191,7 @@ impl Column {
             let room = self.numbers.len();
             let numbers = std::mem::replace(&mut self.numbers, Vec::with_capacity(room));
             let valid = std::mem::take(&mut self.valid);
-            let nulls =
-                std::mem::replace(&mut self.has_nulls, false).then(|| NullBuffer::from(valid));
+            let nulls = (!valid.is_empty()).then(|| NullBuffer::from(valid));
             Taken::Int64(Int64Array::new(numbers.into(), nulls))
         } else {
             // The next batch likely takes about as much room (a quarter
