@@ -38,7 +38,7 @@ use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::spec::{AggregatePhase, GroupAggregateSpec, RowKind};
 use weir_core::{Result, WeirError};
 
-use crate::distinct_sets::DistinctSets;
+use crate::distinct_sets::{DistinctCounts, Member};
 use crate::memory::StateReservation;
 use crate::process::now_ms;
 use crate::row_store::RowStore;
@@ -58,7 +58,7 @@ pub struct GroupAggregateOperator {
     /// Every aggregate, in the spec's order: the snapshot's layout.
     all: Aggregates,
     /// Distinct counts kept as sets (streaming over insert-only input).
-    distinct: Vec<DistinctSets>,
+    distinct: DistinctCounts,
     /// Key → dense id.
     index: Box<dyn GroupValues>,
     /// Per id: key columns, then state columns.
@@ -147,11 +147,16 @@ impl GroupAggregateOperator {
                     let column = spec.input_schema.index_of(c)?;
                     let ty = spec.input_schema.field(column).data_type();
                     let filter = a.filter_index(&spec.input_schema)?;
-                    distinct.push(DistinctSets::new(i, (column, filter), ty)?);
+                    let member = Member {
+                        position: i,
+                        filter,
+                    };
+                    distinct.push((member, column, ty.clone()));
                 }
                 _ => stored.push(a.clone()),
             }
         }
+        let distinct = DistinctCounts::new(distinct)?;
         let rows = spec.rows_schema();
         let all = Aggregates::build(&name, &spec.keys, &list, rows, None)?;
         let aggregates = Aggregates::build(&name, &spec.keys, &stored, rows, None)?;
@@ -225,7 +230,7 @@ impl GroupAggregateOperator {
         }
         let mut stored = stored.into_iter();
         let mut distinct = distinct.into_iter();
-        let mut next = self.distinct.iter().map(|d| d.position).peekable();
+        let mut next = self.distinct.positions().peekable();
         (0..stored.len() + distinct.len())
             .filter_map(|p| {
                 if next.peek() == Some(&p) {
@@ -369,21 +374,17 @@ impl GroupAggregateOperator {
         }
         // Distinct counts: the old ones, then the batch's values added
         // (a key that starts afresh forgets its values first).
-        let old_distinct: Vec<ArrayRef> =
-            self.distinct.iter().map(|d| d.counts(&old_ids)).collect();
+        let old_distinct: Vec<ArrayRef> = self.distinct.counts(&old_ids);
         if !self.distinct.is_empty() {
             for (r, &id) in ids.iter().enumerate() {
                 if !was_alive[r] {
-                    self.distinct.iter_mut().for_each(|d| d.clear(id));
+                    self.distinct.clear(id);
                 }
             }
             let row_ids: Vec<usize> = row_groups.iter().map(|&g| ids[g]).collect();
-            for d in &mut self.distinct {
-                let filter = d.filter.map(|f| batch.column(f).as_boolean());
-                d.insert(batch.column(d.column), filter, &row_ids)?;
-            }
+            self.distinct.insert(batch, &row_ids)?;
         }
-        let new_distinct = self.distinct.iter().map(|d| d.counts(&ids)).collect();
+        let new_distinct = self.distinct.counts(&ids);
         let new_values = self.evaluate(&self.states_of(&new_states), n)?;
         let new_values = self.in_order(new_values, new_distinct);
         let alive = self.has_rows(&new_values, n);
@@ -442,7 +443,7 @@ impl GroupAggregateOperator {
         let mut at = self.key_width;
         for (p, w) in self.all.state_widths()?.into_iter().enumerate() {
             let state = &batch.columns()[at..at + w];
-            if self.distinct.iter().any(|d| d.position == p) {
+            if self.distinct.has(p) {
                 distinct_states.push(Arc::clone(&state[0]));
             } else {
                 columns.extend(state.iter().cloned());
@@ -465,8 +466,9 @@ impl GroupAggregateOperator {
         } else {
             vec![true; ids.len()]
         };
-        for (d, state) in self.distinct.iter_mut().zip(&distinct_states) {
-            d.restore(state, &ids)?;
+        let positions: Vec<usize> = self.distinct.positions().collect();
+        for (p, state) in positions.into_iter().zip(&distinct_states) {
+            self.distinct.restore(p, state, &ids)?;
         }
         let max = ids.iter().max().copied().unwrap_or(0);
         if self.alive.len() <= max {
@@ -513,9 +515,10 @@ impl GroupAggregateOperator {
             let mut fresh = self.all.new_accumulation()?.accumulators.into_iter();
             for p in 0..self.all.state_widths()?.len() {
                 let accumulator = fresh.next().expect("one accumulator per aggregate");
-                match self.distinct.iter().find(|d| d.position == p) {
-                    Some(d) => columns.extend(d.state(&ids, accumulator)?),
-                    None => columns.extend(states.next().into_iter().flatten().cloned()),
+                if self.distinct.has(p) {
+                    columns.extend(self.distinct.state(p, &ids, accumulator)?);
+                } else {
+                    columns.extend(states.next().into_iter().flatten().cloned());
                 }
             }
             columns
@@ -530,7 +533,7 @@ impl GroupAggregateOperator {
     /// Bytes of state held in memory.
     pub(crate) fn state_size(&self) -> usize {
         self.store.bytes()
-            + self.distinct.iter().map(DistinctSets::bytes).sum::<usize>()
+            + self.distinct.bytes()
             + self.index.size()
             + self.alive.len()
             + self.written.len() * std::mem::size_of::<i64>()
@@ -593,9 +596,7 @@ impl GroupAggregateOperator {
         self.store = RowStore::new(Arc::clone(self.store.schema()));
         let ids: Vec<usize> = (0..order.len()).collect();
         self.store.put(&ids, columns)?;
-        for d in &mut self.distinct {
-            d.renumber(&order);
-        }
+        self.distinct.renumber(&order);
         self.alive = vec![true; order.len()];
         self.live = order.len();
         if self.ttl.is_some() {
