@@ -664,6 +664,32 @@ pub struct TopNSpec {
     /// append-only result), else `None`.
     #[serde(default)]
     pub final_rows: Option<FinalRows>,
+    /// Upsert mode, by these columns (one of [`Self::upsert_keys`]): a
+    /// rank whose row changed emits its new row as `+U` without the old
+    /// one's `-U`, as Flink's rank and deduplicate functions do when
+    /// nothing downstream needs update-before rows.
+    #[serde(default)]
+    pub upsert: Option<Vec<String>>,
+}
+
+impl TopNSpec {
+    /// The column sets that identify an output row of the changelog: the
+    /// keys and the row number, and the keys alone when one row is kept
+    /// (deduplication). None without either: the same row may be kept
+    /// twice.
+    pub fn upsert_keys(&self) -> Vec<Vec<String>> {
+        if !self.changelog || self.final_rows.is_some() {
+            return vec![];
+        }
+        let mut keys = vec![];
+        if let Some(n) = &self.row_number {
+            keys.push(self.keys.iter().chain([n]).cloned().collect());
+        }
+        if self.limit == 1 {
+            keys.push(self.keys.clone());
+        }
+        keys
+    }
 }
 
 /// When a [`TopNSpec`]'s kept rows are final: emitted once, append-only,
@@ -919,7 +945,10 @@ impl OperatorSpec {
                 }
             }
             OperatorSpec::GroupAggregate(g) => g.changelog_mode(),
-            OperatorSpec::TopN(t) if t.changelog => ChangelogMode::Retract,
+            OperatorSpec::TopN(t) if t.changelog => match &t.upsert {
+                Some(key) => ChangelogMode::Upsert { key: key.clone() },
+                None => ChangelogMode::Retract,
+            },
             OperatorSpec::RegularJoin(j) if j.updating() => ChangelogMode::Retract,
             OperatorSpec::TopN(_)
             | OperatorSpec::RegularJoin(_)

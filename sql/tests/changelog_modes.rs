@@ -272,3 +272,83 @@ fn a_sink_dropping_update_befores_gets_upserts_by_the_aggregates_key() {
         .collect::<String>();
     assert!(explain.contains("[upsert]"), "{explain}");
 }
+
+/// The EXPLAIN text of `statement` after the WORDS view.
+fn explain(statement: &str) -> String {
+    let mut s = SqlSession::new();
+    s.execute_script(&format!("{WORDS}{statement}"))
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| match r {
+            weir_sql::StatementResult::Explain(t) => Some(t),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_top_n_upserts_by_its_keys_and_row_number_or_its_keys_when_it_keeps_one() {
+    // Top-1 per word, numbered, into a sink keyed by word and number: the
+    // rank upserts (no -U), and each key ends at its last kept row. (The
+    // views' rows arrive in one batch or several: with one, `a` is sent
+    // once, as +I.)
+    let top1 = "SELECT _op, n, rn FROM (SELECT _op, n, ROW_NUMBER() OVER \
+                (PARTITION BY _op ORDER BY n DESC) AS rn FROM words) WHERE rn <= 1";
+    run(
+        &format!(
+            "{WORDS}CREATE TABLE top (w STRING, n INT, rn BIGINT, \
+             PRIMARY KEY (w, rn) NOT ENFORCED) \
+             WITH ('connector' = 'upsert-collect', 'name' = 'top-by-rank');\n\
+             INSERT INTO top {top1};"
+        ),
+        None,
+    );
+    let got = changes(&handle("top-by-rank").batches());
+    assert!(got.iter().all(|c| !c.starts_with("-U")), "{got:?}");
+    let last = |word: &str| {
+        got.iter()
+            .rev()
+            .find(|c| c[3..].starts_with(&format!("{word},")))
+            .cloned()
+    };
+    assert!(
+        last("a").is_some_and(|c| c.ends_with("[a, 4, 1]")),
+        "{got:?}"
+    );
+    assert_eq!(last("b").as_deref(), Some("+I[b, 2, 1]"), "{got:?}");
+
+    // A sink that drops -U rows: the same without the number (keys alone
+    // identify a row when one is kept).
+    run(
+        &format!(
+            "{WORDS}CREATE TABLE top (w STRING, n INT) \
+             WITH ('connector' = 'upsert-collect', 'name' = 'top-drops-befores', \
+                   'drops-update-before' = 'true');\n\
+             INSERT INTO top SELECT _op, n FROM ({top1});"
+        ),
+        None,
+    );
+    let got = changes(&handle("top-drops-befores").batches());
+    assert!(got.iter().all(|c| !c.starts_with("-U")), "{got:?}");
+    let last = |word: &str| {
+        got.iter()
+            .rev()
+            .find(|c| c[3..].starts_with(&format!("{word},")))
+            .cloned()
+    };
+    assert!(last("a").is_some_and(|c| c.ends_with("[a, 4]")), "{got:?}");
+    assert_eq!(last("b").as_deref(), Some("+I[b, 2]"), "{got:?}");
+
+    // Into a blackhole: Top-1 upserts; Top-2 without its number has no key
+    // that names one output row, so it stays retracting.
+    let hole = "CREATE TABLE hole (w STRING, n INT) WITH ('connector' = 'blackhole');\n";
+    let one = explain(&format!(
+        "{hole}EXPLAIN INSERT INTO hole SELECT _op, n FROM ({top1});"
+    ));
+    assert!(one.contains("[upsert]"), "{one}");
+    let two = explain(&format!(
+        "{hole}EXPLAIN INSERT INTO hole SELECT _op, n FROM (SELECT _op, n, ROW_NUMBER() OVER \
+         (PARTITION BY _op ORDER BY n DESC) AS rn FROM words) WHERE rn <= 2;"
+    ));
+    assert!(!two.contains("[upsert]"), "{two}");
+}

@@ -849,6 +849,7 @@ impl KeyedStream {
             input_schema: Arc::clone(&input.schema),
             changelog,
             final_rows: final_rows.clone(),
+            upsert: None,
         };
         let name = format!("{:?}", OperatorSpec::TopN(spec.clone()));
         // Final rows leave once the watermark passes them: the rowtime holds.

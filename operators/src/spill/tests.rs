@@ -233,6 +233,7 @@ fn a_top_two_on_disk_ends_with_the_rows_it_has_in_memory() {
             input_schema: Arc::new(input_schema().project(&[0, 1]).unwrap()),
             changelog: true,
             final_rows: None,
+            upsert: None,
         };
         let schema = Arc::new(Schema::new(vec![
             Field::new("k", DataType::Int64, false),

@@ -62,6 +62,8 @@ pub struct TopNOperator {
     order_indices: Vec<usize>,
     rule: Rule,
     changelog: bool,
+    /// Upsert mode: no `-U` rows ([`TopNSpec::upsert`]).
+    upsert: bool,
     input_schema: SchemaRef,
     schema: SchemaRef,
     key_schema: SchemaRef,
@@ -182,6 +184,7 @@ impl TopNOperator {
                 row_number: spec.row_number.is_some(),
             },
             changelog: spec.changelog,
+            upsert: spec.upsert.is_some(),
             input_schema: Arc::clone(input),
             schema,
             keys: new_group_values(Arc::clone(&key_schema), &GroupOrdering::None)?,
@@ -470,6 +473,9 @@ impl TopNOperator {
                 }
             }
             for c in &key_changes {
+                if self.upsert && c.kind == RowKind::UpdateBefore {
+                    continue;
+                }
                 changes.refs.push(match c.src {
                     Src::Old(i) => Ref::Stored(old[i as usize].slot as usize),
                     Src::New(r) => Ref::Extra(r as usize),

@@ -35,6 +35,7 @@ fn keep_first() -> TopNOperator {
         input_schema: input(),
         changelog: false,
         final_rows: Some(FinalRows::FirstByRowtime("window_end".into())),
+        upsert: None,
     };
     operator(&spec)
 }
@@ -49,6 +50,7 @@ fn top(limit: usize, final_rows: FinalRows) -> TopNOperator {
         input_schema: input(),
         changelog: false,
         final_rows: Some(final_rows),
+        upsert: None,
     };
     operator(&spec)
 }
@@ -116,6 +118,7 @@ fn keep_first_forgets_emitted_keys_past_the_state_ttl() {
         input_schema: input(),
         changelog: false,
         final_rows: Some(FinalRows::FirstByRowtime("window_end".into())),
+        upsert: None,
     };
     let mut op = operator_with(&spec, config);
     let mut biggest = 0;
@@ -155,6 +158,7 @@ fn keep_last_sends_every_replacement_of_a_batch_in_arrival_order() {
         input_schema: input(),
         changelog: true,
         final_rows: None,
+        upsert: None,
     };
     let mut op = operator(&spec);
     let changes = |out: &[RecordBatch]| -> Vec<(String, i64)> {
@@ -404,8 +408,16 @@ fn changelog_matches_the_row_at_a_time_definition() {
             input_schema: Arc::clone(&schema),
             changelog: true,
             final_rows: None,
+            upsert: None,
         };
         let mut op = operator(&spec);
+        // Where rows have an upsert key, the same in upsert mode: the
+        // changelog without its -U rows.
+        let upsert_spec = TopNSpec {
+            upsert: spec.upsert_keys().first().cloned(),
+            ..spec.clone()
+        };
+        let mut upserting = upsert_spec.upsert.is_some().then(|| operator(&upsert_spec));
         let mut reference = Reference {
             limit,
             descending,
@@ -431,28 +443,36 @@ fn changelog_matches_the_row_at_a_time_definition() {
             )
             .unwrap();
             let mut out: Vec<RecordBatch> = vec![];
-            op.process_batch(input, &mut out).unwrap();
-            let mut got = vec![];
-            for b in &out {
-                let k = b.column(0).as_primitive::<arrow::datatypes::Int64Type>();
-                let v = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
-                let w = b.column(2).as_primitive::<arrow::datatypes::Int64Type>();
-                let kinds = weir_core::changelog::row_kinds(b).unwrap();
-                for i in 0..b.num_rows() {
-                    let number = if row_number {
-                        b.column(3)
-                            .as_primitive::<arrow::datatypes::UInt64Type>()
-                            .value(i)
-                    } else {
-                        0
-                    };
-                    got.push((
-                        RowKind::from_i8(kinds.value(i)).unwrap().to_string(),
-                        (k.value(i), v.is_valid(i).then(|| v.value(i)), w.value(i)),
-                        number,
-                    ));
-                }
+            op.process_batch(input.clone(), &mut out).unwrap();
+            let mut upserted: Vec<RecordBatch> = vec![];
+            if let Some(u) = &mut upserting {
+                u.process_batch(input, &mut upserted).unwrap();
             }
+            let changes = |out: &[RecordBatch]| {
+                let mut got = vec![];
+                for b in out {
+                    let k = b.column(0).as_primitive::<arrow::datatypes::Int64Type>();
+                    let v = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+                    let w = b.column(2).as_primitive::<arrow::datatypes::Int64Type>();
+                    let kinds = weir_core::changelog::row_kinds(b).unwrap();
+                    for i in 0..b.num_rows() {
+                        let number = if row_number {
+                            b.column(3)
+                                .as_primitive::<arrow::datatypes::UInt64Type>()
+                                .value(i)
+                        } else {
+                            0
+                        };
+                        got.push((
+                            RowKind::from_i8(kinds.value(i)).unwrap().to_string(),
+                            (k.value(i), v.is_valid(i).then(|| v.value(i)), w.value(i)),
+                            number,
+                        ));
+                    }
+                }
+                got
+            };
+            let got = changes(&out);
             let mut want = reference.process(&rows);
             if !row_number {
                 for w in &mut want {
@@ -460,11 +480,24 @@ fn changelog_matches_the_row_at_a_time_definition() {
                 }
             }
             assert_eq!(got, want, "case {case} batch {batch}");
+            if upserting.is_some() {
+                want.retain(|w| w.0 != "-U");
+                assert_eq!(
+                    changes(&upserted),
+                    want,
+                    "case {case} batch {batch}, upserting"
+                );
+            }
             // Half way, go through a snapshot and a restore.
             if batch == 15 {
                 let tables = op.snapshot_state(1).unwrap();
                 op = operator(&spec);
                 op.restore_state(tables).unwrap();
+                if let Some(u) = &mut upserting {
+                    let tables = u.snapshot_state(1).unwrap();
+                    *u = operator(&upsert_spec);
+                    u.restore_state(tables).unwrap();
+                }
             }
         }
         let kept: usize = reference.kept.values().map(Vec::len).sum();
@@ -494,6 +527,7 @@ fn top_n_speed() {
             input_schema: Arc::clone(&schema),
             changelog: true,
             final_rows: None,
+            upsert: None,
         };
         let mut op = operator(&spec);
         let (batches, rows) = (400i64, 4096i64);

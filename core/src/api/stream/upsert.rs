@@ -1,6 +1,8 @@
 //! Upserting streams: what an upsert sink asks of the query feeding it.
 
-use datafusion_physical_expr::expressions::Column;
+use arrow::datatypes::Schema;
+use datafusion_physical_expr::PhysicalExpr;
+use datafusion_physical_expr::expressions::{CastExpr, Column};
 
 use super::DataStream;
 use crate::graph::TransformationKind;
@@ -9,10 +11,12 @@ use crate::spec::{ChangelogMode, OperatorSpec};
 impl DataStream {
     /// Make this retracting stream upserting by `key` where the operator
     /// producing its updates can emit upserts: a group aggregate keyed by
-    /// exactly those columns, reached through projections that pass them
-    /// on unchanged, with no other consumer on the way. It then emits only
-    /// the new row of a changed key (`+U`, no `-U`), as Flink's planner
-    /// makes an aggregate feeding an upsert sink by its group keys. Returns
+    /// exactly those columns, or a Top-N whose upsert key they are (its
+    /// keys and row number, or its keys when it keeps one row), reached
+    /// through projections that pass them on unchanged, with no other
+    /// consumer on the way. It then emits only the new row of a changed
+    /// key (`+U`, no `-U`), as Flink's planner makes an aggregate or a rank
+    /// feeding an upsert sink by that key. Returns
     /// the stream's mode afterwards; a stream that cannot be made upserting
     /// stays retracting (an upsert sink drops its `-U` rows itself).
     pub fn upsert_by(&self, key: &[String]) -> ChangelogMode {
@@ -38,9 +42,11 @@ impl DataStream {
                 TransformationKind::Operator(OperatorSpec::Project { exprs, .. }) => {
                     let mut before = Vec::with_capacity(names.len());
                     for n in &names {
-                        let from = exprs.iter().find(|(_, out)| out == n).and_then(|(e, _)| {
-                            e.downcast_ref::<Column>().map(|c| c.name().to_string())
-                        });
+                        let from = exprs
+                            .iter()
+                            .find(|(_, out)| out == n)
+                            .and_then(|(e, _)| passed_column(e.as_ref(), &all[t.inputs[0]].schema))
+                            .map(|c| c.name().to_string());
                         match from {
                             Some(f) => before.push(f),
                             None => return mode,
@@ -67,6 +73,22 @@ impl DataStream {
                     }
                     return self.changelog_mode();
                 }
+                TransformationKind::Operator(OperatorSpec::TopN(n))
+                    if n.upsert_keys().iter().any(|k| same_set(k, &names)) =>
+                {
+                    self.env.update(id, |t| {
+                        if let TransformationKind::Operator(OperatorSpec::TopN(n)) = &mut t.kind {
+                            n.upsert = Some(names.clone());
+                            t.changelog = ChangelogMode::Upsert { key: names };
+                            t.name = format!("{} [upsert]", t.name);
+                        }
+                    });
+                    for (p, k) in path {
+                        self.env
+                            .update(p, |t| t.changelog = ChangelogMode::Upsert { key: k });
+                    }
+                    return self.changelog_mode();
+                }
                 _ => return mode,
             }
         }
@@ -74,8 +96,8 @@ impl DataStream {
 }
 
 impl DataStream {
-    /// [`Self::upsert_by`] the key of the group aggregate producing this
-    /// stream's updates, as it reaches this stream through the
+    /// [`Self::upsert_by`] the key of the group aggregate or Top-N producing
+    /// this stream's updates, as it reaches this stream through the
     /// projections on the way (each passing every key column on
     /// unchanged); for a sink that drops `-U` rows and so needs no
     /// particular key. The stream's mode afterwards.
@@ -85,40 +107,58 @@ impl DataStream {
             return mode;
         }
         let all = self.env.transformations();
-        // Down to the aggregate: the projections on the way, nearest first.
+        // Down to the aggregate or Top-N: the projections on the way,
+        // nearest first.
         let mut projections = vec![];
         let mut id = self.id;
-        let keys = loop {
+        let candidates = loop {
             match &all[id].kind {
                 TransformationKind::Operator(OperatorSpec::Project { exprs, .. }) => {
-                    projections.push(exprs);
                     id = all[id].inputs[0];
+                    projections.push((exprs, &all[id].schema));
                 }
                 TransformationKind::Operator(OperatorSpec::GroupAggregate(g)) if g.changelog => {
-                    break g.keys.clone();
+                    break vec![g.keys.clone()];
                 }
+                TransformationKind::Operator(OperatorSpec::TopN(n)) => break n.upsert_keys(),
                 _ => return mode,
             }
         };
-        // The key columns' names up again through the projections.
-        let mut names = keys;
-        for exprs in projections.iter().rev() {
-            let mut out = Vec::with_capacity(names.len());
-            for n in &names {
-                let passed = exprs.iter().find_map(|(e, name)| {
-                    e.downcast_ref::<Column>()
-                        .filter(|c| c.name() == n)
-                        .map(|_| name.clone())
-                });
-                match passed {
-                    Some(p) => out.push(p),
-                    None => return mode,
-                }
+        // The first key whose columns all reach this stream, named as here.
+        let reaching = |key: &Vec<String>| -> Option<Vec<String>> {
+            let mut names = key.clone();
+            for (exprs, input) in projections.iter().rev() {
+                names = names
+                    .iter()
+                    .map(|n| {
+                        exprs.iter().find_map(|(e, name)| {
+                            passed_column(e.as_ref(), input)
+                                .filter(|c| c.name() == n)
+                                .map(|_| name.clone())
+                        })
+                    })
+                    .collect::<Option<_>>()?;
             }
-            names = out;
+            Some(names)
+        };
+        match candidates.iter().find_map(reaching) {
+            Some(names) => self.upsert_by(&names),
+            None => mode,
         }
-        self.upsert_by(&names)
     }
+}
+
+/// The column `e` passes on with its values told apart as before: the
+/// column itself, or cast between integer types (a sink's BIGINT taking a
+/// row number's UNSIGNED BIGINT; such a cast fails rather than wrap).
+fn passed_column<'a>(e: &'a dyn PhysicalExpr, input: &Schema) -> Option<&'a Column> {
+    if let Some(c) = e.downcast_ref::<Column>() {
+        return Some(c);
+    }
+    let cast = e.downcast_ref::<CastExpr>()?;
+    let c = cast.expr().downcast_ref::<Column>()?;
+    let from = input.field_with_name(c.name()).ok()?.data_type();
+    (cast.cast_type().is_integer() && from.is_integer()).then_some(c)
 }
 
 fn same_set(a: &[String], b: &[String]) -> bool {
