@@ -436,6 +436,9 @@ impl RegularJoinOperator {
         Ok(())
     }
 
+    /// Send the output rows `emitted` of `batch` (of input `input`),
+    /// gathered a batch's worth at a time: a row matching many (a hot key)
+    /// never makes one output batch of all its pairs in memory at once.
     fn emit(
         &self,
         input: usize,
@@ -444,26 +447,33 @@ impl RegularJoinOperator {
         out: &mut dyn Output,
     ) -> Result<()> {
         let n = emitted.kinds.len();
-        if n == 0 {
-            return Ok(());
+        let step = self.batch_size.max(1);
+        for start in (0..n).step_by(step) {
+            let end = (start + step).min(n);
+            let idx = UInt32Array::from(emitted.this[start..end].to_vec());
+            let this_cols = batch.columns()[..self.sides[input].width]
+                .iter()
+                .map(|c| take(c.as_ref(), &idx, None))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let other_cols = gather_other(
+                &self.sides[1 - input],
+                emitted.other[start..end].iter().copied(),
+            )?;
+            let mut columns = if input == 0 {
+                [this_cols, other_cols].concat()
+            } else {
+                [other_cols, this_cols].concat()
+            };
+            if self.updating {
+                columns.push(weir_core::changelog::row_kind_array(
+                    emitted.kinds[start..end].iter().copied(),
+                ));
+            }
+            let joined = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
+                .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
+            out.collect(joined)?;
         }
-        let idx = UInt32Array::from(emitted.this);
-        let this_cols = batch.columns()[..self.sides[input].width]
-            .iter()
-            .map(|c| take(c.as_ref(), &idx, None))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let other_cols = gather_other(&self.sides[1 - input], emitted.other.into_iter())?;
-        let mut columns = if input == 0 {
-            [this_cols, other_cols].concat()
-        } else {
-            [other_cols, this_cols].concat()
-        };
-        if self.updating {
-            columns.push(weir_core::changelog::row_kind_array(emitted.kinds));
-        }
-        let joined = RecordBatch::try_new(Arc::clone(&self.output_schema), columns)
-            .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
-        crate::pane_buffer::emit_sliced(&joined, self.batch_size, out)
+        Ok(())
     }
 
     /// Drop rows past the state TTL, at most every tenth of it.

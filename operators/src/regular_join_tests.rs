@@ -409,3 +409,37 @@ fn append_only_sides_give_the_rows_of_changelog_sides_through_expiry_and_restore
         assert!(compared > 50_000, "{kind:?}: only {compared} rows compared");
     }
 }
+
+/// A row matching more rows than a batch holds (a hot key) comes out in
+/// batches of at most `batch_size` rows, every pair once, in order; and
+/// so does a changelog join's output with its row kinds.
+#[test]
+fn output_of_a_hot_key_comes_in_batches_of_the_configured_size() {
+    for changelogs in [(false, false), (true, false)] {
+        let s = spec(JoinKind::Inner, changelogs);
+        let config = WeirConfig {
+            batch_size: 4,
+            ..Default::default()
+        };
+        let ctx = OperatorContext::single("join", config);
+        let mut op =
+            RegularJoinOperator::try_new("join".into(), &s, s.output_schema(), &ctx).unwrap();
+        let right: Vec<(Option<i64>, i64)> = (0..10).map(|v| (Some(7), v)).collect();
+        let mut out: Vec<RecordBatch> = vec![];
+        op.process(1, rows(&right), 0, &mut out).unwrap();
+        assert!(out.is_empty());
+        let left = if changelogs.0 {
+            changes(&[("+I", 7, 1), ("+I", 7, 2)])
+        } else {
+            rows(&[(Some(7), 1), (Some(7), 2)])
+        };
+        op.process(0, left, 0, &mut out).unwrap();
+        let sizes: Vec<usize> = out.iter().map(RecordBatch::num_rows).collect();
+        assert_eq!(sizes, [4, 4, 4, 4, 4], "{changelogs:?}");
+        let want: Vec<String> = [1, 2]
+            .iter()
+            .flat_map(|l| (0..10).map(move |r| format!("+I 7,{l},7,{r}")))
+            .collect();
+        assert_eq!(lines(&out), want, "{changelogs:?}");
+    }
+}
