@@ -179,7 +179,7 @@ impl GroupAggregateOperator {
             .then(|| aggregates.new_lasting_accumulation())
             .transpose()?;
         Ok(Self {
-            index: new_group_values(Arc::clone(&key_schema), &GroupOrdering::None)?,
+            index: crate::key_table::new_table(&key_schema)?,
             store: RowStore::new(store_schema),
             key_width: key_schema.fields().len(),
             state_widths: aggregates.state_widths()?,
@@ -308,12 +308,10 @@ impl GroupAggregateOperator {
 
     fn accumulate(&mut self, batch: &RecordBatch, now: i64, out: &mut dyn Output) -> Result<()> {
         // 1. The batch on its own (additions, and retractions negated),
-        //    its keys interned once.
-        let mut local = new_group_values(self.aggregates.key_schema(), &GroupOrdering::None)?;
-        let mut partials: Vec<(Vec<usize>, Vec<Vec<ArrayRef>>)> = vec![];
-        // Each input row's group in `local` (distinct counts only: their
-        // input is insert-only, so the batch is one part).
-        let mut row_groups: Vec<usize> = vec![];
+        //    each part's keys interned once: (keys, groups, row groups,
+        //    states) per part.
+        type Part = (Vec<ArrayRef>, usize, Vec<usize>, Vec<Vec<ArrayRef>>);
+        let mut done: Vec<Part> = vec![];
         for (rows, negate) in self.parts(batch)? {
             if rows.num_rows() == 0 {
                 continue;
@@ -335,18 +333,35 @@ impl GroupAggregateOperator {
                     *s = arrow::compute::kernels::numeric::neg(s)?;
                 }
             }
-            let mut at = Vec::new();
-            local.intern(&keys, &mut at)?;
-            if !self.distinct.is_empty() {
-                row_groups = ids.iter().map(|&g| at[g]).collect();
-            }
-            partials.push((at, states));
+            done.push((keys, n, ids, states));
         }
-        let n = local.len();
+        // The parts' groups as one: a single part's are already distinct
+        // (an insert-only input's batch), others are interned together.
+        // Each input row's group (distinct counts only: their input is
+        // insert-only, so the batch is one part).
+        let mut row_groups: Vec<usize> = vec![];
+        let mut partials: Vec<(Vec<usize>, Vec<Vec<ArrayRef>>)> = vec![];
+        let (keys, n) = if done.len() == 1 {
+            let (keys, n, ids, states) = done.pop().expect("one part");
+            row_groups = ids;
+            partials.push(((0..n).collect(), states));
+            (keys, n)
+        } else {
+            let mut local = new_group_values(self.aggregates.key_schema(), &GroupOrdering::None)?;
+            for (keys, _, ids, states) in done {
+                let mut at = Vec::new();
+                local.intern(&keys, &mut at)?;
+                if !self.distinct.is_empty() {
+                    row_groups = ids.iter().map(|&g| at[g]).collect();
+                }
+                partials.push((at, states));
+            }
+            let n = local.len();
+            (local.emit(EmitTo::All)?, n)
+        };
         if n == 0 {
             return Ok(());
         }
-        let keys = local.emit(EmitTo::All)?;
         // 2. Which keys are new.
         let known = self.index.len();
         let mut ids = Vec::new();

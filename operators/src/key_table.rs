@@ -18,6 +18,17 @@ use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::Result;
 
+/// A key table for `schema`'s keys: packed when they are one or two string
+/// columns of short codes ([`crate::short_strings`]), else DataFusion's.
+pub(crate) fn new_table(schema: &SchemaRef) -> Result<Box<dyn GroupValues>> {
+    if crate::short_strings::ShortStrings::takes(schema) {
+        return Ok(Box::new(crate::short_strings::ShortStrings::new(
+            Arc::clone(schema),
+        )));
+    }
+    Ok(new_group_values(Arc::clone(schema), &GroupOrdering::None)?)
+}
+
 /// Fewest dead ids worth a rebuild.
 pub(crate) const MIN_DEAD: usize = 4096;
 
@@ -40,7 +51,7 @@ pub(crate) fn compact(
 ) -> Result<Vec<Option<usize>>> {
     let total = table.len();
     let keys: Vec<ArrayRef> = table.emit(EmitTo::All)?;
-    *table = new_group_values(Arc::clone(schema), &GroupOrdering::None)?;
+    *table = new_table(schema)?;
     let keep =
         BooleanArray::from_iter((0..total).map(|i| Some(live.get(i).copied().unwrap_or(false))));
     let kept: Vec<ArrayRef> = keys

@@ -1,12 +1,15 @@
 //! A group table for string keys that are short codes (`GROUP BY
-//! l_returnflag, l_linestatus`, country codes, channel names): each key of
-//! at most 7 bytes is packed with its length into 64 bits, one or two key
-//! columns into one `u128` per row, and rows are grouped by that integer in
-//! a small open-addressing table, instead of hashing and comparing
-//! variable-length bytes row by row. The strings come back from the packed
-//! values when the groups are emitted.
+//! l_returnflag, l_linestatus`, country codes, channel names, formatted
+//! days): each key of at most 7 bytes is packed with its length into 64
+//! bits, one or two key columns into one `u128` per row, and rows are
+//! grouped by that integer in a small open-addressing table, instead of
+//! hashing and comparing variable-length bytes row by row. The strings come
+//! back from the packed values when the groups are emitted.
 //!
-//! The first key longer than 7 bytes moves the groups, in id order, into
+//! The first key longer than 7 bytes widens the table: keys of up to 15
+//! bytes pack into 128 bits each, one or two columns into a `[u128; 2]`
+//! (Nexmark's `GROUP BY channel, DATE_FORMAT(dateTime, 'yyyy-MM-dd')`). The
+//! first key longer than that moves the groups, in id order, into
 //! DataFusion's table for the real key types, which goes on from there; ids
 //! never change.
 
@@ -23,6 +26,9 @@ use crate::dense_groups::holding;
 /// a null packs as 0 and the empty string does not) in the eighth.
 const MAX_LEN: usize = 7;
 
+/// The longest key that packs wide: 15 bytes, the length in the sixteenth.
+const WIDE_LEN: usize = 15;
+
 /// The group table of one or two string key columns.
 pub(crate) struct ShortStrings {
     /// The real key columns' schema.
@@ -30,10 +36,14 @@ pub(crate) struct ShortStrings {
     mode: Mode,
     /// The current batch's packed keys (kept to reuse the allocation).
     packed: Vec<u128>,
+    /// The same, packed wide.
+    wide: Vec<[u128; 2]>,
 }
 
 enum Mode {
-    Packed(PackedTable),
+    Packed(PackedTable<u128>),
+    /// Keys of up to [`WIDE_LEN`] bytes.
+    Wide(PackedTable<[u128; 2]>),
     /// Keys in DataFusion's table for the real key types.
     Bytes(Box<dyn GroupValues>),
 }
@@ -56,28 +66,54 @@ impl ShortStrings {
             schema,
             mode: Mode::Packed(PackedTable::new()),
             packed: Vec::new(),
+            wide: Vec::new(),
+        }
+    }
+
+    /// Go on with keys packed wide, with the same ids.
+    fn widen(&mut self) {
+        if let Mode::Packed(table) = &mut self.mode {
+            let mut wide = PackedTable::new();
+            let keys: Vec<[u128; 2]> = table
+                .emit(EmitTo::All)
+                .into_iter()
+                .map(|k| [widened(k as u64), widened((k >> 64) as u64)])
+                .collect();
+            wide.intern(&keys, &mut Vec::new());
+            self.mode = Mode::Wide(wide);
         }
     }
 
     /// Go on in DataFusion's table for the real key types, with the same ids.
     fn unpacked(&mut self) -> Result<&mut Box<dyn GroupValues>> {
-        if let Mode::Packed(table) = &mut self.mode {
-            let keys = unpack(&self.schema, &table.emit(EmitTo::All))?;
+        let keys = match &mut self.mode {
+            Mode::Packed(table) => Some(unpack(&self.schema, &table.emit(EmitTo::All))?),
+            Mode::Wide(table) => Some(unpack_wide(&self.schema, &table.emit(EmitTo::All))?),
+            Mode::Bytes(_) => None,
+        };
+        if let Some(keys) = keys {
             self.mode = Mode::Bytes(holding(&self.schema, &keys)?);
         }
         match &mut self.mode {
             Mode::Bytes(table) => Ok(table),
-            Mode::Packed(_) => unreachable!("just replaced"),
+            _ => unreachable!("just replaced"),
         }
     }
 }
 
 impl GroupValues for ShortStrings {
     fn intern(&mut self, cols: &[ArrayRef], groups: &mut Vec<usize>) -> Result<()> {
-        if let Mode::Packed(table) = &mut self.mode
-            && pack(cols, &mut self.packed)?
+        if let Mode::Packed(table) = &mut self.mode {
+            if pack(cols, &mut self.packed)? {
+                table.intern(&self.packed, groups);
+                return Ok(());
+            }
+            self.widen();
+        }
+        if let Mode::Wide(table) = &mut self.mode
+            && pack_wide(cols, &mut self.wide)?
         {
-            table.intern(&self.packed, groups);
+            table.intern(&self.wide, groups);
             return Ok(());
         }
         self.unpacked()?.intern(cols, groups)
@@ -85,8 +121,10 @@ impl GroupValues for ShortStrings {
 
     fn size(&self) -> usize {
         self.packed.capacity() * 16
+            + self.wide.capacity() * 32
             + match &self.mode {
                 Mode::Packed(t) => t.size(),
+                Mode::Wide(t) => t.size(),
                 Mode::Bytes(t) => t.size(),
             }
     }
@@ -98,6 +136,7 @@ impl GroupValues for ShortStrings {
     fn len(&self) -> usize {
         match &self.mode {
             Mode::Packed(t) => t.keys.len(),
+            Mode::Wide(t) => t.keys.len(),
             Mode::Bytes(t) => t.len(),
         }
     }
@@ -105,14 +144,17 @@ impl GroupValues for ShortStrings {
     fn emit(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
         match &mut self.mode {
             Mode::Packed(table) => unpack(&self.schema, &table.emit(emit_to)),
+            Mode::Wide(table) => unpack_wide(&self.schema, &table.emit(emit_to)),
             Mode::Bytes(table) => table.emit(emit_to),
         }
     }
 
     fn clear_shrink(&mut self, num_rows: usize) {
         self.packed = Vec::new();
+        self.wide = Vec::new();
         match &mut self.mode {
             Mode::Packed(t) => *t = PackedTable::new(),
+            Mode::Wide(t) => *t = PackedTable::new(),
             Mode::Bytes(t) => t.clear_shrink(num_rows),
         }
     }
@@ -121,19 +163,42 @@ impl GroupValues for ShortStrings {
 /// No group in this slot.
 const EMPTY: u32 = u32::MAX;
 
+/// A packed key: compared whole, folded to 64 bits for the slot.
+trait Key: Copy + Eq {
+    fn fold(self) -> u64;
+}
+
+impl Key for u128 {
+    #[inline]
+    fn fold(self) -> u64 {
+        (self as u64) ^ ((self >> 64) as u64).rotate_left(29)
+    }
+}
+
+impl Key for [u128; 2] {
+    #[inline]
+    fn fold(self) -> u64 {
+        self[0].fold()
+            ^ self[1]
+                .fold()
+                .rotate_left(43)
+                .wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
 /// Packed keys to group ids: open addressing with linear probing over a
 /// power-of-two slot array kept at most half full; a few groups stay in
 /// the first cache lines.
-struct PackedTable {
+struct PackedTable<K> {
     /// Per group id, its packed key.
-    keys: Vec<u128>,
+    keys: Vec<K>,
     /// Per slot, a group id or [`EMPTY`].
     slots: Vec<u32>,
     /// 64 minus the slot count's bits: a hash's top bits pick the slot.
     shift: u32,
 }
 
-impl PackedTable {
+impl<K: Key> PackedTable<K> {
     fn new() -> Self {
         Self::with_slots(64)
     }
@@ -146,12 +211,11 @@ impl PackedTable {
         }
     }
 
-    fn slot(&self, key: u128) -> usize {
-        let folded = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
-        (folded.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    fn slot(&self, key: K) -> usize {
+        (key.fold().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
     }
 
-    fn intern(&mut self, packed: &[u128], groups: &mut Vec<usize>) {
+    fn intern(&mut self, packed: &[K], groups: &mut Vec<usize>) {
         groups.clear();
         groups.reserve(packed.len());
         for &key in packed {
@@ -193,7 +257,7 @@ impl PackedTable {
     }
 
     /// Removes the groups `emit_to` names; the rest are numbered from 0.
-    fn emit(&mut self, emit_to: EmitTo) -> Vec<u128> {
+    fn emit(&mut self, emit_to: EmitTo) -> Vec<K> {
         match emit_to {
             EmitTo::All => std::mem::replace(self, Self::new()).keys,
             EmitTo::First(n) => {
@@ -207,7 +271,7 @@ impl PackedTable {
     }
 
     fn size(&self) -> usize {
-        self.keys.capacity() * 16 + self.slots.capacity() * 4
+        self.keys.capacity() * std::mem::size_of::<K>() + self.slots.capacity() * 4
     }
 }
 
@@ -336,6 +400,121 @@ fn unpack(schema: &Schema, keys: &[u128]) -> Result<Vec<ArrayRef>> {
         .collect()
 }
 
+/// A narrow packed key (`(length + 1) << 56 | bytes`, 0 for NULL) packed
+/// wide (`(length + 1) << 120 | bytes`).
+fn widened(word: u64) -> u128 {
+    if word == 0 {
+        return 0;
+    }
+    (u128::from(word >> 56) << 120) | u128::from(word & (u64::MAX >> 8))
+}
+
+/// One key packed wide, as `(length + 1) << 120 | bytes`.
+fn packed_wide(bytes: &[u8]) -> u128 {
+    let mut word = [0u8; 16];
+    word[..bytes.len()].copy_from_slice(bytes);
+    ((bytes.len() as u128 + 1) << 120) | u128::from_le_bytes(word)
+}
+
+/// As [`pack`], each key in 128 bits; false when some key is longer than
+/// [`WIDE_LEN`].
+fn pack_wide(cols: &[ArrayRef], out: &mut Vec<[u128; 2]>) -> Result<bool> {
+    out.clear();
+    out.resize(cols[0].len(), [0; 2]);
+    let out = out.as_mut_slice();
+    for (c, col) in cols.iter().enumerate() {
+        let packed = match col.data_type() {
+            DataType::Utf8 => pack_offsets_wide(col.as_string::<i32>(), |r, w| out[r][c] = w),
+            DataType::LargeUtf8 => pack_offsets_wide(col.as_string::<i64>(), |r, w| out[r][c] = w),
+            DataType::Utf8View => {
+                let views = col.as_string_view();
+                let mut fits = true;
+                for (row, value) in views.iter().enumerate() {
+                    match value {
+                        Some(v) if v.len() > WIDE_LEN => {
+                            fits = false;
+                            break;
+                        }
+                        Some(v) => out[row][c] = packed_wide(v.as_bytes()),
+                        None => {}
+                    }
+                }
+                fits
+            }
+            other => {
+                return Err(DataFusionError::Internal(format!(
+                    "short string keys: a {other} column"
+                )));
+            }
+        };
+        if !packed {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+fn pack_offsets_wide<O: OffsetSizeTrait>(
+    col: &GenericStringArray<O>,
+    mut put: impl FnMut(usize, u128),
+) -> bool {
+    let offsets = col.value_offsets();
+    let data = col.value_data();
+    let nulls = col.nulls().filter(|n| n.null_count() > 0);
+    for (row, w) in offsets.windows(2).enumerate() {
+        if nulls.is_some_and(|n| n.is_null(row)) {
+            continue;
+        }
+        let (start, end) = (w[0].as_usize(), w[1].as_usize());
+        let len = end - start;
+        if len > WIDE_LEN {
+            return false;
+        }
+        put(
+            row,
+            match data.get(start..start + 16) {
+                // Sixteen bytes read at once, the key's kept.
+                Some(word) => {
+                    let word = u128::from_le_bytes(word.try_into().expect("sixteen bytes"));
+                    let kept = if len == 0 {
+                        0
+                    } else {
+                        u128::MAX >> (128 - 8 * len)
+                    };
+                    ((len as u128 + 1) << 120) | (word & kept)
+                }
+                None => packed_wide(&data[start..end]),
+            },
+        );
+    }
+    true
+}
+
+/// The key columns of `schema` from keys packed wide.
+fn unpack_wide(schema: &Schema, keys: &[[u128; 2]]) -> Result<Vec<ArrayRef>> {
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(c, field)| {
+            let mut strings = StringBuilder::with_capacity(keys.len(), keys.len() * WIDE_LEN);
+            for key in keys {
+                let word = key[c];
+                if word == 0 {
+                    strings.append_null();
+                    continue;
+                }
+                let len = ((word >> 120) - 1) as usize;
+                let bytes = word.to_le_bytes();
+                let text = std::str::from_utf8(&bytes[..len])
+                    .map_err(|e| DataFusionError::Internal(format!("short string keys: {e}")))?;
+                strings.append_value(text);
+            }
+            Ok(cast(&strings.finish(), field.data_type())?)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -425,6 +604,8 @@ mod tests {
         }
     }
 
+    /// Short keys pack narrow; long ones (up to 30 bytes) pack wide or
+    /// not at all.
     fn key(long: bool) -> impl Strategy<Value = Option<String>> {
         let text = if long {
             "[a-zé€\\x00]{0,10}"
@@ -493,21 +674,30 @@ mod tests {
     }
 
     #[test]
-    fn a_long_key_moves_the_groups_with_their_ids() {
+    fn longer_keys_widen_the_table_and_long_ones_move_the_groups_with_their_ids() {
         let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Utf8, true)]));
         let mut table = ShortStrings::new(schema);
         let mut ids = Vec::new();
         let short: ArrayRef = Arc::new(StringArray::from(vec!["A", "N", "A"]));
         table.intern(&[short], &mut ids).unwrap();
         assert!(matches!(table.mode, Mode::Packed(_)));
-        let long: ArrayRef = Arc::new(StringArray::from(vec!["N", "a longer key", "A"]));
+        let longer: ArrayRef = Arc::new(StringArray::from(vec!["N", "a longer key", "A"]));
+        table.intern(&[longer], &mut ids).unwrap();
+        assert!(matches!(table.mode, Mode::Wide(_)));
+        assert_eq!(ids, [1, 2, 0]);
+        let long: ArrayRef = Arc::new(StringArray::from(vec![
+            "more than fifteen bytes",
+            "a longer key",
+            "N",
+        ]));
         table.intern(&[long], &mut ids).unwrap();
         assert!(matches!(table.mode, Mode::Bytes(_)));
-        assert_eq!(ids, [1, 2, 0]);
+        assert_eq!(ids, [3, 2, 1]);
         let keys = table.emit(EmitTo::All).unwrap().remove(0);
         assert_eq!(
             keys.as_ref(),
-            &StringArray::from(vec!["A", "N", "a longer key"]) as &dyn Array
+            &StringArray::from(vec!["A", "N", "a longer key", "more than fifteen bytes"])
+                as &dyn Array
         );
     }
 

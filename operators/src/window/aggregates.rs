@@ -13,8 +13,7 @@ use datafusion_physical_expr::PhysicalExpr;
 use datafusion_physical_expr::aggregate::{AggregateExprBuilder, AggregateFunctionExpr};
 use datafusion_physical_expr::expressions::{Column, Literal, cast};
 use datafusion_physical_expr::{GroupsAccumulatorAdapter, PhysicalSortExpr};
-use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
-use datafusion_physical_plan::aggregates::order::GroupOrdering;
+use datafusion_physical_plan::aggregates::group_values::GroupValues;
 use weir_core::spec::WindowAggregateSpec;
 use weir_core::{Result, WeirError};
 
@@ -114,9 +113,11 @@ impl Aggregates {
         })
     }
 
+    /// A fresh accumulation: string keys that are short codes are grouped
+    /// packed ([`crate::short_strings`]), others in DataFusion's table.
     pub(crate) fn new_accumulation(&self) -> Result<Accumulation> {
         Ok(Accumulation {
-            groups: new_group_values(Arc::clone(&self.key_schema), &GroupOrdering::None)?,
+            groups: crate::key_table::new_table(&self.key_schema)?,
             accumulators: self.new_accumulators()?,
         })
     }
