@@ -209,9 +209,66 @@ impl FlinkFunction {
                     None => text.split(sep.as_str()).nth(index),
                 })))
             }
+            Kind::DateFormat => {
+                let Some(pattern) = args.get(1).and_then(constant_str) else {
+                    return Ok(None);
+                };
+                let ts = ms_timestamps(&args[0].to_array(n)?, "DATE_FORMAT")?;
+                let Some(pattern) = pattern else {
+                    return Ok(Some(arrow::array::new_null_array(&DataType::Utf8, n)));
+                };
+                Ok(Some(date_format(&ts, &pattern)?))
+            }
             _ => Ok(None),
         }
     }
+}
+
+/// `DATE_FORMAT` of every timestamp in `ts` by one Java `pattern`: a run of
+/// rows within one second (one millisecond when the pattern shows
+/// fractions) is formatted once, its text copied for the others.
+fn date_format(ts: &TimestampMillisecondArray, pattern: &str) -> Result<ArrayRef> {
+    let f = java_to_chrono(pattern);
+    let fine = f.contains('f');
+    let n = ts.len();
+    let mut values: Vec<u8> = Vec::with_capacity(n * pattern.len());
+    let mut offsets: Vec<i32> = Vec::with_capacity(n + 1);
+    offsets.push(0);
+    let mut valid = arrow::array::BooleanBufferBuilder::new(n);
+    let mut text = String::new();
+    let mut last: Option<i64> = None;
+    for i in 0..n {
+        let formatted = ts.is_valid(i) && {
+            let ms = ts.value(i);
+            let key = if fine { ms } else { ms.div_euclid(1000) };
+            if last != Some(key) {
+                last = None;
+                if let Some(t) = chrono::DateTime::from_timestamp_millis(ms) {
+                    text.clear();
+                    write!(text, "{}", t.naive_utc().format(&f)).map_err(|_| {
+                        DataFusionError::Execution(format!("DATE_FORMAT: bad pattern '{pattern}'"))
+                    })?;
+                    last = Some(key);
+                }
+            }
+            last.is_some()
+        };
+        if formatted {
+            values.extend_from_slice(text.as_bytes());
+        }
+        let end = i32::try_from(values.len())
+            .map_err(|_| DataFusionError::Execution("DATE_FORMAT: result over 2 GiB".into()))?;
+        offsets.push(end);
+        valid.append(formatted);
+    }
+    let nulls = arrow::buffer::NullBuffer::new(valid.finish());
+    let nulls = (nulls.null_count() > 0).then_some(nulls);
+    // Offsets rise and the values are the formatted UTF-8 text.
+    Ok(Arc::new(arrow::array::StringArray::try_new(
+        arrow::buffer::OffsetBuffer::new(offsets.into()),
+        values.into(),
+        nulls,
+    )?))
 }
 
 /// Piece `index` of `text` split at the ASCII byte `sep` (as
@@ -824,6 +881,51 @@ mod tests {
                 assert_eq!(text.value(2), "22:13:20.999");
             }
         }
+    }
+
+    /// A constant DATE_FORMAT pattern (as queries write it) gives the rows
+    /// a pattern column does: runs within a second and across, fractions,
+    /// NULLs, times before 1970 and out of chrono's range, a NULL pattern.
+    #[test]
+    fn a_constant_date_format_pattern_gives_the_per_row_results() {
+        use datafusion_common::ScalarValue as V;
+        let ts: ArrayRef = Arc::new(TimestampMillisecondArray::from(vec![
+            Some(1_700_000_000_000),
+            Some(1_700_000_000_001),
+            Some(1_700_000_000_999),
+            None,
+            Some(1_700_000_001_000),
+            Some(i64::MAX),
+            Some(1_700_000_001_000),
+            Some(-1),
+            Some(-1_000),
+            Some(1_700_086_400_000),
+        ]));
+        for pattern in [
+            "yyyy-MM-dd",
+            "HH:mm",
+            "HH:mm:ss.SSS",
+            "yyyy-MM-dd HH:mm:ss",
+            "",
+        ] {
+            let out = constant_and_column(
+                Kind::DateFormat,
+                Arc::clone(&ts),
+                vec![V::Utf8(Some(pattern.into()))],
+            );
+            assert_eq!(out.null_count(), 2, "{pattern}");
+        }
+        let days = constant_and_column(
+            Kind::DateFormat,
+            Arc::clone(&ts),
+            vec![V::Utf8(Some("yyyy-MM-dd".into()))],
+        );
+        let days = days.as_string::<i32>();
+        assert_eq!(days.value(0), "2023-11-14");
+        assert_eq!(days.value(7), "1969-12-31");
+        assert_eq!(days.value(9), "2023-11-15");
+        let none = constant_and_column(Kind::DateFormat, ts, vec![V::Utf8(None)]);
+        assert_eq!(none.null_count(), none.len());
     }
 
     #[test]
