@@ -344,9 +344,13 @@ fn pack_column(col: &dyn Array, put: impl FnMut(usize, u64)) -> Result<bool> {
     }
 }
 
-fn pack_offsets<O: OffsetSizeTrait>(
+/// Hands `put` each non-null value of `col` as its row, the values buffer
+/// and the value's start and length; false at the first value longer than
+/// `max` bytes.
+fn each_short<O: OffsetSizeTrait>(
     col: &GenericStringArray<O>,
-    mut put: impl FnMut(usize, u64),
+    max: usize,
+    mut put: impl FnMut(usize, &[u8], usize, usize),
 ) -> bool {
     let offsets = col.value_offsets();
     let data = col.value_data();
@@ -356,10 +360,19 @@ fn pack_offsets<O: OffsetSizeTrait>(
             continue;
         }
         let (start, end) = (w[0].as_usize(), w[1].as_usize());
-        let len = end - start;
-        if len > MAX_LEN {
+        if end - start > max {
             return false;
         }
+        put(row, data, start, end - start);
+    }
+    true
+}
+
+fn pack_offsets<O: OffsetSizeTrait>(
+    col: &GenericStringArray<O>,
+    mut put: impl FnMut(usize, u64),
+) -> bool {
+    each_short(col, MAX_LEN, |row, data, start, len| {
         put(
             row,
             match data.get(start..start + 8) {
@@ -368,28 +381,40 @@ fn pack_offsets<O: OffsetSizeTrait>(
                     let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
                     ((len as u64 + 1) << 56) | (word & low_bytes(len))
                 }
-                None => packed(&data[start..end]),
+                None => packed(&data[start..start + len]),
             },
-        );
-    }
-    true
+        )
+    })
 }
 
 /// The key columns of `schema` from packed keys.
 fn unpack(schema: &Schema, keys: &[u128]) -> Result<Vec<ArrayRef>> {
+    unpack_by(schema, keys.len(), MAX_LEN, |row, c| {
+        widened((keys[row] >> (64 * c)) as u64)
+    })
+}
+
+/// The key columns of `schema` from `rows` keys, column `c` of row `r`
+/// packed wide as `word(r, c)`.
+fn unpack_by(
+    schema: &Schema,
+    rows: usize,
+    longest: usize,
+    word: impl Fn(usize, usize) -> u128,
+) -> Result<Vec<ArrayRef>> {
     schema
         .fields()
         .iter()
         .enumerate()
         .map(|(c, field)| {
-            let mut strings = StringBuilder::with_capacity(keys.len(), keys.len() * MAX_LEN);
-            for &key in keys {
-                let word = (key >> (64 * c)) as u64;
+            let mut strings = StringBuilder::with_capacity(rows, rows * longest);
+            for row in 0..rows {
+                let word = word(row, c);
                 if word == 0 {
                     strings.append_null();
                     continue;
                 }
-                let len = ((word >> 56) - 1) as usize;
+                let len = ((word >> 120) - 1) as usize;
                 let bytes = word.to_le_bytes();
                 let text = std::str::from_utf8(&bytes[..len])
                     .map_err(|e| DataFusionError::Internal(format!("short string keys: {e}")))?;
@@ -458,18 +483,7 @@ fn pack_offsets_wide<O: OffsetSizeTrait>(
     col: &GenericStringArray<O>,
     mut put: impl FnMut(usize, u128),
 ) -> bool {
-    let offsets = col.value_offsets();
-    let data = col.value_data();
-    let nulls = col.nulls().filter(|n| n.null_count() > 0);
-    for (row, w) in offsets.windows(2).enumerate() {
-        if nulls.is_some_and(|n| n.is_null(row)) {
-            continue;
-        }
-        let (start, end) = (w[0].as_usize(), w[1].as_usize());
-        let len = end - start;
-        if len > WIDE_LEN {
-            return false;
-        }
+    each_short(col, WIDE_LEN, |row, data, start, len| {
         put(
             row,
             match data.get(start..start + 16) {
@@ -483,36 +497,15 @@ fn pack_offsets_wide<O: OffsetSizeTrait>(
                     };
                     ((len as u128 + 1) << 120) | (word & kept)
                 }
-                None => packed_wide(&data[start..end]),
+                None => packed_wide(&data[start..start + len]),
             },
-        );
-    }
-    true
+        )
+    })
 }
 
 /// The key columns of `schema` from keys packed wide.
 fn unpack_wide(schema: &Schema, keys: &[[u128; 2]]) -> Result<Vec<ArrayRef>> {
-    schema
-        .fields()
-        .iter()
-        .enumerate()
-        .map(|(c, field)| {
-            let mut strings = StringBuilder::with_capacity(keys.len(), keys.len() * WIDE_LEN);
-            for key in keys {
-                let word = key[c];
-                if word == 0 {
-                    strings.append_null();
-                    continue;
-                }
-                let len = ((word >> 120) - 1) as usize;
-                let bytes = word.to_le_bytes();
-                let text = std::str::from_utf8(&bytes[..len])
-                    .map_err(|e| DataFusionError::Internal(format!("short string keys: {e}")))?;
-                strings.append_value(text);
-            }
-            Ok(cast(&strings.finish(), field.data_type())?)
-        })
-        .collect()
+    unpack_by(schema, keys.len(), WIDE_LEN, |row, c| keys[row][c])
 }
 
 #[cfg(test)]

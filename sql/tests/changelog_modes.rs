@@ -233,12 +233,7 @@ fn a_sink_dropping_update_befores_gets_upserts_by_the_aggregates_key() {
     assert!(got.iter().any(|c| c.starts_with("+U[a")), "{got:?}");
     // Each key's last row holds its final count (keys interleave in any
     // order).
-    let last = |word: &str| {
-        got.iter()
-            .rev()
-            .find(|c| c[3..].starts_with(&format!("{word},")))
-            .cloned()
-    };
+    let last = |word: &str| last_of(&got, word);
     assert_eq!(last("a").as_deref(), Some("+U[a, 3]"), "{got:?}");
     assert_eq!(last("b").as_deref(), Some("+I[b, 1]"), "{got:?}");
 
@@ -273,6 +268,15 @@ fn a_sink_dropping_update_befores_gets_upserts_by_the_aggregates_key() {
     assert!(explain.contains("[upsert]"), "{explain}");
 }
 
+/// The last change to the row whose first column is `key` (keys
+/// interleave in any order).
+fn last_of(got: &[String], key: &str) -> Option<String> {
+    got.iter()
+        .rev()
+        .find(|c| c[3..].starts_with(&format!("{key},")))
+        .cloned()
+}
+
 /// The EXPLAIN text of `statement` after the WORDS view.
 fn explain(statement: &str) -> String {
     let mut s = SqlSession::new();
@@ -305,12 +309,7 @@ fn a_top_n_upserts_by_its_keys_and_row_number_or_its_keys_when_it_keeps_one() {
     );
     let got = changes(&handle("top-by-rank").batches());
     assert!(got.iter().all(|c| !c.starts_with("-U")), "{got:?}");
-    let last = |word: &str| {
-        got.iter()
-            .rev()
-            .find(|c| c[3..].starts_with(&format!("{word},")))
-            .cloned()
-    };
+    let last = |word: &str| last_of(&got, word);
     assert!(
         last("a").is_some_and(|c| c.ends_with("[a, 4, 1]")),
         "{got:?}"
@@ -330,12 +329,7 @@ fn a_top_n_upserts_by_its_keys_and_row_number_or_its_keys_when_it_keeps_one() {
     );
     let got = changes(&handle("top-drops-befores").batches());
     assert!(got.iter().all(|c| !c.starts_with("-U")), "{got:?}");
-    let last = |word: &str| {
-        got.iter()
-            .rev()
-            .find(|c| c[3..].starts_with(&format!("{word},")))
-            .cloned()
-    };
+    let last = |word: &str| last_of(&got, word);
     assert!(last("a").is_some_and(|c| c.ends_with("[a, 4]")), "{got:?}");
     assert_eq!(last("b").as_deref(), Some("+I[b, 2]"), "{got:?}");
 
