@@ -238,21 +238,8 @@ fn date_format(ts: &TimestampMillisecondArray, pattern: &str) -> Result<ArrayRef
     let mut text = String::new();
     let mut last: Option<i64> = None;
     for i in 0..n {
-        let formatted = ts.is_valid(i) && {
-            let ms = ts.value(i);
-            let key = if fine { ms } else { ms.div_euclid(1000) };
-            if last != Some(key) {
-                last = None;
-                if let Some(t) = chrono::DateTime::from_timestamp_millis(ms) {
-                    text.clear();
-                    write!(text, "{}", t.naive_utc().format(&f)).map_err(|_| {
-                        DataFusionError::Execution(format!("DATE_FORMAT: bad pattern '{pattern}'"))
-                    })?;
-                    last = Some(key);
-                }
-            }
-            last.is_some()
-        };
+        let formatted =
+            ts.is_valid(i) && format_run(ts.value(i), (&f, fine, pattern), &mut last, &mut text)?;
         if formatted {
             values.extend_from_slice(text.as_bytes());
         }
@@ -269,6 +256,31 @@ fn date_format(ts: &TimestampMillisecondArray, pattern: &str) -> Result<ArrayRef
         values.into(),
         nulls,
     )?))
+}
+
+/// `text` becomes `ms` formatted by `format` (chrono's format, whether
+/// it shows fractions, the Java pattern it came from), unless `last` says
+/// it already holds the text of `ms`'s run: its second, or its millisecond
+/// when the format shows fractions. False for a time out of range.
+fn format_run(
+    ms: i64,
+    (format, fine, pattern): (&str, bool, &str),
+    last: &mut Option<i64>,
+    text: &mut String,
+) -> Result<bool> {
+    let key = if fine { ms } else { ms.div_euclid(1000) };
+    if *last == Some(key) {
+        return Ok(true);
+    }
+    *last = None;
+    let Some(t) = chrono::DateTime::from_timestamp_millis(ms) else {
+        return Ok(false);
+    };
+    text.clear();
+    write!(text, "{}", t.naive_utc().format(format))
+        .map_err(|_| DataFusionError::Execution(format!("DATE_FORMAT: bad pattern '{pattern}'")))?;
+    *last = Some(key);
+    Ok(true)
 }
 
 /// Piece `index` of `text` split at the ASCII byte `sep` (as
@@ -537,22 +549,11 @@ impl ScalarUDFImpl for FlinkFunction {
                             (&*f, *fine)
                         }
                     };
-                    let ms = ts.value(i);
-                    let key = if fine { ms } else { ms.div_euclid(1000) };
-                    if last == Some(key) {
+                    if format_run(ts.value(i), (f, fine, p), &mut last, &mut text)? {
                         b.append_value(&text);
-                        continue;
-                    }
-                    let Some(t) = chrono::DateTime::from_timestamp_millis(ms) else {
+                    } else {
                         b.append_null();
-                        continue;
-                    };
-                    text.clear();
-                    write!(text, "{}", t.naive_utc().format(f)).map_err(|_| {
-                        DataFusionError::Execution(format!("DATE_FORMAT: bad pattern '{p}'"))
-                    })?;
-                    last = Some(key);
-                    b.append_value(&text);
+                    }
                 }
                 Arc::new(b.finish())
             }

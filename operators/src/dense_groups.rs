@@ -19,8 +19,6 @@ use datafusion_expr::EmitTo;
 use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
 use datafusion_physical_plan::aggregates::order::GroupOrdering;
 
-use crate::short_strings::ShortStrings;
-
 /// No group yet for this value.
 const NONE: u32 = u32::MAX;
 /// The vector may always span this many values (4 MiB of slots)…
@@ -58,12 +56,9 @@ fn dense() -> Mode {
 
 impl DenseGroups {
     /// A table for `schema`'s keys: dense when it is one integer column,
-    /// packed when they are all strings ([`ShortStrings`]), otherwise
-    /// DataFusion's table.
+    /// otherwise [`crate::key_table::new_table`]'s (packed short strings,
+    /// or DataFusion's table).
     pub(crate) fn boxed(schema: SchemaRef) -> Result<Box<dyn GroupValues>> {
-        if ShortStrings::takes(&schema) {
-            return Ok(Box::new(ShortStrings::new(schema)));
-        }
         let one_integer = schema.fields().len() == 1
             && matches!(
                 schema.field(0).data_type(),
@@ -76,7 +71,7 @@ impl DenseGroups {
                     | DataType::UInt32
             );
         if !one_integer {
-            return new_group_values(schema, &GroupOrdering::None);
+            return crate::key_table::new_table(&schema);
         }
         Ok(Box::new(Self {
             schema,

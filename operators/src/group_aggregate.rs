@@ -33,8 +33,7 @@ use arrow::compute::take;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use datafusion_expr::EmitTo;
-use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
-use datafusion_physical_plan::aggregates::order::GroupOrdering;
+use datafusion_physical_plan::aggregates::group_values::GroupValues;
 use weir_core::spec::{AggregatePhase, GroupAggregateSpec, RowKind};
 use weir_core::{Result, WeirError};
 
@@ -347,7 +346,7 @@ impl GroupAggregateOperator {
             partials.push(((0..n).collect(), states));
             (keys, n)
         } else {
-            let mut local = new_group_values(self.aggregates.key_schema(), &GroupOrdering::None)?;
+            let mut local = crate::key_table::new_table(&self.aggregates.key_schema())?;
             for (keys, _, ids, states) in done {
                 let mut at = Vec::new();
                 local.intern(&keys, &mut at)?;

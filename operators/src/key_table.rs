@@ -20,13 +20,13 @@ use weir_core::Result;
 
 /// A key table for `schema`'s keys: packed when they are one or two string
 /// columns of short codes ([`crate::short_strings`]), else DataFusion's.
-pub(crate) fn new_table(schema: &SchemaRef) -> Result<Box<dyn GroupValues>> {
+pub(crate) fn new_table(schema: &SchemaRef) -> datafusion_common::Result<Box<dyn GroupValues>> {
     if crate::short_strings::ShortStrings::takes(schema) {
         return Ok(Box::new(crate::short_strings::ShortStrings::new(
             Arc::clone(schema),
         )));
     }
-    Ok(new_group_values(Arc::clone(schema), &GroupOrdering::None)?)
+    new_group_values(Arc::clone(schema), &GroupOrdering::None)
 }
 
 /// Fewest dead ids worth a rebuild.

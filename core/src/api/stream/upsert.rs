@@ -54,43 +54,35 @@ impl DataStream {
                     }
                     path.push((id, std::mem::replace(&mut names, before)));
                     id = t.inputs[0];
+                    continue;
                 }
                 TransformationKind::Operator(OperatorSpec::GroupAggregate(g))
-                    if g.changelog && same_set(&g.keys, &names) =>
-                {
-                    self.env.update(id, |t| {
-                        if let TransformationKind::Operator(OperatorSpec::GroupAggregate(g)) =
-                            &mut t.kind
-                        {
-                            g.upsert = true;
-                            t.changelog = g.changelog_mode();
-                            t.name = format!("{} [upsert]", t.name);
-                        }
-                    });
-                    for (p, k) in path {
-                        self.env
-                            .update(p, |t| t.changelog = ChangelogMode::Upsert { key: k });
-                    }
-                    return self.changelog_mode();
-                }
+                    if g.changelog && same_set(&g.keys, &names) => {}
                 TransformationKind::Operator(OperatorSpec::TopN(n))
-                    if n.upsert_keys().iter().any(|k| same_set(k, &names)) =>
-                {
-                    self.env.update(id, |t| {
-                        if let TransformationKind::Operator(OperatorSpec::TopN(n)) = &mut t.kind {
-                            n.upsert = Some(names.clone());
-                            t.changelog = ChangelogMode::Upsert { key: names };
-                            t.name = format!("{} [upsert]", t.name);
-                        }
-                    });
-                    for (p, k) in path {
-                        self.env
-                            .update(p, |t| t.changelog = ChangelogMode::Upsert { key: k });
-                    }
-                    return self.changelog_mode();
-                }
+                    if n.upsert_keys().iter().any(|k| same_set(k, &names)) => {}
                 _ => return mode,
             }
+            // The aggregate or Top-N upserts by `names`, and the
+            // projections on the way pass the key on.
+            self.env.update(id, |t| {
+                match &mut t.kind {
+                    TransformationKind::Operator(OperatorSpec::GroupAggregate(g)) => {
+                        g.upsert = true;
+                        t.changelog = g.changelog_mode();
+                    }
+                    TransformationKind::Operator(OperatorSpec::TopN(n)) => {
+                        n.upsert = Some(names.clone());
+                        t.changelog = ChangelogMode::Upsert { key: names };
+                    }
+                    _ => unreachable!("matched above"),
+                }
+                t.name = format!("{} [upsert]", t.name);
+            });
+            for (p, k) in path {
+                self.env
+                    .update(p, |t| t.changelog = ChangelogMode::Upsert { key: k });
+            }
+            return self.changelog_mode();
         }
     }
 }
