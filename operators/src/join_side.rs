@@ -18,14 +18,6 @@ use weir_core::Result;
 
 use crate::row_store::RowStore;
 
-/// Where an entry's row is.
-pub(crate) enum Held {
-    /// Row-encoded (a changelog side).
-    Bytes(Box<[u8]>),
-    /// Row id in the side's store (an append-only side).
-    Stored(u32),
-}
-
 /// A row of the batch being worked, as [`Side::add`] takes it.
 #[derive(Clone, Copy)]
 pub(crate) enum Incoming<'a> {
@@ -33,15 +25,35 @@ pub(crate) enum Incoming<'a> {
     Stored(u32),
 }
 
-/// One distinct row of a side under one key.
+/// One distinct row of a changelog side under one key.
 pub(crate) struct Entry {
-    pub(crate) row: Held,
+    /// The row, row-encoded.
+    row: Box<[u8]>,
     /// How often the row is in the input's table.
-    pub(crate) count: u32,
+    count: u32,
     /// Rows of the other side it pairs with (outer sides only).
-    pub(crate) assoc: u32,
+    assoc: u32,
     /// When it was last written (ms since the epoch, processing time).
-    pub(crate) written: i64,
+    written: i64,
+}
+
+/// The rows of a side per key id. An entry is addressed by its key and its
+/// place in the key's list: `(k, e)`.
+enum Lists {
+    /// A changelog side: each distinct row once, with its count.
+    Rows(Vec<Vec<Entry>>),
+    /// An append-only side: per key the store ids of its rows, each row its
+    /// own entry (count 1). Partners and write times are kept by id, and
+    /// only when they are read: for an outer side, and under a state TTL.
+    /// Four bytes a row for an inner join without a TTL, where an
+    /// [`Entry`] took 32.
+    Ids {
+        keys: Vec<Vec<u32>>,
+        /// By id (an outer side; else empty).
+        assoc: Vec<u32>,
+        /// By id (under a TTL; else empty).
+        written: Vec<i64>,
+    },
 }
 
 pub(crate) struct Side {
@@ -49,6 +61,8 @@ pub(crate) struct Side {
     pub(crate) width: usize,
     pub(crate) changelog: bool,
     pub(crate) outer: bool,
+    /// Whether rows' write times are kept (a state TTL reads them).
+    timed: bool,
     /// A changelog side's row format.
     converter: RowConverter,
     /// An append-only side's rows, by id.
@@ -57,8 +71,7 @@ pub(crate) struct Side {
     free: Vec<u32>,
     /// The data columns' schema.
     pub(crate) schema: SchemaRef,
-    /// Per key id, its distinct rows.
-    pub(crate) keys: Vec<Vec<Entry>>,
+    lists: Lists,
     pub(crate) entries: usize,
     /// Bytes of the entries and of row-encoded rows (the store's own are
     /// added by [`Side::bytes`]).
@@ -66,7 +79,14 @@ pub(crate) struct Side {
 }
 
 impl Side {
-    pub(crate) fn new(input: &SchemaRef, keys: &[String], outer: bool) -> Result<Self> {
+    /// A side of `input`'s rows keyed by `keys`; `timed`: a state TTL
+    /// reads when rows were written.
+    pub(crate) fn new(
+        input: &SchemaRef,
+        keys: &[String],
+        outer: bool,
+        timed: bool,
+    ) -> Result<Self> {
         let changelog = weir_core::spec::is_changelog_schema(input);
         let width = input.fields().len() - usize::from(changelog);
         let fields: Vec<Field> = weir_core::join_spec::data_fields(input);
@@ -77,16 +97,26 @@ impl Side {
                 .collect(),
         )?;
         let schema = Arc::new(Schema::new(fields));
+        let lists = if changelog {
+            Lists::Rows(Vec::new())
+        } else {
+            Lists::Ids {
+                keys: Vec::new(),
+                assoc: Vec::new(),
+                written: Vec::new(),
+            }
+        };
         Ok(Self {
             key_indices: crate::column_indices(input, keys)?,
             width,
             changelog,
             outer,
+            timed,
             converter,
             store: RowStore::new(Arc::clone(&schema)),
             free: Vec::new(),
             schema,
-            keys: Vec::new(),
+            lists,
             entries: 0,
             bytes: 0,
         })
@@ -94,7 +124,99 @@ impl Side {
 
     /// Bytes held.
     pub(crate) fn bytes(&self) -> usize {
-        self.bytes + self.store.bytes()
+        let lists = match &self.lists {
+            Lists::Rows(keys) => keys.len() * std::mem::size_of::<Vec<Entry>>(),
+            Lists::Ids {
+                keys,
+                assoc,
+                written,
+            } => {
+                keys.len() * std::mem::size_of::<Vec<u32>>()
+                    + self.entries * std::mem::size_of::<u32>()
+                    + assoc.len() * std::mem::size_of::<u32>()
+                    + written.len() * std::mem::size_of::<i64>()
+            }
+        };
+        self.bytes + lists + self.store.bytes()
+    }
+
+    /// Key ids with a list (live or empty).
+    pub(crate) fn key_count(&self) -> usize {
+        match &self.lists {
+            Lists::Rows(keys) => keys.len(),
+            Lists::Ids { keys, .. } => keys.len(),
+        }
+    }
+
+    /// Entries under key `k`.
+    pub(crate) fn len_of(&self, k: usize) -> usize {
+        match &self.lists {
+            Lists::Rows(keys) => keys.get(k).map_or(0, Vec::len),
+            Lists::Ids { keys, .. } => keys.get(k).map_or(0, Vec::len),
+        }
+    }
+
+    /// Every entry, key by key.
+    pub(crate) fn all(&self) -> Vec<(usize, usize)> {
+        (0..self.key_count())
+            .flat_map(|k| (0..self.len_of(k)).map(move |e| (k, e)))
+            .collect()
+    }
+
+    /// How often entry `(k, e)`'s row is in the input's table.
+    pub(crate) fn count(&self, (k, e): (usize, usize)) -> u32 {
+        match &self.lists {
+            Lists::Rows(keys) => keys[k][e].count,
+            Lists::Ids { .. } => 1,
+        }
+    }
+
+    /// Partners of entry `(k, e)` (an outer side's; 0 on an inner side).
+    pub(crate) fn assoc(&self, (k, e): (usize, usize)) -> u32 {
+        match &self.lists {
+            Lists::Rows(keys) => keys[k][e].assoc,
+            Lists::Ids { keys, assoc, .. } => assoc.get(keys[k][e] as usize).copied().unwrap_or(0),
+        }
+    }
+
+    /// Set the partners of entry `(k, e)` (kept on an outer side only).
+    pub(crate) fn set_assoc(&mut self, (k, e): (usize, usize), n: u32) {
+        match &mut self.lists {
+            Lists::Rows(keys) => keys[k][e].assoc = n,
+            Lists::Ids { keys, assoc, .. } => {
+                if let Some(a) = assoc.get_mut(keys[k][e] as usize) {
+                    *a = n;
+                }
+            }
+        }
+    }
+
+    /// When entry `(k, e)` was last written (`now` when write times are
+    /// not kept: no TTL reads them).
+    pub(crate) fn written(&self, (k, e): (usize, usize), now: i64) -> i64 {
+        match &self.lists {
+            Lists::Rows(keys) => keys[k][e].written,
+            Lists::Ids { keys, written, .. } => {
+                written.get(keys[k][e] as usize).copied().unwrap_or(now)
+            }
+        }
+    }
+
+    /// Keep only the keys `moved` gives a new id (`moved[old]`), `n` in all.
+    pub(crate) fn renumber(&mut self, moved: &[Option<usize>], n: usize) {
+        fn apply<T>(lists: &mut Vec<Vec<T>>, moved: &[Option<usize>], n: usize) {
+            let mut keys: Vec<Vec<T>> = (0..n).map(|_| Vec::new()).collect();
+            for (old, list) in lists.drain(..).enumerate() {
+                if let Some(Some(new)) = moved.get(old) {
+                    keys[*new] = list;
+                }
+            }
+            *lists = keys;
+        }
+        match &mut self.lists {
+            Lists::Rows(keys) => apply(keys, moved, n),
+            Lists::Ids { keys, .. } => apply(keys, moved, n),
+        }
     }
 
     /// The rows of `batch` (this side's input) as [`Side::add`] takes
@@ -134,115 +256,126 @@ impl Side {
         Ok(Arriving::Ids(slots))
     }
 
+    /// Add a row under key `key` with `assoc` partners, written at `now`.
     pub(crate) fn add(&mut self, key: usize, row: Incoming<'_>, assoc: u32, now: i64) {
-        if self.keys.len() <= key {
-            self.keys.resize_with(key + 1, Vec::new);
-        }
-        let list = &mut self.keys[key];
-        // A changelog's rows are found by their bytes (a scan of the key's
-        // rows); an append-only input's each are their own entry
-        // (duplicates pair the same way).
-        let found = match row {
-            Incoming::Bytes(b) => list
-                .iter_mut()
-                .find(|e| matches!(&e.row, Held::Bytes(r) if **r == *b)),
-            Incoming::Stored(_) => None,
-        };
-        match found {
-            Some(e) => {
-                e.count += 1;
-                e.assoc = assoc;
-                e.written = now;
-            }
-            None => {
+        let (outer, timed) = (self.outer, self.timed);
+        match (&mut self.lists, row) {
+            (Lists::Rows(keys), Incoming::Bytes(b)) => {
+                if keys.len() <= key {
+                    keys.resize_with(key + 1, Vec::new);
+                }
+                let list = &mut keys[key];
+                // A changelog's rows are found by their bytes (a scan of
+                // the key's rows).
+                if let Some(e) = list.iter_mut().find(|e| *e.row == *b) {
+                    e.count += 1;
+                    e.assoc = assoc;
+                    e.written = now;
+                    return;
+                }
                 self.entries += 1;
-                let row = match row {
-                    Incoming::Bytes(b) => {
-                        self.bytes += b.len();
-                        Held::Bytes(b.into())
-                    }
-                    Incoming::Stored(id) => Held::Stored(id),
-                };
-                self.bytes += std::mem::size_of::<Entry>();
+                self.bytes += b.len() + std::mem::size_of::<Entry>();
                 list.push(Entry {
-                    row,
+                    row: b.into(),
                     count: 1,
                     assoc,
                     written: now,
                 });
             }
+            // An append-only input's rows are each their own entry
+            // (duplicates pair the same way).
+            (
+                Lists::Ids {
+                    keys,
+                    assoc: partners,
+                    written,
+                },
+                Incoming::Stored(id),
+            ) => {
+                if keys.len() <= key {
+                    keys.resize_with(key + 1, Vec::new);
+                }
+                keys[key].push(id);
+                self.entries += 1;
+                let at = id as usize;
+                if outer {
+                    if partners.len() <= at {
+                        partners.resize(at + 1, 0);
+                    }
+                    partners[at] = assoc;
+                }
+                if timed {
+                    if written.len() <= at {
+                        written.resize(at + 1, 0);
+                    }
+                    written[at] = now;
+                }
+            }
+            _ => debug_assert!(false, "a join side holds rows of one kind"),
         }
     }
 
+    /// Take one of a changelog side's row `row` under `key` back.
     pub(crate) fn retract(&mut self, key: usize, row: &[u8], now: i64) {
-        let Some(list) = self.keys.get_mut(key) else {
+        let Lists::Rows(keys) = &mut self.lists else {
             return;
         };
-        let at = list
-            .iter()
-            .position(|e| matches!(&e.row, Held::Bytes(r) if **r == *row));
-        if let Some(i) = at {
+        let Some(list) = keys.get_mut(key) else {
+            return;
+        };
+        if let Some(i) = list.iter().position(|e| *e.row == *row) {
             list[i].count -= 1;
             list[i].written = now;
             if list[i].count == 0 {
                 let e = list.swap_remove(i);
                 self.entries -= 1;
-                self.forget(e.row);
+                self.bytes -= e.row.len() + std::mem::size_of::<Entry>();
             }
         }
     }
 
-    /// Account for an entry's row leaving.
-    fn forget(&mut self, row: Held) {
-        self.bytes -= std::mem::size_of::<Entry>();
-        match row {
-            Held::Bytes(b) => self.bytes -= b.len(),
-            Held::Stored(id) => {
-                self.store.remove(id as usize);
-                self.free.push(id);
-            }
-        }
-    }
-
-    /// Drop rows last written before `cutoff`.
+    /// Drop rows last written before `cutoff` (nothing when write times
+    /// are not kept).
     pub(crate) fn expire(&mut self, cutoff: i64) {
-        let mut gone = Vec::new();
-        for list in &mut self.keys {
-            gone.extend(list.extract_if(.., |e| e.written < cutoff).map(|e| e.row));
-        }
-        self.entries -= gone.len();
-        for row in gone {
-            self.forget(row);
+        match &mut self.lists {
+            Lists::Rows(keys) => {
+                for list in keys {
+                    for e in list.extract_if(.., |e| e.written < cutoff) {
+                        self.entries -= 1;
+                        self.bytes -= e.row.len() + std::mem::size_of::<Entry>();
+                    }
+                }
+            }
+            Lists::Ids { keys, written, .. } => {
+                if written.is_empty() {
+                    return;
+                }
+                for list in keys {
+                    for id in list.extract_if(.., |id| written[*id as usize] < cutoff) {
+                        self.entries -= 1;
+                        self.store.remove(id as usize);
+                        self.free.push(id);
+                    }
+                }
+            }
         }
     }
 
-    /// The data columns of the entries `picks` (`None`: a row of NULLs),
-    /// each `times` over (None: once).
-    pub(crate) fn gather<'a>(
-        &'a self,
-        picks: impl Iterator<Item = Option<&'a Entry>>,
+    /// The data columns of the entries `picks` (`None`: a row of NULLs).
+    pub(crate) fn gather(
+        &self,
+        picks: impl Iterator<Item = Option<(usize, usize)>>,
     ) -> Result<Vec<ArrayRef>> {
-        let mixed =
-            || weir_core::WeirError::Execution("a join side holds rows of two kinds".into());
-        if self.changelog {
-            let bytes = picks
-                .map(|p| match p.map(|e| &e.row) {
-                    Some(Held::Bytes(b)) => Ok(Some(&**b)),
-                    Some(Held::Stored(_)) => Err(mixed()),
-                    None => Ok(None),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            return decode_picks(&self.converter, bytes.into_iter());
+        match &self.lists {
+            Lists::Rows(keys) => decode_picks(
+                &self.converter,
+                picks.map(|p| p.map(|(k, e)| &*keys[k][e].row)),
+            ),
+            Lists::Ids { keys, .. } => {
+                let (present, idx) = present(picks.map(|p| p.map(|(k, e)| keys[k][e] as usize)));
+                spread(self.store.gather(&present)?, idx)
+            }
         }
-        let ids = picks
-            .map(|p| match p.map(|e| &e.row) {
-                Some(Held::Stored(id)) => Ok(Some(*id as usize)),
-                Some(Held::Bytes(_)) => Err(mixed()),
-                None => Ok(None),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let (present, idx) = present(ids.into_iter());
-        spread(self.store.gather(&present)?, idx)
     }
 }
 

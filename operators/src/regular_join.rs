@@ -35,7 +35,7 @@ use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::spec::{JoinKind, RegularJoinSpec};
 use weir_core::{Result, WeirError};
 
-use crate::join_side::{Arriving, Entry, Incoming, Side};
+use crate::join_side::{Arriving, Incoming, Side};
 use crate::process::now_ms;
 use crate::{Operator, OperatorContext, Output, StateTable};
 
@@ -119,8 +119,19 @@ impl RegularJoinOperator {
         ctx: &OperatorContext,
     ) -> Result<Self> {
         spec.validate()?;
-        let left = Side::new(&spec.left_schema, &spec.left_keys, spec.kind.outer(0))?;
-        let right = Side::new(&spec.right_schema, &spec.right_keys, spec.kind.outer(1))?;
+        let timed = spec.state_ttl_ms.is_some();
+        let left = Side::new(
+            &spec.left_schema,
+            &spec.left_keys,
+            spec.kind.outer(0),
+            timed,
+        )?;
+        let right = Side::new(
+            &spec.right_schema,
+            &spec.right_keys,
+            spec.kind.outer(1),
+            timed,
+        )?;
         let key_schema = Arc::new(spec.left_schema.project(&left.key_indices)?);
         Ok(Self {
             name,
@@ -178,17 +189,15 @@ impl RegularJoinOperator {
     /// key and the residual condition admit (`offsets` delimit each row's).
     fn candidates(&self, input: usize, batch: &RecordBatch, now: i64) -> Result<Candidates> {
         let other = &self.sides[1 - input];
-        let fresh = |e: &Entry| self.ttl.is_none_or(|t| e.written >= now - t);
+        let fresh = |p| self.ttl.is_none_or(|t| other.written(p, now) >= now - t);
         let mut offsets = Vec::with_capacity(batch.num_rows() + 1);
         let mut pairs: Vec<(usize, usize)> = Vec::new();
         let mut rows: Vec<u32> = Vec::new();
         offsets.push(0);
         for (row, &k) in self.key_ids.iter().enumerate() {
-            if !self.null_key[k]
-                && let Some(list) = other.keys.get(k)
-            {
-                for (e, entry) in list.iter().enumerate() {
-                    if fresh(entry) {
+            if !self.null_key[k] {
+                for e in 0..other.len_of(k) {
+                    if fresh((k, e)) {
                         pairs.push((k, e));
                         rows.push(row as u32);
                     }
@@ -278,10 +287,7 @@ impl RegularJoinOperator {
             let me = Pick::This(row as u32);
             let bytes = rows.row(row);
             let (this_side, other_side) = split(&mut self.sides, input);
-            let partners: u32 = matched
-                .iter()
-                .map(|&(k, e)| other_side.keys[k][e].count)
-                .sum();
+            let partners: u32 = matched.iter().map(|&p| other_side.count(p)).sum();
             if kind.is_addition() {
                 if matched.is_empty() {
                     if this_outer {
@@ -290,21 +296,17 @@ impl RegularJoinOperator {
                 } else {
                     if other_outer {
                         for &(k, e) in matched {
-                            let entry = &mut other_side.keys[k][e];
-                            if entry.assoc == 0 {
-                                emitted.push(
-                                    Pick::Null,
-                                    Pick::Other(k, e),
-                                    Kind::Delete,
-                                    entry.count,
-                                );
+                            let assoc = other_side.assoc((k, e));
+                            if assoc == 0 {
+                                let times = other_side.count((k, e));
+                                emitted.push(Pick::Null, Pick::Other(k, e), Kind::Delete, times);
                             }
-                            entry.assoc += 1;
+                            other_side.set_assoc((k, e), assoc + 1);
                         }
                     }
                     let out_kind = if inner { kind } else { Kind::Insert };
                     for &(k, e) in matched {
-                        let times = other_side.keys[k][e].count;
+                        let times = other_side.count((k, e));
                         emitted.push(me, Pick::Other(k, e), out_kind, times);
                     }
                 }
@@ -322,21 +324,17 @@ impl RegularJoinOperator {
                 } else {
                     let out_kind = if inner { kind } else { Kind::Delete };
                     for &(k, e) in matched {
-                        let times = other_side.keys[k][e].count;
+                        let times = other_side.count((k, e));
                         emitted.push(me, Pick::Other(k, e), out_kind, times);
                     }
                     if other_outer {
                         for &(k, e) in matched {
-                            let entry = &mut other_side.keys[k][e];
-                            if entry.assoc == 1 {
-                                emitted.push(
-                                    Pick::Null,
-                                    Pick::Other(k, e),
-                                    Kind::Insert,
-                                    entry.count,
-                                );
+                            let assoc = other_side.assoc((k, e));
+                            if assoc == 1 {
+                                let times = other_side.count((k, e));
+                                emitted.push(Pick::Null, Pick::Other(k, e), Kind::Insert, times);
                             }
-                            entry.assoc = entry.assoc.saturating_sub(1);
+                            other_side.set_assoc((k, e), assoc.saturating_sub(1));
                         }
                     }
                 }
@@ -384,18 +382,18 @@ impl RegularJoinOperator {
     /// outer sides, once.
     fn join_kept(&mut self, out: &mut dyn Output) -> Result<()> {
         let left = &self.sides[0];
-        let entries: Vec<&Entry> = left.keys.iter().flatten().collect();
-        let repeats: Vec<u32> = entries.iter().map(|e| e.count).collect();
+        let entries = left.all();
+        let repeats: Vec<u32> = entries.iter().map(|&p| left.count(p)).collect();
         let decoded = left.gather(
             entries
                 .iter()
-                .flat_map(|&e| std::iter::repeat_n(Some(e), e.count as usize)),
+                .zip(&repeats)
+                .flat_map(|(&p, &n)| std::iter::repeat_n(Some(p), n as usize)),
         )?;
         let total: u32 = repeats.iter().sum();
-        let mut right_matched: Vec<Vec<bool>> = self.sides[1]
-            .keys
-            .iter()
-            .map(|l| vec![false; l.len()])
+        let right = &self.sides[1];
+        let mut right_matched: Vec<Vec<bool>> = (0..right.key_count())
+            .map(|k| vec![false; right.len_of(k)])
             .collect();
         let mut emitted = Emitted::default();
         if total > 0 {
@@ -407,7 +405,7 @@ impl RegularJoinOperator {
                 let matched = &pairs[offsets[row]..offsets[row + 1]];
                 for &(k, e) in matched {
                     right_matched[k][e] = true;
-                    let times = self.sides[1].keys[k][e].count;
+                    let times = self.sides[1].count((k, e));
                     emitted.push(
                         Pick::This(row as u32),
                         Pick::Other(k, e),
@@ -423,11 +421,11 @@ impl RegularJoinOperator {
             emitted = Emitted::default();
         }
         if self.sides[1].outer {
-            for (k, list) in self.sides[1].keys.iter().enumerate() {
-                for (e, entry) in list.iter().enumerate() {
-                    if !right_matched[k][e] {
-                        emitted.push(Pick::Null, Pick::Other(k, e), Kind::Insert, entry.count);
-                    }
+            let right = &self.sides[1];
+            for (k, e) in right.all() {
+                if !right_matched[k][e] {
+                    let times = right.count((k, e));
+                    emitted.push(Pick::Null, Pick::Other(k, e), Kind::Insert, times);
                 }
             }
             let empty = RecordBatch::new_empty(Arc::clone(&self.sides[0].schema));
@@ -499,23 +497,13 @@ impl RegularJoinOperator {
             return Ok(());
         }
         let live: Vec<bool> = (0..total)
-            .map(|k| {
-                self.sides
-                    .iter()
-                    .any(|s| s.keys.get(k).is_some_and(|l| !l.is_empty()))
-            })
+            .map(|k| self.sides.iter().any(|s| s.len_of(k) > 0))
             .collect();
         let n = live.iter().filter(|&&l| l).count();
         if crate::key_table::due(total, n) {
             let moved = crate::key_table::compact(&mut self.keys, &self.key_schema, &live)?;
             for side in &mut self.sides {
-                let mut keys: Vec<Vec<Entry>> = (0..n).map(|_| Vec::new()).collect();
-                for (old, list) in side.keys.drain(..).enumerate() {
-                    if let Some(Some(new)) = moved.get(old) {
-                        keys[*new] = list;
-                    }
-                }
-                side.keys = keys;
+                side.renumber(&moved, n);
             }
             let mut null_key = vec![false; n];
             for (old, new) in moved.iter().enumerate() {
@@ -571,7 +559,7 @@ fn gather_other(
     side: &Side,
     picks: impl Iterator<Item = Option<(usize, usize)>>,
 ) -> Result<Vec<ArrayRef>> {
-    side.gather(picks.map(|p| p.map(|(k, e)| &side.keys[k][e])))
+    side.gather(picks)
 }
 
 impl RegularJoinOperator {
@@ -634,16 +622,19 @@ impl Operator for RegularJoinOperator {
     fn snapshot_state(&mut self, _checkpoint: u64) -> Result<Vec<StateTable>> {
         let mut tables = Vec::new();
         for (side, name) in self.sides.iter().zip(["left", "right"]) {
-            let entries: Vec<&Entry> = side.keys.iter().flatten().collect();
-            let mut columns = side.gather(entries.iter().map(|&e| Some(e)))?;
+            let entries = side.all();
+            let mut columns = side.gather(entries.iter().map(|&p| Some(p)))?;
             columns.push(Arc::new(UInt32Array::from_iter_values(
-                entries.iter().map(|e| e.count),
+                entries.iter().map(|&p| side.count(p)),
             )));
             columns.push(Arc::new(UInt32Array::from_iter_values(
-                entries.iter().map(|e| e.assoc),
+                entries.iter().map(|&p| side.assoc(p)),
             )));
+            // Without a TTL, write times are not kept: a row counts as
+            // written when the checkpoint is taken.
+            let now = now_ms();
             columns.push(Arc::new(Int64Array::from_iter_values(
-                entries.iter().map(|e| e.written),
+                entries.iter().map(|&p| side.written(p, now)),
             )));
             let batch = RecordBatch::try_new(Self::state_schema(side), columns)?;
             tables.push(StateTable::new(name, batch).keyed(side.key_indices.iter().copied()));
