@@ -17,8 +17,7 @@
 //! `ts + upper` and so can miss a right row at exactly that timestamp, rows
 //! stay until the watermark has passed, so every pair of on-time rows joins.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt32Array};
@@ -36,6 +35,7 @@ use crate::window::timestamps;
 /// The column of an outer side's snapshot saying whether a row found a
 /// partner.
 const MATCHED: &str = "__matched";
+use crate::time_queue::TimeQueue;
 use crate::{Operator, OperatorContext, Output};
 
 struct Buffered {
@@ -55,7 +55,7 @@ struct Side {
     live_keys: usize,
     /// `(earliest ts, key)` of keys with live rows; an entry is current
     /// when `scheduled[key]` still holds its ts (others are skipped).
-    expiry: BinaryHeap<Reverse<(i64, usize)>>,
+    expiry: TimeQueue,
     /// Per key id: the ts its current `expiry` entry has (`i64::MAX`: none).
     scheduled: Vec<i64>,
     live_rows: usize,
@@ -73,7 +73,7 @@ impl Side {
             free: Vec::new(),
             index: Vec::new(),
             live_keys: 0,
-            expiry: BinaryHeap::new(),
+            expiry: TimeQueue::default(),
             scheduled: Vec::new(),
             live_rows: 0,
             outer,
@@ -87,10 +87,10 @@ impl Side {
     }
 
     /// The keys with rows `ts < threshold`, in key order, taken off the
-    /// expiry heap (`expire` schedules those that keep rows again).
+    /// expiry queue (`expire` schedules those that keep rows again).
     fn due(&mut self, threshold: i64) -> Vec<usize> {
         let mut keys = Vec::new();
-        while let Some(&Reverse((ts, k))) = self.expiry.peek() {
+        while let Some((ts, k)) = self.expiry.peek() {
             if ts >= threshold {
                 break;
             }
@@ -184,7 +184,7 @@ impl Side {
             entries.insert(pos, (t, slot, row as u32));
             if t < self.scheduled[k] {
                 self.scheduled[k] = t;
-                self.expiry.push(Reverse((t, k)));
+                self.expiry.push(t, k);
             }
         }
         self.live_rows += batch.num_rows();
@@ -219,7 +219,7 @@ impl Side {
             match entries.first() {
                 Some(&(ts, _, _)) => {
                     self.scheduled[k] = ts;
-                    self.expiry.push(Reverse((ts, k)));
+                    self.expiry.push(ts, k);
                 }
                 None => {
                     self.live_keys -= 1;
@@ -238,15 +238,16 @@ impl Side {
         let mut index = Vec::with_capacity(len);
         index.resize_with(len, Vec::new);
         let mut scheduled = vec![i64::MAX; len];
-        let mut expiry = BinaryHeap::with_capacity(self.live_keys);
+        let mut expiry = Vec::with_capacity(self.live_keys);
         for (old, entries) in std::mem::take(&mut self.index).into_iter().enumerate() {
             if let (Some(&(ts, _, _)), Some(Some(new))) = (entries.first(), moved.get(old)) {
                 scheduled[*new] = ts;
-                expiry.push(Reverse((ts, *new)));
+                expiry.push((ts, *new));
                 index[*new] = entries;
             }
         }
-        (self.index, self.scheduled, self.expiry) = (index, scheduled, expiry);
+        (self.index, self.scheduled) = (index, scheduled);
+        self.expiry = expiry.into_iter().collect();
     }
 
     fn bytes(&self) -> usize {
@@ -257,6 +258,7 @@ impl Side {
             .sum::<usize>()
             + self.live_rows * std::mem::size_of::<(i64, u32, u32)>()
             + self.index.len() * std::mem::size_of::<Vec<(i64, u32, u32)>>()
+            + self.expiry.len() * std::mem::size_of::<(i64, usize)>()
     }
 }
 

@@ -366,14 +366,28 @@ impl Side {
         &self,
         picks: impl Iterator<Item = Option<(usize, usize)>>,
     ) -> Result<Vec<ArrayRef>> {
+        let all: Vec<usize> = (0..self.schema.fields().len()).collect();
+        self.gather_columns(picks, &all)
+    }
+
+    /// Data columns `columns` of the entries `picks` (a changelog side's
+    /// rows are decoded whole, then the columns picked).
+    pub(crate) fn gather_columns(
+        &self,
+        picks: impl Iterator<Item = Option<(usize, usize)>>,
+        columns: &[usize],
+    ) -> Result<Vec<ArrayRef>> {
         match &self.lists {
-            Lists::Rows(keys) => decode_picks(
-                &self.converter,
-                picks.map(|p| p.map(|(k, e)| &*keys[k][e].row)),
-            ),
+            Lists::Rows(keys) => {
+                let decoded = decode_picks(
+                    &self.converter,
+                    picks.map(|p| p.map(|(k, e)| &*keys[k][e].row)),
+                )?;
+                Ok(columns.iter().map(|&c| Arc::clone(&decoded[c])).collect())
+            }
             Lists::Ids { keys, .. } => {
                 let (present, idx) = present(picks.map(|p| p.map(|(k, e)| keys[k][e] as usize)));
-                spread(self.store.gather(&present)?, idx)
+                spread(self.store.gather_columns(&present, columns)?, idx)
             }
         }
     }

@@ -58,6 +58,7 @@ pub mod sources;
 pub mod spill;
 pub mod storage;
 pub mod temporal_join;
+mod time_queue;
 pub mod top_n;
 pub mod window;
 pub mod window_join;

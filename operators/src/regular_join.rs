@@ -92,8 +92,7 @@ pub struct RegularJoinOperator {
     key_schema: SchemaRef,
     /// Whether key id `k` has a NULL in it (never matches).
     null_key: Vec<bool>,
-    residual: Option<Arc<dyn datafusion_physical_expr::PhysicalExpr>>,
-    pair_schema: SchemaRef,
+    residual: Option<Residual>,
     output_schema: SchemaRef,
     updating: bool,
     /// Batch mode: keep rows, join once at the end of input.
@@ -133,6 +132,10 @@ impl RegularJoinOperator {
             timed,
         )?;
         let key_schema = Arc::new(spec.left_schema.project(&left.key_indices)?);
+        let residual = match &spec.residual {
+            Some(r) => Some(Residual::new(r, &spec.pair_schema(), left.width)?),
+            None => None,
+        };
         Ok(Self {
             name,
             kind: spec.kind,
@@ -140,8 +143,7 @@ impl RegularJoinOperator {
             keys: new_group_values(Arc::clone(&key_schema), &GroupOrdering::None)?,
             key_schema,
             null_key: Vec::new(),
-            residual: spec.residual.clone(),
-            pair_schema: Arc::new(spec.pair_schema()),
+            residual,
             output_schema,
             updating: spec.updating(),
             bounded: spec.bounded,
@@ -211,17 +213,27 @@ impl RegularJoinOperator {
         if pairs.is_empty() {
             return Ok(Candidates { offsets, pairs });
         }
-        // The residual over every candidate pair at once.
-        let this_cols = gather_this(batch, self.sides[input].width, &rows)?;
-        let other_cols = gather_other(other, pairs.iter().map(|&p| Some(p)))?;
+        // The residual over every candidate pair at once, the columns it
+        // reads gathered (not every column of both sides: Nexmark q4 and q9
+        // compare three timestamps of pairs of wide rows).
+        let idx = UInt32Array::from(rows);
+        let this_cols = residual.columns[input]
+            .iter()
+            .map(|&c| take(batch.column(c).as_ref(), &idx, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let other_cols =
+            other.gather_columns(pairs.iter().map(|&p| Some(p)), &residual.columns[1 - input])?;
         let columns = if input == 0 {
             [this_cols, other_cols].concat()
         } else {
             [other_cols, this_cols].concat()
         };
-        let candidates = RecordBatch::try_new(Arc::clone(&self.pair_schema), columns)
-            .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
+        let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(pairs.len()));
+        let candidates =
+            RecordBatch::try_new_with_options(Arc::clone(&residual.schema), columns, &options)
+                .map_err(|e| WeirError::Execution(format!("{}: {e}", self.name)))?;
         let keep = residual
+            .expr
             .evaluate(&candidates)?
             .into_array(candidates.num_rows())?;
         let keep = keep.as_boolean_opt().ok_or_else(|| {
@@ -528,6 +540,58 @@ impl RegularJoinOperator {
         fields.push(Field::new("__assoc", DataType::UInt32, false));
         fields.push(Field::new("__written", DataType::Int64, false));
         Arc::new(Schema::new(fields))
+    }
+}
+
+/// The join's residual condition over only the columns it reads.
+struct Residual {
+    expr: Arc<dyn datafusion_physical_expr::PhysicalExpr>,
+    /// Per side, the data columns it reads.
+    columns: [Vec<usize>; 2],
+    /// Those columns: the left's, then the right's.
+    schema: SchemaRef,
+}
+
+impl Residual {
+    /// `residual` (over `pair`: the left's data columns, `left_width` of
+    /// them, then the right's) re-pointed at the columns it reads.
+    fn new(
+        residual: &Arc<dyn datafusion_physical_expr::PhysicalExpr>,
+        pair: &Schema,
+        left_width: usize,
+    ) -> Result<Self> {
+        use datafusion_common::tree_node::{Transformed, TreeNode};
+        use datafusion_physical_expr::expressions::Column;
+        let mut used: Vec<usize> = datafusion_physical_expr::utils::collect_columns(residual)
+            .iter()
+            .map(Column::index)
+            .collect();
+        used.sort_unstable();
+        used.dedup();
+        let schema = Arc::new(pair.project(&used)?);
+        let expr = Arc::clone(residual)
+            .transform_up(|e| {
+                let Some(c) = e.downcast_ref::<Column>() else {
+                    return Ok(Transformed::no(e));
+                };
+                let at = used.binary_search(&c.index()).unwrap_or_default();
+                let c = Arc::new(Column::new(c.name(), at));
+                Ok(Transformed::yes(
+                    c as Arc<dyn datafusion_physical_expr::PhysicalExpr>,
+                ))
+            })?
+            .data;
+        let left = used.iter().copied().filter(|&i| i < left_width).collect();
+        let right = used
+            .iter()
+            .filter(|&&i| i >= left_width)
+            .map(|&i| i - left_width)
+            .collect();
+        Ok(Self {
+            expr,
+            columns: [left, right],
+            schema,
+        })
     }
 }
 

@@ -211,6 +211,49 @@ fn the_residual_condition_decides_pairs_and_what_is_unmatched() {
         run(&mut op, 0, rows(&[(Some(1), 10), (Some(1), 60)]), 0),
         ["+I 1,10,1,50", "+I 1,60,null,null"]
     );
+
+    // A residual reading one side's column, and one reading none: only the
+    // columns it reads are gathered for it, from stored rows (append-only)
+    // and from row-encoded ones (changelog).
+    let right_only: Arc<dyn datafusion_physical_expr::PhysicalExpr> = Arc::new(BinaryExpr::new(
+        Arc::new(Column::new("right_v", 3)),
+        datafusion_expr::Operator::Gt,
+        Arc::new(datafusion_physical_expr::expressions::Literal::new(
+            datafusion_common::ScalarValue::Int64(Some(40)),
+        )),
+    ));
+    let constant: Arc<dyn datafusion_physical_expr::PhysicalExpr> =
+        Arc::new(datafusion_physical_expr::expressions::Literal::new(
+            datafusion_common::ScalarValue::Boolean(Some(true)),
+        ));
+    for (residual, want) in [
+        (right_only, vec!["+I 1,10,1,50", "+I 1,60,1,50"]),
+        (
+            constant,
+            vec!["+I 1,10,1,5", "+I 1,10,1,50", "+I 1,60,1,5", "+I 1,60,1,50"],
+        ),
+    ] {
+        for changelogs in [(false, false), (true, true)] {
+            let mut s = spec(JoinKind::Inner, changelogs);
+            s.residual = Some(Arc::clone(&residual));
+            let mut op = operator(&s);
+            let (right, left) = if changelogs.1 {
+                (
+                    changes(&[("+I", 1, 5), ("+I", 1, 50)]),
+                    changes(&[("+I", 1, 10), ("+I", 1, 60)]),
+                )
+            } else {
+                (
+                    rows(&[(Some(1), 5), (Some(1), 50)]),
+                    rows(&[(Some(1), 10), (Some(1), 60)]),
+                )
+            };
+            run(&mut op, 1, right, 0);
+            let mut got = run(&mut op, 0, left, 0);
+            got.sort();
+            assert_eq!(got, want, "{changelogs:?}");
+        }
+    }
 }
 
 #[test]

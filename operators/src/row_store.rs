@@ -85,8 +85,13 @@ impl RowStore {
 
     /// The rows of `ids`, in that order (every id must have a row).
     pub(crate) fn gather(&self, ids: &[usize]) -> Result<Vec<ArrayRef>> {
+        self.gather_columns(ids, &(0..self.schema.fields().len()).collect::<Vec<_>>())
+    }
+
+    /// Columns `columns` of the rows of `ids`, in that order.
+    pub(crate) fn gather_columns(&self, ids: &[usize], columns: &[usize]) -> Result<Vec<ArrayRef>> {
         let refs: Vec<Ref> = ids.iter().map(|&i| Ref::Stored(i)).collect();
-        self.gather_refs(&refs, None)
+        self.gather_some(&refs, None, columns)
     }
 
     /// The rows of `refs`, in that order: stored ids (each with a row) and
@@ -97,6 +102,17 @@ impl RowStore {
         refs: &[Ref],
         extra: Option<&RecordBatch>,
     ) -> Result<Vec<ArrayRef>> {
+        let all: Vec<usize> = (0..self.schema.fields().len()).collect();
+        self.gather_some(refs, extra, &all)
+    }
+
+    /// [`Self::gather_refs`] of the columns `columns` only.
+    fn gather_some(
+        &self,
+        refs: &[Ref],
+        extra: Option<&RecordBatch>,
+        columns: &[usize],
+    ) -> Result<Vec<ArrayRef>> {
         let last = self.batches.len();
         let at: Vec<(usize, usize)> = refs
             .iter()
@@ -105,8 +121,9 @@ impl RowStore {
                 Ref::Extra(r) => (last, r),
             })
             .collect();
-        (0..self.schema.fields().len())
-            .map(|c| {
+        columns
+            .iter()
+            .map(|&c| {
                 let mut columns: Vec<&dyn Array> =
                     self.batches.iter().map(|b| b.column(c).as_ref()).collect();
                 if let Some(extra) = extra {
