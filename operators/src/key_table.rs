@@ -29,6 +29,13 @@ pub(crate) fn new_table(schema: &SchemaRef) -> datafusion_common::Result<Box<dyn
     new_group_values(Arc::clone(schema), &GroupOrdering::None)
 }
 
+/// A key table that lasts (an operator's keys across batches): dense for
+/// one integer column of values in a narrow range (ids: no hashing,
+/// [`crate::dense_groups`]), else [`new_table`]'s.
+pub(crate) fn lasting(schema: &SchemaRef) -> datafusion_common::Result<Box<dyn GroupValues>> {
+    crate::dense_groups::DenseGroups::boxed(Arc::clone(schema))
+}
+
 /// Fewest dead ids worth a rebuild.
 pub(crate) const MIN_DEAD: usize = 4096;
 
@@ -51,7 +58,7 @@ pub(crate) fn compact(
 ) -> Result<Vec<Option<usize>>> {
     let total = table.len();
     let keys: Vec<ArrayRef> = table.emit(EmitTo::All)?;
-    *table = new_table(schema)?;
+    *table = lasting(schema)?;
     let keep =
         BooleanArray::from_iter((0..total).map(|i| Some(live.get(i).copied().unwrap_or(false))));
     let kept: Vec<ArrayRef> = keys

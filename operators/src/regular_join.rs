@@ -30,8 +30,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array};
 use arrow::compute::take;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
-use datafusion_physical_plan::aggregates::order::GroupOrdering;
+use datafusion_physical_plan::aggregates::group_values::GroupValues;
 use weir_core::spec::{JoinKind, RegularJoinSpec};
 use weir_core::{Result, WeirError};
 
@@ -140,7 +139,7 @@ impl RegularJoinOperator {
             name,
             kind: spec.kind,
             sides: [left, right],
-            keys: new_group_values(Arc::clone(&key_schema), &GroupOrdering::None)?,
+            keys: crate::key_table::lasting(&key_schema)?,
             key_schema,
             null_key: Vec::new(),
             residual,
