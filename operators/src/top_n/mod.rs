@@ -545,16 +545,57 @@ impl TopNOperator {
             }
             self.ranks[id] = kept;
         }
+        // The changed rows, and the batch's rows the store takes: when the
+        // changes are all rows of this batch (a deduplication keeping the
+        // latest row: each change is a new row), they come from the batch
+        // alone, and the store takes the changed rows' columns when they
+        // are its rows too, copying nothing twice.
+        let fresh: Option<Vec<u32>> = changes
+            .refs
+            .iter()
+            .map(|r| match *r {
+                Ref::Extra(row) => Some(row as u32),
+                Ref::Stored(_) => None,
+            })
+            .collect();
+        let mut changed: Option<RecordBatch> = None;
         if !changes.refs.is_empty() {
-            let columns = self.store.gather_refs(&changes.refs, Some(batch))?;
-            let rows = RecordBatch::try_new(Arc::clone(&self.input_schema), columns)?;
-            out.collect(self.output(&rows, changes.numbers, Some(&changes.kinds))?)?;
+            let columns = match &fresh {
+                Some(rows)
+                    if rows.iter().enumerate().all(|(i, &r)| i as u32 == r)
+                        && rows.len() == batch.num_rows() =>
+                {
+                    batch.columns().to_vec()
+                }
+                Some(rows) => arrow::compute::take_arrays(
+                    batch.columns(),
+                    &UInt32Array::from(rows.clone()),
+                    None,
+                )?,
+                None => self.store.gather_refs(&changes.refs, Some(batch))?,
+            };
+            changed = Some(RecordBatch::try_new(
+                Arc::clone(&self.input_schema),
+                columns,
+            )?);
         }
         if !puts.is_empty() {
-            let take = UInt32Array::from_iter_values(puts.iter().map(|p| p.1));
-            let columns = arrow::compute::take_arrays(batch.columns(), &take, None)?;
             let slots: Vec<usize> = puts.iter().map(|p| p.0).collect();
+            let columns = match (&fresh, &changed) {
+                (Some(rows), Some(changed))
+                    if puts.iter().map(|p| p.1).eq(rows.iter().copied()) =>
+                {
+                    changed.columns().to_vec()
+                }
+                _ => {
+                    let take = UInt32Array::from_iter_values(puts.iter().map(|p| p.1));
+                    arrow::compute::take_arrays(batch.columns(), &take, None)?
+                }
+            };
             self.store.put(&slots, columns)?;
+        }
+        if let Some(rows) = changed {
+            out.collect(self.output(&rows, changes.numbers, Some(&changes.kinds))?)?;
         }
         for slot in freed {
             self.store.remove(slot as usize);
