@@ -735,6 +735,38 @@ mod tests {
         assert_eq!(op.buffered_rows(), (0, 0));
     }
 
+    /// Many rows per key, some late, thousands sharing a time: after each
+    /// watermark the left side holds exactly the rows it may still match.
+    #[test]
+    fn each_watermark_expires_exactly_the_rows_it_passes() {
+        let mut op = operator(-5, 10);
+        let mut out: Vec<RecordBatch> = Vec::new();
+        let mut x: u64 = 7;
+        let mut next = move |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        let mut kept: Vec<i64> = Vec::new();
+        for step in 0..200i64 {
+            let now = step * 10;
+            let rows: Vec<(i64, i64)> = (0..50)
+                .map(|_| {
+                    let late = if next(5) == 0 { next(40) as i64 } else { 0 };
+                    (next(20) as i64, now - late - (next(3) as i64))
+                })
+                .collect();
+            kept.extend(rows.iter().map(|r| r.1));
+            op.process_input(0, batch(&rows), &mut out).unwrap();
+            // Behind every row still to come (none is late past 42).
+            let watermark = now - 60 + next(7) as i64;
+            op.on_watermark(Watermark(watermark), &mut out).unwrap();
+            kept.retain(|&ts| ts + 10 >= watermark);
+            assert_eq!(op.buffered_rows(), (kept.len(), 0), "step {step}");
+        }
+    }
+
     #[test]
     fn the_key_table_stays_flat_as_rows_expire_under_key_churn() {
         let mut op = operator(0, 10);
