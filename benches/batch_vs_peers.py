@@ -11,7 +11,9 @@ DuckDB and DataFusion run the same SELECT in-process with 2 threads. Each is
 run 3 times; the best time counts. Results are checked equal.
 """
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +36,8 @@ def main():
     weir = sys.argv[1]
     rows = int(sys.argv[2]) if len(sys.argv) > 2 else 20_000_000
     work = tempfile.mkdtemp(prefix="batch-bench-")
+    # Its files (events and outputs, gigabytes at times) go when the script ends.
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     data = os.path.join(work, "orders.parquet")
     duckdb.sql(
         f"""COPY (SELECT i AS order_id, (hash(i) % 100000)::BIGINT AS user_id,

@@ -17,9 +17,11 @@ the checkpoints taken, and the throughput lost.
 """
 
 import argparse
+import atexit
 import glob
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -64,6 +66,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="checkpoint-cost-")
+    # Its files (events and outputs, gigabytes at times) go when the script ends.
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     jobs = [
         (f"quick start, {a.rows:,} rows, p=2", quick_start(a.rows), "0,1", a.rows),
         (f"Nexmark q5, {a.events:,} events, p=1", q5(a.events), "0", a.events),

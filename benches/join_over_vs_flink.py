@@ -19,7 +19,9 @@ query runs twice per engine; the better time counts. Prints input events
 per second for each and Weir's ratio.
 """
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -125,6 +127,8 @@ def main():
     weir, python = sys.argv[1], sys.argv[2]
     events = int(sys.argv[3]) if len(sys.argv) > 3 else 2_000_000
     work = tempfile.mkdtemp(prefix="join-over-bench-")
+    # Its files (events and outputs, gigabytes at times) go when the script ends.
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     data = os.path.join(work, "events")
     write_events(weir, events, data, work)
     sizes = {t: count_rows(os.path.join(data, t)) for t in ("bid", "auction")}

@@ -29,9 +29,11 @@ queries run on a warmed-up JIT, which favours Flink.
 """
 
 import argparse
+import atexit
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -160,6 +162,8 @@ def main():
     ap.add_argument("queries", nargs="*", default=QUERIES)
     a = ap.parse_intermixed_args()
     work = tempfile.mkdtemp(prefix="nexmark-vs-flink-")
+    # Its files (events and outputs, gigabytes at times) go when the script ends.
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     data = os.path.join(work, "events")
     write_events(a.weir, a.events, data, work)
     size = sum(

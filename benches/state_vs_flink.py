@@ -21,8 +21,10 @@ and Weir's in-memory (`hashmap`) backend too when its state fits (KEYS up
 to 20,000,000 here).
 """
 
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -108,6 +110,8 @@ def main():
     budget = sys.argv[4] if len(sys.argv) > 4 else "2gb"
     events = 2 * keys
     work = tempfile.mkdtemp(prefix="state-bench-")
+    # Its files (events and outputs, gigabytes at times) go when the script ends.
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     print(f"GROUP BY over {keys:,} keys, {events:,} events, budget {budget}, one core")
     print(f"{'engine':<28} {'seconds':>9} {'events/s':>12} {'peak RSS MB':>12}")
     rows = []

@@ -18,8 +18,10 @@ core: the process is not held to one core).
 Every engine's rows are checked equal to DuckDB's, in order.
 """
 
+import atexit
 import decimal
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,6 +102,8 @@ def main():
     data = generate(scale)
     rows = pq.ParquetFile(data).metadata.num_rows
     work = tempfile.mkdtemp(prefix="tpch-bench-")
+    # Its files (events and outputs, gigabytes at times) go when the script ends.
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
 
     con = duckdb.connect()
     threads = int(os.environ.get("WEIR_TPCH_THREADS", "2"))

@@ -13,8 +13,10 @@ Run as `test_flight_ingest.py WEIR` (the test) or
 `test_flight_ingest.py --client ADDR FIRST_BATCH ACK_FILE DELAY_MS`.
 """
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -157,6 +159,8 @@ def expected():
 
 def main(weir):
     work = tempfile.mkdtemp(prefix="flight-ingest-")
+    # Its files (events and outputs, gigabytes at times) go when the script ends.
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     sql = os.path.join(work, "job.sql")
     with open(sql, "w") as f:
         f.write(JOB)
