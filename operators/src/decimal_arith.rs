@@ -27,12 +27,18 @@ use datafusion_physical_expr::PhysicalExpr;
 use datafusion_physical_expr::expressions::BinaryExpr;
 use datafusion_physical_expr_common::datum::apply;
 
+use crate::decimal_cast::DecimalCast;
+
 /// `expr` with every decimal `+`, `-` and `*` of it computed by
-/// [`DecimalArith`]; any other part is left as planned.
+/// [`DecimalArith`] and every cast to a decimal that cannot fail by
+/// [`DecimalCast`]; any other part is left as planned.
 pub(crate) fn accelerate(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Arc<dyn PhysicalExpr> {
     Arc::clone(expr)
         .transform_up(|e| {
-            Ok(match DecimalArith::wrap(&e, schema) {
+            if let Some(fast) = DecimalArith::wrap(&e, schema) {
+                return Ok(Transformed::yes(Arc::new(fast) as Arc<dyn PhysicalExpr>));
+            }
+            Ok(match DecimalCast::wrap(&e, schema) {
                 Some(fast) => Transformed::yes(Arc::new(fast) as Arc<dyn PhysicalExpr>),
                 None => Transformed::no(e),
             })

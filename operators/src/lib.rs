@@ -26,6 +26,7 @@ pub mod basic;
 pub mod connectors;
 pub mod count_window;
 mod decimal_arith;
+mod decimal_cast;
 mod dense_groups;
 mod distinct_sets;
 pub mod formats;
