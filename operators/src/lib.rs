@@ -52,6 +52,7 @@ pub mod session;
 pub mod session_join;
 pub mod session_process;
 mod sessions;
+mod short_min_max;
 mod short_strings;
 pub mod sinks;
 mod sort;

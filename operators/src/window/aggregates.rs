@@ -140,7 +140,9 @@ impl Aggregates {
             .iter()
             .map(
                 |a| -> datafusion_common::Result<Box<dyn GroupsAccumulator>> {
-                    if a.groups_accumulator_supported() {
+                    if let Some(short) = crate::short_min_max::ShortMinMax::for_function(a) {
+                        Ok(Box::new(short))
+                    } else if a.groups_accumulator_supported() {
                         a.create_groups_accumulator()
                     } else {
                         // Any aggregate works: one row accumulator per group.
