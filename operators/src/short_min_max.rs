@@ -45,11 +45,30 @@ fn pack(s: &[u8]) -> Option<u128> {
     Some(u128::from_be_bytes(bytes) | s.len() as u128)
 }
 
-/// The bytes of a packed string, written to `out`.
+/// The string of `len` bytes at `start` of `data`, packed: sixteen bytes
+/// read at once where the buffer has them, the string's kept.
+#[inline]
+fn pack_at(data: &[u8], start: usize, len: usize) -> u128 {
+    match data.get(start..start + 16) {
+        Some(word) => {
+            let word = u128::from_be_bytes(word.try_into().expect("sixteen bytes"));
+            // The top `len` bytes; the low byte (always past a short
+            // string) takes the length.
+            let kept = !(u128::MAX >> (8 * len));
+            (word & kept) | len as u128
+        }
+        None => pack(&data[start..start + len]).expect("a short string"),
+    }
+}
+
+/// The bytes of a packed string, written to `out`: all sixteen written at
+/// once, the extra ones cut off.
 #[inline]
 fn unpack_into(v: u128, out: &mut Vec<u8>) {
     let len = (v & 0xff) as usize;
-    out.extend_from_slice(&v.to_be_bytes()[..len]);
+    let at = out.len();
+    out.extend_from_slice(&v.to_be_bytes());
+    out.truncate(at + len);
 }
 
 /// `MIN` or `MAX` over a `Utf8` column (see the module's documentation).
@@ -107,18 +126,29 @@ impl ShortMinMax {
         self.values.resize(total, 0);
         self.seen.resize(total, false);
         let bytes = values.value_data();
-        let nulls = values.logical_nulls();
-        let wanted = |r: usize| {
-            nulls.as_ref().is_none_or(|n| n.is_valid(r))
-                && filter.is_none_or(|f| f.is_valid(r) && f.value(r))
+        // Rows to skip: NULL, or not passing the FILTER.
+        let skip = match (values.nulls(), filter) {
+            (None, None) => None,
+            (nulls, filter) => {
+                let passes = filter.map(|f| match f.nulls() {
+                    Some(n) => f.values() & n.inner(),
+                    None => f.values().clone(),
+                });
+                Some(match (nulls, passes) {
+                    (Some(n), Some(p)) => n.inner() & &p,
+                    (Some(n), None) => n.inner().clone(),
+                    (None, Some(p)) => p,
+                    (None, None) => unreachable!("matched above"),
+                })
+            }
         };
         let max = self.keep == Keep::Max;
         for (r, &g) in groups.iter().enumerate() {
-            if !wanted(r) {
+            if skip.as_ref().is_some_and(|taken| !taken.value(r)) {
                 continue;
             }
-            let s = &bytes[offsets[r] as usize..offsets[r + 1] as usize];
-            let v = pack(s).expect("checked short above");
+            let start = offsets[r] as usize;
+            let v = pack_at(bytes, start, offsets[r + 1] as usize - start);
             let old = self.values[g];
             let better = !self.seen[g] || if max { v > old } else { v < old };
             if better {
@@ -378,6 +408,12 @@ mod tests {
             let mut out = vec![];
             unpack_into(pack(a).unwrap(), &mut out);
             assert_eq!(out, a);
+            // Read in place, with and without sixteen bytes to read.
+            let mut data = b"xy".to_vec();
+            data.extend_from_slice(a);
+            assert_eq!(pack_at(&data, 2, a.len()), pack(a).unwrap());
+            data.extend_from_slice(&[0xff; 16]);
+            assert_eq!(pack_at(&data, 2, a.len()), pack(a).unwrap());
         }
     }
 
