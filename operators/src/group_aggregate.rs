@@ -32,7 +32,7 @@ use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt32Array};
 use arrow::compute::take;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
-use datafusion_expr::EmitTo;
+use datafusion_expr::{EmitTo, GroupsAccumulator};
 use datafusion_physical_plan::aggregates::group_values::GroupValues;
 use weir_core::spec::{AggregatePhase, GroupAggregateSpec, RowKind};
 use weir_core::{Result, WeirError};
@@ -64,6 +64,9 @@ pub struct GroupAggregateOperator {
     store: RowStore,
     key_width: usize,
     state_widths: Vec<usize>,
+    /// Per stored aggregate: its value is its state column
+    /// ([`Aggregates::values_are_states`]).
+    values_are_states: Vec<bool>,
     schema: SchemaRef,
     changelog: bool,
     key_groups: KeyGroupFilter,
@@ -182,6 +185,7 @@ impl GroupAggregateOperator {
             store: RowStore::new(store_schema),
             key_width: key_schema.fields().len(),
             state_widths: aggregates.state_widths()?,
+            values_are_states: aggregates.values_are_states()?,
             aggregates,
             all,
             distinct,
@@ -269,12 +273,26 @@ impl GroupAggregateOperator {
             .collect()
     }
 
-    /// Final values of groups given their state columns (one row each).
+    /// Final values of groups given their state columns (one row each):
+    /// the state itself where it is the value, else the state merged
+    /// into a fresh accumulator and evaluated.
     fn evaluate(&self, states: &[&[ArrayRef]], rows: usize) -> Result<Vec<ArrayRef>> {
-        let mut acc = self.aggregates.new_accumulation()?;
-        let ids: Vec<usize> = (0..rows).collect();
+        let mut accumulators = None;
+        let mut ids = vec![];
         let mut out = Vec::with_capacity(states.len());
-        for (a, s) in acc.accumulators.iter_mut().zip(states) {
+        for (i, s) in states.iter().enumerate() {
+            if self.values_are_states[i] {
+                out.push(Arc::clone(&s[0]));
+                continue;
+            }
+            let all = match &mut accumulators {
+                Some(all) => all,
+                None => {
+                    ids = (0..rows).collect();
+                    accumulators.insert(self.aggregates.new_accumulators()?)
+                }
+            };
+            let a: &mut Box<dyn GroupsAccumulator> = &mut all[i];
             a.merge_batch(s, &ids, rows)?;
             out.push(a.evaluate(EmitTo::All)?);
         }

@@ -217,6 +217,26 @@ impl Aggregates {
             .collect()
     }
 
+    /// Whether each aggregate's value is its one state column as it is:
+    /// COUNT, MIN and MAX, and SUM of integers or doubles (DataFusion's
+    /// accumulators evaluate those to their state). A group's value is then
+    /// read from its stored state without an accumulator.
+    pub(crate) fn values_are_states(&self) -> Result<Vec<bool>> {
+        self.functions
+            .iter()
+            .map(|f| {
+                let states = f.state_fields()?;
+                let ty = f.field().data_type().clone();
+                let plain = match f.fun().name() {
+                    "count" | "min" | "max" => true,
+                    "sum" => matches!(ty, DataType::Int64 | DataType::UInt64 | DataType::Float64),
+                    _ => false,
+                };
+                Ok(plain && !f.is_distinct() && states.len() == 1 && states[0].data_type() == &ty)
+            })
+            .collect()
+    }
+
     /// Schema of the grouping key (a constant for all-windows).
     pub(crate) fn key_schema(&self) -> SchemaRef {
         Arc::clone(&self.key_schema)
@@ -373,4 +393,79 @@ pub(crate) fn drain_states(
         .iter_mut()
         .map(|a| a.state(EmitTo::All))
         .collect::<datafusion_common::Result<Vec<_>>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Decimal128Array, Int64Array, StringArray};
+    use weir_core::spec::AggregateSpec;
+
+    /// The aggregates said to evaluate to their state do, on DataFusion's
+    /// accumulators (groups with values, with NULLs only, and without
+    /// rows), and the others are not said to.
+    #[test]
+    fn values_are_states_where_datafusion_evaluates_to_the_state() {
+        let input = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, true),
+            Field::new("d", DataType::Decimal128(10, 2), true),
+            Field::new("s", DataType::Utf8, true),
+        ]));
+        let list = vec![
+            AggregateSpec::count_star().alias("a0"),
+            AggregateSpec::count("n").alias("a1"),
+            AggregateSpec::sum("n").alias("a2"),
+            AggregateSpec::sum("d").alias("a3"),
+            AggregateSpec::min("s").alias("a4"),
+            AggregateSpec::max("n").alias("a5"),
+            AggregateSpec::max("d").alias("a6"),
+            AggregateSpec::avg("n").alias("a7"),
+            AggregateSpec::count_distinct("n").alias("a8"),
+        ];
+        let aggregates = Aggregates::build("t", &["k".into()], &list, &input, None).unwrap();
+        let plain = aggregates.values_are_states().unwrap();
+        assert_eq!(
+            plain,
+            [true, true, true, false, true, true, true, false, false]
+        );
+        let batch = RecordBatch::try_new(
+            Arc::clone(&input),
+            vec![
+                Arc::new(StringArray::from(vec!["a", "a", "b", "c"])),
+                Arc::new(Int64Array::from(vec![
+                    Some(5),
+                    Some(-7),
+                    None,
+                    Some(i64::MAX),
+                ])),
+                Arc::new(
+                    Decimal128Array::from(vec![Some(150), None, None, Some(-3)])
+                        .with_precision_and_scale(10, 2)
+                        .unwrap(),
+                ),
+                Arc::new(StringArray::from(vec![
+                    Some("x"),
+                    Some("w"),
+                    None,
+                    Some(""),
+                ])),
+            ],
+        )
+        .unwrap();
+        // Group 3 has no rows.
+        for (i, plain) in plain.iter().enumerate() {
+            if !plain {
+                continue;
+            }
+            let mut a = aggregates.new_accumulators().unwrap().remove(i);
+            let values = aggregates.values(i, &batch).unwrap();
+            a.update_batch(&values, &[0, 0, 1, 2], None, 4).unwrap();
+            let state = a.state(EmitTo::All).unwrap();
+            let mut b = aggregates.new_accumulators().unwrap().remove(i);
+            b.update_batch(&values, &[0, 0, 1, 2], None, 4).unwrap();
+            let value = b.evaluate(EmitTo::All).unwrap();
+            assert_eq!(state[0].as_ref(), value.as_ref(), "{}", list[i]);
+        }
+    }
 }
