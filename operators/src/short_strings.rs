@@ -13,7 +13,8 @@
 //! DataFusion's table for the real key types, which goes on from there; ids
 //! never change.
 
-use arrow::array::{Array, ArrayRef, AsArray, GenericStringArray, OffsetSizeTrait, StringBuilder};
+use arrow::array::{Array, ArrayRef, AsArray, GenericStringArray, OffsetSizeTrait, StringArray};
+use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion_common::{DataFusionError, Result};
@@ -407,20 +408,33 @@ fn unpack_by(
         .iter()
         .enumerate()
         .map(|(c, field)| {
-            let mut strings = StringBuilder::with_capacity(rows, rows * longest);
+            // Each key's sixteen bytes written at once and the ones past
+            // it cut off; the text is checked as UTF-8 once, whole.
+            let mut values: Vec<u8> = Vec::with_capacity(rows * longest + 16);
+            let mut offsets: Vec<i32> = Vec::with_capacity(rows + 1);
+            let mut valid: Vec<bool> = Vec::with_capacity(rows);
+            offsets.push(0);
             for row in 0..rows {
                 let word = word(row, c);
-                if word == 0 {
-                    strings.append_null();
-                    continue;
+                valid.push(word != 0);
+                if word != 0 {
+                    let len = ((word >> 120) - 1) as usize;
+                    let at = values.len();
+                    values.extend_from_slice(&word.to_le_bytes());
+                    values.truncate(at + len);
                 }
-                let len = ((word >> 120) - 1) as usize;
-                let bytes = word.to_le_bytes();
-                let text = std::str::from_utf8(&bytes[..len])
-                    .map_err(|e| DataFusionError::Internal(format!("short string keys: {e}")))?;
-                strings.append_value(text);
+                let end = i32::try_from(values.len())
+                    .map_err(|_| DataFusionError::Internal("short string keys: too long".into()))?;
+                offsets.push(end);
             }
-            Ok(cast(&strings.finish(), field.data_type())?)
+            let nulls = NullBuffer::from(valid);
+            let strings = StringArray::try_new(
+                OffsetBuffer::new(ScalarBuffer::from(offsets)),
+                values.into(),
+                (nulls.null_count() > 0).then_some(nulls),
+            )
+            .map_err(|e| DataFusionError::Internal(format!("short string keys: {e}")))?;
+            Ok(cast(&strings, field.data_type())?)
         })
         .collect()
 }
