@@ -262,7 +262,12 @@ impl GroupAggregateOperator {
 
     /// Split stored columns into each aggregate's state columns.
     fn states_of<'a>(&self, columns: &'a [ArrayRef]) -> Vec<&'a [ArrayRef]> {
-        let mut at = self.key_width;
+        self.states_from(&columns[self.key_width..])
+    }
+
+    /// Split state columns (without the keys) into each aggregate's.
+    fn states_from<'a>(&self, columns: &'a [ArrayRef]) -> Vec<&'a [ArrayRef]> {
+        let mut at = 0;
         self.state_widths
             .iter()
             .map(|&w| {
@@ -391,8 +396,11 @@ impl GroupAggregateOperator {
         let old_rows: Vec<usize> = (0..n).filter(|&r| was_alive[r]).collect();
         let old_ids: Vec<usize> = old_rows.iter().map(|&r| ids[r]).collect();
         // 3. Old states merged with the batch's.
-        let old_columns = self.store.gather(&old_ids)?;
-        let old_states = self.states_of(&old_columns);
+        // Their states only: the batch has their keys.
+        let state_columns: Vec<usize> =
+            (self.key_width..self.key_width + self.state_widths.iter().sum::<usize>()).collect();
+        let old_columns = self.store.gather_columns(&old_ids, &state_columns)?;
+        let old_states = self.states_from(&old_columns);
         let mut merged = self.aggregates.new_accumulation()?;
         let mut new_states: Vec<ArrayRef> = keys.clone();
         for (i, a) in merged.accumulators.iter_mut().enumerate() {
