@@ -233,31 +233,63 @@ fn date_format(ts: &TimestampMillisecondArray, pattern: &str) -> Result<ArrayRef
     let f = java_to_chrono(pattern);
     let fine = f.contains('f');
     let n = ts.len();
-    let mut values: Vec<u8> = Vec::with_capacity(n * pattern.len());
-    let mut offsets: Vec<i32> = Vec::with_capacity(n + 1);
-    offsets.push(0);
-    let mut valid = arrow::array::BooleanBufferBuilder::new(n);
+    let mut out = StringsOut::new(n, pattern.len(), "DATE_FORMAT: result");
     let mut text = String::new();
     let mut last: Option<i64> = None;
     for i in 0..n {
         let formatted =
             ts.is_valid(i) && format_run(ts.value(i), (&f, fine, pattern), &mut last, &mut text)?;
-        if formatted {
-            values.extend_from_slice(text.as_bytes());
-        }
-        let end = i32::try_from(values.len())
-            .map_err(|_| DataFusionError::Execution("DATE_FORMAT: result over 2 GiB".into()))?;
-        offsets.push(end);
-        valid.append(formatted);
+        out.push(formatted.then_some(text.as_str()))?;
     }
-    let nulls = arrow::buffer::NullBuffer::new(valid.finish());
-    let nulls = (nulls.null_count() > 0).then_some(nulls);
-    // Offsets rise and the values are the formatted UTF-8 text.
-    Ok(Arc::new(arrow::array::StringArray::try_new(
-        arrow::buffer::OffsetBuffer::new(offsets.into()),
-        values.into(),
-        nulls,
-    )?))
+    out.finish()
+}
+
+/// A string column written as values and offsets directly (a string
+/// builder's per-value bookkeeping was a tenth of Nexmark q22).
+struct StringsOut {
+    values: Vec<u8>,
+    offsets: Vec<i32>,
+    valid: arrow::array::BooleanBufferBuilder,
+    /// What the column is, for the error when it passes 2 GiB.
+    what: &'static str,
+}
+
+impl StringsOut {
+    /// Room for `n` values of about `each` bytes.
+    fn new(n: usize, each: usize, what: &'static str) -> Self {
+        let mut offsets = Vec::with_capacity(n + 1);
+        offsets.push(0);
+        Self {
+            values: Vec::with_capacity(n * each),
+            offsets,
+            valid: arrow::array::BooleanBufferBuilder::new(n),
+            what,
+        }
+    }
+
+    /// The next value, `None` for NULL.
+    #[inline(always)]
+    fn push(&mut self, value: Option<&str>) -> Result<()> {
+        if let Some(v) = value {
+            self.values.extend_from_slice(v.as_bytes());
+        }
+        let end = i32::try_from(self.values.len())
+            .map_err(|_| DataFusionError::Execution(format!("{} over 2 GiB", self.what)))?;
+        self.offsets.push(end);
+        self.valid.append(value.is_some());
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<ArrayRef> {
+        let nulls = arrow::buffer::NullBuffer::new(self.valid.finish());
+        let nulls = (nulls.null_count() > 0).then_some(nulls);
+        // Offsets rise and the values are whole UTF-8 strings.
+        Ok(Arc::new(arrow::array::StringArray::try_new(
+            arrow::buffer::OffsetBuffer::new(self.offsets.into()),
+            self.values.into(),
+            nulls,
+        )?))
+    }
 }
 
 /// `text` becomes `ms` formatted by `format` (chrono's format, whether
@@ -340,35 +372,17 @@ fn strings(a: &ArrayRef) -> Result<arrow::array::StringArray> {
     Ok(cast(a, &DataType::Utf8)?.as_string::<i32>().clone())
 }
 
-/// `f` of every non-null string (NULL stays NULL, `None` gives NULL). The
-/// values and offsets are written directly (a string builder's per-value
-/// bookkeeping was a tenth of Nexmark q22).
+/// `f` of every non-null string (NULL stays NULL, `None` gives NULL).
 fn map_strings<'a>(
     s: &'a arrow::array::StringArray,
     mut f: impl FnMut(&'a str) -> Option<&'a str>,
 ) -> Result<ArrayRef> {
     let n = s.len();
-    let mut values: Vec<u8> = Vec::with_capacity(n * 16);
-    let mut offsets: Vec<i32> = Vec::with_capacity(n + 1);
-    offsets.push(0);
-    let mut valid = arrow::array::BooleanBufferBuilder::new(n);
+    let mut out = StringsOut::new(n, 16, "a string result");
     for i in 0..n {
-        let part = if s.is_valid(i) { f(s.value(i)) } else { None };
-        if let Some(part) = part {
-            values.extend_from_slice(part.as_bytes());
-        }
-        let end = i32::try_from(values.len())
-            .map_err(|_| DataFusionError::Execution("a string result over 2 GiB".into()))?;
-        offsets.push(end);
-        valid.append(part.is_some());
+        out.push(if s.is_valid(i) { f(s.value(i)) } else { None })?;
     }
-    let nulls = arrow::buffer::NullBuffer::new(valid.finish());
-    let nulls = (nulls.null_count() > 0).then_some(nulls);
-    Ok(Arc::new(arrow::array::StringArray::try_new(
-        arrow::buffer::OffsetBuffer::new(offsets.into()),
-        values.into(),
-        nulls,
-    )?))
+    out.finish()
 }
 
 fn integers(a: &ArrayRef) -> Result<Int64Array> {

@@ -303,7 +303,7 @@ impl PhysicalExpr for DecimalArith {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use arrow::array::Array;
     use arrow::datatypes::Field;
@@ -329,8 +329,9 @@ mod tests {
         )
     }
 
-    /// Both forms' results over `batch`: values, nulls and type, or both errors.
-    fn same(planned: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) {
+    /// Both forms' results over `batch`: values, nulls and type, or both
+    /// errors (also for the casts of [`crate::decimal_cast`]).
+    pub(crate) fn same(planned: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) {
         let fast = accelerate(planned, &batch.schema());
         let want = planned
             .evaluate(batch)

@@ -223,6 +223,8 @@ mod tests {
     use datafusion_physical_expr::expressions::Column;
     use proptest::prelude::*;
 
+    use crate::decimal_arith::tests::same;
+
     fn cast(from: DataType, to: DataType, safe: bool) -> (Arc<Schema>, Arc<dyn PhysicalExpr>) {
         let schema = Arc::new(Schema::new(vec![Field::new("a", from, true)]));
         let options = CastOptions {
@@ -235,26 +237,6 @@ mod tests {
             Some(options),
         ));
         (schema, e)
-    }
-
-    /// The planned cast's and the fast cast's results are the same: values,
-    /// nulls and type, or both errors.
-    fn same(planned: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) {
-        let fast = crate::decimal_arith::accelerate(planned, &batch.schema());
-        let want = planned
-            .evaluate(batch)
-            .and_then(|v| v.into_array(batch.num_rows()));
-        let got = fast
-            .evaluate(batch)
-            .and_then(|v| v.into_array(batch.num_rows()));
-        match (want, got) {
-            (Ok(w), Ok(g)) => {
-                assert_eq!(w.data_type(), g.data_type(), "{planned}");
-                assert_eq!(w.as_ref(), g.as_ref(), "{planned}");
-            }
-            (Err(_), Err(_)) => {}
-            (w, g) => panic!("{planned}: planned gave {w:?}, fast {g:?}"),
-        }
     }
 
     fn integer() -> impl Strategy<Value = Option<i64>> {
