@@ -12,6 +12,10 @@
 //! first key longer than that moves the groups, in id order, into
 //! DataFusion's table for the real key types, which goes on from there; ids
 //! never change.
+//!
+//! An integer key beside a string one (`GROUP BY auction,
+//! DATE_FORMAT(dateTime, 'yyyy-MM-dd')`, Nexmark q17) packs wide from the
+//! start: its 64 bits with a flag above them, so that NULL stays 0.
 
 use arrow::array::{Array, ArrayRef, AsArray, GenericStringArray, OffsetSizeTrait, StringArray};
 use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
@@ -50,22 +54,26 @@ enum Mode {
 }
 
 impl ShortStrings {
-    /// Whether `schema` is one or two string columns, which this table takes.
+    /// Whether `schema` is one or two string columns, or a string and an
+    /// integer column, which this table takes.
     pub(crate) fn takes(schema: &Schema) -> bool {
-        (1..=2).contains(&schema.fields().len())
-            && schema.fields().iter().all(|f| {
-                matches!(
-                    f.data_type(),
-                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-                )
-            })
+        let fields = schema.fields();
+        (1..=2).contains(&fields.len())
+            && fields.iter().any(|f| is_string(f.data_type()))
+            && fields
+                .iter()
+                .all(|f| is_string(f.data_type()) || is_integer(f.data_type()))
     }
 
     /// A table for `schema`'s keys ([`Self::takes`]).
     pub(crate) fn new(schema: SchemaRef) -> Self {
+        let integers = schema.fields().iter().any(|f| is_integer(f.data_type()));
         Self {
             schema,
-            mode: Mode::Packed(PackedTable::new()),
+            mode: match integers {
+                true => Mode::Wide(PackedTable::new()),
+                false => Mode::Packed(PackedTable::new()),
+            },
             packed: Vec::new(),
             wide: Vec::new(),
         }
@@ -276,6 +284,19 @@ impl<K: Key> PackedTable<K> {
     }
 }
 
+fn is_string(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+/// The integer key types packed beside a string.
+fn is_integer(t: &DataType) -> bool {
+    matches!(t, DataType::Int32 | DataType::Int64)
+}
+
+/// An integer key packed wide: its 64 bits and a flag above them (a NULL
+/// is 0).
+const INTEGER: u128 = 1 << 64;
+
 /// Packs `cols` (one or two columns) into `out`, one `u128` per row; false
 /// when some key is longer than [`MAX_LEN`].
 fn pack(cols: &[ArrayRef], out: &mut Vec<u128>) -> Result<bool> {
@@ -408,6 +429,15 @@ fn unpack_by(
         .iter()
         .enumerate()
         .map(|(c, field)| {
+            if is_integer(field.data_type()) {
+                let ints: arrow::array::Int64Array = (0..rows)
+                    .map(|row| {
+                        let word = word(row, c);
+                        (word != 0).then_some(word as u64 as i64)
+                    })
+                    .collect();
+                return Ok(cast(&ints, field.data_type())?);
+            }
             // Each key's sixteen bytes written at once and the ones past
             // it cut off; the text is checked as UTF-8 once, whole.
             let mut values: Vec<u8> = Vec::with_capacity(rows * longest + 16);
@@ -463,6 +493,26 @@ fn pack_wide(cols: &[ArrayRef], out: &mut Vec<[u128; 2]>) -> Result<bool> {
     let out = out.as_mut_slice();
     for (c, col) in cols.iter().enumerate() {
         let packed = match col.data_type() {
+            DataType::Int64 | DataType::Int32 => {
+                let ints = cast(col, &DataType::Int64)?;
+                let ints = ints.as_primitive::<arrow::datatypes::Int64Type>();
+                let values = ints.values();
+                match ints.nulls().filter(|n| n.null_count() > 0) {
+                    None => {
+                        for (o, &v) in out.iter_mut().zip(values.iter()) {
+                            o[c] = INTEGER | u128::from(v as u64);
+                        }
+                    }
+                    Some(nulls) => {
+                        for (row, o) in out.iter_mut().enumerate() {
+                            if nulls.is_valid(row) {
+                                o[c] = INTEGER | u128::from(values[row] as u64);
+                            }
+                        }
+                    }
+                }
+                true
+            }
             DataType::Utf8 => pack_offsets_wide(col.as_string::<i32>(), |r, w| out[r][c] = w),
             DataType::LargeUtf8 => pack_offsets_wide(col.as_string::<i64>(), |r, w| out[r][c] = w),
             DataType::Utf8View => {
@@ -536,6 +586,30 @@ mod tests {
 
     fn column(ty: &DataType, values: &[Option<String>]) -> ArrayRef {
         let strings = StringArray::from(values.to_vec());
+        // An integer column: each string's own number (its bytes), so equal
+        // strings give equal numbers and a few different ones collide.
+        let number = |v: &Option<String>| {
+            v.as_ref().map(|s| {
+                s.bytes()
+                    .fold(-3i64, |n, b| n.wrapping_mul(31) ^ i64::from(b))
+                    % 5
+            })
+        };
+        match ty {
+            DataType::Int64 => {
+                return Arc::new(arrow::array::Int64Array::from_iter(
+                    values.iter().map(number),
+                ));
+            }
+            DataType::Int32 => {
+                return Arc::new(arrow::array::Int32Array::from_iter(
+                    values
+                        .iter()
+                        .map(|v| number(v).map(|n| n as i32 * 100_000_007)),
+                ));
+            }
+            _ => {}
+        }
         match ty {
             DataType::Utf8 => Arc::new(strings),
             DataType::LargeUtf8 => Arc::new(LargeStringArray::from(values.to_vec())),
@@ -634,7 +708,23 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(300))]
         #[test]
         fn every_id_names_its_key(
-            types in proptest::collection::vec(string_type(), 1..3),
+            types in proptest::collection::vec(string_type(), 1..3)
+                .prop_flat_map(|types| {
+                    // Now and then an integer column beside the first string.
+                    let n = types.len();
+                    (Just(types), prop_oneof![
+                        2 => Just(None),
+                        1 => Just(Some(DataType::Int64)),
+                        1 => Just(Some(DataType::Int32)),
+                    ], 0..=n)
+                })
+                .prop_map(|(mut types, integer, at)| {
+                    if let Some(t) = integer {
+                        types.truncate(1);
+                        types.insert(at.min(1), t);
+                    }
+                    types
+                }),
             long in proptest::collection::vec(any::<bool>(), 1..4),
             rows in proptest::collection::vec(1usize..90, 1..4),
             seed in proptest::collection::vec(key(false), 200),
