@@ -117,6 +117,9 @@ pub struct OperatorContext {
     /// The managed-memory budget keyed state draws from (one per job in
     /// each process).
     pub memory: memory::StateMemory,
+    /// Subtasks of the job in this process (each a thread): whether cores
+    /// are left for work a task hands to rayon's pool.
+    pub local_tasks: usize,
 }
 
 #[cfg(test)]
@@ -131,6 +134,7 @@ impl OperatorContext {
             memory: memory::StateMemory::new(&config.state),
             config,
             connectors: Default::default(),
+            local_tasks: 1,
         }
     }
 }

@@ -470,6 +470,11 @@ pub fn build_placed_tasks(
     let connectors = crate::connectors::connectors();
     // One managed-memory budget for the job's tasks in this process.
     let memory = weir_operators::memory::StateMemory::new(&job.config.state);
+    let local_tasks = exec
+        .subtasks
+        .iter()
+        .filter(|st| is_local(st.vertex, st.subtask))
+        .count();
     for st in exec
         .subtasks
         .iter()
@@ -488,6 +493,7 @@ pub fn build_placed_tasks(
             config: job.config.clone(),
             connectors: connectors.clone(),
             memory: memory.clone(),
+            local_tasks,
         };
         let head = &job.nodes[vertex.nodes[0]];
         let (input, chain_nodes) = match &head.kind {

@@ -344,6 +344,7 @@ fn read_all(t: &TableDescriptor) -> Result<MemorySourceSpec> {
         config: Default::default(),
         connectors: Default::default(),
         memory: Default::default(),
+        local_tasks: 1,
     };
     let mut source = match &spec {
         SourceSpec::Connector(c) => Filesystem

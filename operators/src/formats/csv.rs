@@ -218,6 +218,15 @@ impl RowDecoder for CsvDecoder {
         self.take()
     }
 
+    fn start_mid_file(&mut self) -> bool {
+        self.records.start_mid_file();
+        true
+    }
+
+    fn between_records(&self) -> bool {
+        self.records.between_records()
+    }
+
     fn skipped(&self) -> u64 {
         // Records with too few or too many fields, read anyway with
         // `csv.ignore-parse-errors` (as Flink: missing fields NULL, extra

@@ -158,6 +158,16 @@ impl CsvRecords {
         self.lines.len()
     }
 
+    /// Read from a record in the middle of a file: no header there.
+    pub fn start_mid_file(&mut self) {
+        self.header = false;
+    }
+
+    /// Whether the input so far ended at the end of a record.
+    pub fn between_records(&self) -> bool {
+        self.pending.is_empty()
+    }
+
     /// Whether a batch is full.
     pub fn full(&self) -> bool {
         self.rows() >= self.batch_size

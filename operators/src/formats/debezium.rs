@@ -182,6 +182,15 @@ impl RowDecoder for DebeziumDecoder {
     fn skipped(&self) -> u64 {
         self.inner.skipped() + self.skipped
     }
+
+    /// Each change event stands alone: its rows depend on no other.
+    fn start_mid_file(&mut self) -> bool {
+        self.inner.start_mid_file()
+    }
+
+    fn between_records(&self) -> bool {
+        self.inner.between_records()
+    }
 }
 
 impl DebeziumDecoder {

@@ -187,6 +187,16 @@ impl RowDecoder for JsonDecoder {
         self.skipped
     }
 
+    /// A document is one line (as the sequential path reads files too:
+    /// whole lines at a time), so a piece may start at any line.
+    fn start_mid_file(&mut self) -> bool {
+        true
+    }
+
+    fn between_records(&self) -> bool {
+        self.pending.is_empty()
+    }
+
     /// Whole messages, each one JSON document (line breaks inside allowed):
     /// all of them decoded in one go, or — when that fails — one at a
     /// time, to name (or skip) the bad ones by number.

@@ -62,6 +62,19 @@ pub trait RowDecoder: Send {
             "this format reads lines; give it the records through decode".into(),
         ))
     }
+    /// For a file decoded in pieces side by side: read a piece that
+    /// starts at a record in the middle of the file (so no header line
+    /// there). `false` when the format cannot: a record of it may span
+    /// line breaks in ways a line search does not see, or rows depend on
+    /// the records before them. The file is then decoded in one piece.
+    fn start_mid_file(&mut self) -> bool {
+        false
+    }
+    /// Whether the bytes given to [`Self::decode`] so far ended exactly
+    /// at the end of a record (none of one held back for more bytes).
+    fn between_records(&self) -> bool {
+        false
+    }
 }
 
 /// Turns rows into bytes.

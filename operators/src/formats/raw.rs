@@ -185,6 +185,15 @@ impl RowDecoder for RawDecoder {
         Ok(())
     }
 
+    /// A record is a line.
+    fn start_mid_file(&mut self) -> bool {
+        true
+    }
+
+    fn between_records(&self) -> bool {
+        self.pending.is_empty()
+    }
+
     fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
         if !self.ready.is_empty() {
             return Ok(Some(self.ready.remove(0)));

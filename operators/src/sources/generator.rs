@@ -371,6 +371,7 @@ mod tests {
             config,
             connectors: Default::default(),
             memory: Default::default(),
+            local_tasks: 1,
         };
         GeneratorSource::new(spec, &ctx)
     }

@@ -10,6 +10,7 @@ mod monitored;
 mod nexmark;
 mod parquet;
 mod partitioned;
+mod pieces;
 mod read_ahead;
 mod text;
 

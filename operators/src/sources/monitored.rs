@@ -245,6 +245,7 @@ mod tests {
             },
             connectors: Default::default(),
             memory: Default::default(),
+            local_tasks: 1,
         }
     }
 

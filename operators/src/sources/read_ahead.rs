@@ -16,8 +16,8 @@
 //! CSV and JSON files are not read ahead: parsing is nearly all of such a
 //! job's work, so there is little to overlap, and the hand-off cost more
 //! than it saved (a GROUP BY over lineitem as 770 MB of CSV at parallelism
-//! 1 on 2 cores: 3.8 s parsed inline, 3.9-4.0 s read ahead). Splitting a
-//! file into chunks parsed side by side is what would help there.
+//! 1 on 2 cores: 3.8 s parsed inline, 3.9-4.0 s read ahead). They are
+//! parsed in pieces side by side instead ([`super::pieces`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -25,8 +25,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
-/// Whether a source of `parallelism` subtasks reads ahead: when its
-/// subtasks leave cores idle (the cores this process may run on). Handing
+/// Whether `tasks` threads leave cores idle (the cores this process may
+/// run on): a source of that many subtasks reads ahead. Handing
 /// decoded batches to another core costs their cache locality: TPC-H q1
 /// over lineitem in batch mode on 2 cores took 0.28 s instead of 0.40 s at
 /// parallelism 1, but 0.25 s instead of 0.21 s at parallelism 2, where both
@@ -147,7 +147,7 @@ where
 
 /// Rayon's pool threads are named `weir-rayon-N` (in `top`, `perf` and
 /// panics), not after the task thread that happened to start the pool.
-fn name_pool_threads() {
+pub(crate) fn name_pool_threads() {
     static NAMED: std::sync::Once = std::sync::Once::new();
     NAMED.call_once(|| {
         // Fails only when the pool already runs (started by other code in
