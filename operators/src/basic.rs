@@ -62,7 +62,10 @@ fn create_in_memory(
             input_schema,
         } => Box::new(FilterOperator {
             name,
-            predicate: accelerate(predicate, input_schema),
+            conjuncts: crate::filter_parts::parts(predicate, input_schema)
+                .iter()
+                .map(|p| accelerate(p, input_schema))
+                .collect(),
         }),
         OperatorSpec::Project {
             exprs,
@@ -214,7 +217,19 @@ fn create_in_memory(
 /// Keeps the rows for which a predicate is true, one kernel call per batch.
 pub struct FilterOperator {
     name: String,
-    predicate: Arc<dyn PhysicalExpr>,
+    /// The predicate, or its conjuncts when each may be evaluated over
+    /// every row ([`crate::filter_parts`]).
+    conjuncts: Vec<Arc<dyn PhysicalExpr>>,
+}
+
+#[cfg(test)]
+impl FilterOperator {
+    pub(crate) fn for_test(conjuncts: Vec<Arc<dyn PhysicalExpr>>) -> Self {
+        Self {
+            name: "filter".into(),
+            conjuncts,
+        }
+    }
 }
 
 impl Operator for FilterOperator {
@@ -225,17 +240,31 @@ impl Operator for FilterOperator {
     }
 
     fn process_batch(&mut self, batch: RecordBatch, out: &mut dyn Output) -> Result<()> {
-        let mask = self
-            .predicate
-            .evaluate(&batch)?
-            .into_array(batch.num_rows())?;
-        let mask = arrow::array::AsArray::as_boolean_opt(mask.as_ref()).ok_or_else(|| {
-            WeirError::Execution(format!("{}: predicate did not return booleans", self.name))
-        })?;
-        if mask.true_count() == batch.num_rows() {
+        let mut mask: Option<(arrow::array::BooleanArray, usize)> = None;
+        for part in &self.conjuncts {
+            let m = part.evaluate(&batch)?.into_array(batch.num_rows())?;
+            let m = arrow::array::AsArray::as_boolean_opt(m.as_ref()).ok_or_else(|| {
+                WeirError::Execution(format!("{}: predicate did not return booleans", self.name))
+            })?;
+            // A row is kept when every part is TRUE: a NULL drops it as
+            // FALSE does.
+            let both = match &mask {
+                None => m.clone(),
+                Some((before, _)) => arrow::compute::and(before, m)?,
+            };
+            let kept = both.true_count();
+            if kept == 0 {
+                return Ok(());
+            }
+            mask = Some((both, kept));
+        }
+        let Some((mask, kept)) = mask else {
+            return out.collect(batch);
+        };
+        if kept == batch.num_rows() {
             return out.collect(batch);
         }
-        let filtered = filter_record_batch(&batch, mask)?;
+        let filtered = filter_record_batch(&batch, &mask)?;
         if filtered.num_rows() > 0 {
             out.collect(filtered)?;
         }

@@ -29,6 +29,7 @@ mod decimal_arith;
 mod decimal_cast;
 mod dense_groups;
 mod distinct_sets;
+mod filter_parts;
 pub mod formats;
 pub mod group_aggregate;
 pub mod join;
