@@ -30,12 +30,16 @@ use datafusion_physical_expr_common::datum::apply;
 use crate::decimal_cast::DecimalCast;
 
 /// `expr` with every decimal `+`, `-` and `*` of it computed by
-/// [`DecimalArith`] and every cast to a decimal that cannot fail by
-/// [`DecimalCast`]; any other part is left as planned.
+/// [`DecimalArith`], every cast to a decimal that cannot fail by
+/// [`DecimalCast`] and every CASE of equality tests of one string by
+/// [`crate::case_lookup::CaseLookup`]; any other part is left as planned.
 pub(crate) fn accelerate(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Arc<dyn PhysicalExpr> {
     Arc::clone(expr)
         .transform_up(|e| {
             if let Some(fast) = DecimalArith::wrap(&e, schema) {
+                return Ok(Transformed::yes(Arc::new(fast) as Arc<dyn PhysicalExpr>));
+            }
+            if let Some(fast) = crate::case_lookup::CaseLookup::wrap(&e, schema) {
                 return Ok(Transformed::yes(Arc::new(fast) as Arc<dyn PhysicalExpr>));
             }
             Ok(match DecimalCast::wrap(&e, schema) {
