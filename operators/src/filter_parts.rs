@@ -79,55 +79,39 @@ fn cannot_fail(e: &dyn PhysicalExpr, schema: &Schema) -> bool {
 /// between them cannot overflow).
 fn widens(from: &DataType, to: &DataType) -> bool {
     use DataType::*;
-    /// Decimal digits an integer type needs, and whether it is signed.
-    fn digits(t: &DataType) -> Option<(u8, bool)> {
+    /// An integer type's bits, whether it is signed, and the decimal
+    /// digits its values need.
+    fn integer(t: &DataType) -> Option<(u32, bool, u8)> {
         Some(match t {
-            Int8 => (3, true),
-            Int16 => (5, true),
-            Int32 => (10, true),
-            Int64 => (19, true),
-            UInt8 => (3, false),
-            UInt16 => (5, false),
-            UInt32 => (10, false),
-            UInt64 => (20, false),
+            Int8 => (8, true, 3),
+            Int16 => (16, true, 5),
+            Int32 => (32, true, 10),
+            Int64 => (64, true, 19),
+            UInt8 => (8, false, 3),
+            UInt16 => (16, false, 5),
+            UInt32 => (32, false, 10),
+            UInt64 => (64, false, 20),
             _ => return None,
         })
     }
-    fn bits(t: &DataType) -> Option<(u32, bool)> {
-        Some(match t {
-            Int8 => (8, true),
-            Int16 => (16, true),
-            Int32 => (32, true),
-            Int64 => (64, true),
-            UInt8 => (8, false),
-            UInt16 => (16, false),
-            UInt32 => (32, false),
-            UInt64 => (64, false),
-            _ => return None,
-        })
-    }
+    // Room for `p` digits of which `s` after the point.
+    let room = |q: u8, t: i8, p: u8, s: i8| {
+        t >= s && i16::from(q) - i16::from(t) >= i16::from(p) - i16::from(s)
+    };
     if from == to {
         return true;
     }
     match (from, to) {
-        (Decimal128(p, s), Decimal128(q, t)) => {
-            *t >= *s && i16::from(*q) - i16::from(*t) >= i16::from(*p) - i16::from(*s)
+        (Decimal128(p, s), Decimal128(q, t) | Decimal256(q, t)) => room(*q, *t, *p, *s),
+        (i, Decimal128(q, t) | Decimal256(q, t)) => {
+            integer(i).is_some_and(|(_, _, d)| room(*q, *t, d, 0))
         }
-        (Decimal128(p, s), Decimal256(q, t)) => {
-            *t >= *s && i16::from(*q) - i16::from(*t) >= i16::from(*p) - i16::from(*s)
-        }
-        (i, Decimal128(q, t)) | (i, Decimal256(q, t)) if digits(i).is_some() => {
-            let (d, _) = digits(i).unwrap_or((u8::MAX, true));
-            *t >= 0 && i16::from(*q) - i16::from(*t) >= i16::from(d)
-        }
-        (a, b) if bits(a).is_some() && bits(b).is_some() => {
-            let ((m, sa), (n, sb)) = (bits(a).unwrap_or_default(), bits(b).unwrap_or_default());
+        (a, b) => match (integer(a), integer(b)) {
             // Signed into wider signed, unsigned into wider (or equal)
             // unsigned, unsigned into strictly wider signed.
-            (sa == sb && n >= m) || (!sa && sb && n > m)
-        }
-        (Date32, Date64) | (Float32, Float64) => true,
-        _ => false,
+            (Some((m, sa, _)), Some((n, sb, _))) => (sa == sb && n >= m) || (!sa && sb && n > m),
+            _ => matches!((a, b), (Date32, Date64) | (Float32, Float64)),
+        },
     }
 }
 
