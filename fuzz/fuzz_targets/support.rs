@@ -25,6 +25,7 @@ pub fn read_all(spec: weir_core::spec::SourceSpec) {
         config: Default::default(),
         connectors: Default::default(),
         memory: Default::default(),
+        local_tasks: 1,
     };
     let Ok(mut source) = create_source(&node, &ctx) else {
         return;
