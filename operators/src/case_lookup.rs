@@ -112,14 +112,18 @@ impl PhysicalExpr for CaseLookup {
     fn evaluate(&self, batch: &RecordBatch) -> Result<ColumnarValue> {
         let n = batch.num_rows();
         let keys = self.key.evaluate(batch)?.into_array(n)?;
-        let otherwise = self
+        // A constant ELSE stays one value, not a column of copies.
+        let otherwise = match self
             .otherwise
             .as_ref()
-            .map(|e| e.evaluate(batch)?.into_array(n))
-            .transpose()?;
-        Ok(ColumnarValue::Array(
-            self.lookup(&keys, otherwise.as_ref())?,
-        ))
+            .map(|e| e.evaluate(batch))
+            .transpose()?
+        {
+            None => Otherwise::Value(None),
+            Some(ColumnarValue::Scalar(ScalarValue::Utf8(v))) => Otherwise::Value(v),
+            Some(other) => Otherwise::Column(other.into_array(n)?),
+        };
+        Ok(ColumnarValue::Array(self.lookup(&keys, &otherwise)?))
     }
 
     fn children(&self) -> Vec<&Arc<dyn PhysicalExpr>> {
@@ -143,12 +147,14 @@ impl PhysicalExpr for CaseLookup {
 impl CaseLookup {
     /// Each row's result: the first arm whose constant its key equals,
     /// else the ELSE's value.
-    fn lookup(&self, keys: &ArrayRef, otherwise: Option<&ArrayRef>) -> Result<ArrayRef> {
+    fn lookup(&self, keys: &ArrayRef, otherwise: &Otherwise) -> Result<ArrayRef> {
         let keys = keys.as_string::<i32>();
-        let otherwise = otherwise.map(|o| o.as_string::<i32>());
+        let (column, constant) = match otherwise {
+            Otherwise::Column(c) => (Some(c.as_string::<i32>()), None),
+            Otherwise::Value(v) => (None, v.as_deref()),
+        };
         let n = keys.len();
-        let mut out =
-            StringBuilder::with_capacity(n, otherwise.map_or(n, |o| o.value_data().len()));
+        let mut out = StringBuilder::with_capacity(n, column.map_or(n, |o| o.value_data().len()));
         for i in 0..n {
             let arm = keys.is_valid(i).then(|| {
                 let k = keys.value(i).as_bytes();
@@ -156,14 +162,22 @@ impl CaseLookup {
             });
             match arm.flatten() {
                 Some((_, result)) => out.append_option(result.as_deref()),
-                None => match otherwise {
+                None => match column {
                     Some(o) if o.is_valid(i) => out.append_value(o.value(i)),
-                    _ => out.append_null(),
+                    Some(_) => out.append_null(),
+                    None => out.append_option(constant),
                 },
             }
         }
         Ok(Arc::new(out.finish()))
     }
+}
+
+/// The ELSE's values for a batch.
+enum Otherwise {
+    Column(ArrayRef),
+    /// A constant (or NULL, also when there is no ELSE).
+    Value(Option<String>),
 }
 
 impl PartialEq for CaseLookup {

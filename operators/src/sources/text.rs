@@ -180,35 +180,25 @@ impl FileRows {
         location: &str,
         pieces: bool,
     ) -> Result<Self> {
-        let whole = |spec: &TextSourceSpec| -> Result<Whole> {
-            let file = open_file(path, location)?;
-            let decoder = spec.decoder(batch_size)?;
-            Ok(DecodeReader::new(
-                BufReader::with_capacity(1 << 20, file),
-                decoder,
-            ))
-        };
         // A local file of under two pieces is read in one: nothing to
         // decode side by side.
         let small = !crate::storage::is_url(location)
             && std::fs::metadata(path).is_ok_and(|m| m.len() < 2 * PIECE as u64);
         if !pieces || small {
-            return Ok(FileRows::Whole(whole(spec)?));
+            return Ok(FileRows::Whole(read_whole(
+                path,
+                location,
+                spec.decoder(batch_size)?,
+            )?));
         }
         let owned = spec.clone();
         let make: MakeDecoder = Arc::new(move || owned.decoder(batch_size));
         if !super::pieces::possible(&make)? {
-            return Ok(FileRows::Whole(whole(spec)?));
+            return Ok(FileRows::Whole(read_whole(path, location, make()?)?));
         }
         let (again, path_again, location_again) =
-            (spec.clone(), path.to_path_buf(), location.to_string());
-        let reopen = Box::new(move || -> Result<Whole> {
-            let file = open_file(&path_again, &location_again)?;
-            Ok(DecodeReader::new(
-                BufReader::with_capacity(1 << 20, file),
-                again.decoder(batch_size)?,
-            ))
-        });
+            (Arc::clone(&make), path.to_path_buf(), location.to_string());
+        let reopen = Box::new(move || read_whole(&path_again, &location_again, again()?));
         Ok(FileRows::Pieces(Box::new(Pieces::new(
             open_file(path, location)?,
             make,
@@ -234,6 +224,18 @@ impl Iterator for FileRows {
             FileRows::Pieces(p) => p.next(),
         }
     }
+}
+
+/// The file at `path` (`location`) read from its start by `decoder`.
+fn read_whole(
+    path: &Path,
+    location: &str,
+    decoder: Box<dyn crate::formats::RowDecoder>,
+) -> Result<Whole> {
+    Ok(DecodeReader::new(
+        BufReader::with_capacity(1 << 20, open_file(path, location)?),
+        decoder,
+    ))
 }
 
 /// A local file or an object of a store, for reading from its start.
