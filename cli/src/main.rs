@@ -671,6 +671,7 @@ fn wait_for(remote: &Remote, id: &str) -> Outcome {
                 return Ok(ExitCode::SUCCESS);
             }
             "FAILED" | "CANCELED" => {
+                let job = settled(remote, id, job);
                 return Err(format!(
                     "job {id} {}: {}",
                     job["status"].as_str().unwrap_or_default(),
@@ -680,6 +681,35 @@ fn wait_for(remote: &Remote, id: &str) -> Outcome {
             _ => std::thread::sleep(Duration::from_millis(100)),
         }
     }
+}
+
+/// A job that has ended, once each of its tasks has reported its end (or
+/// after 5 s): the first report of a failure may be an echo of it (a
+/// channel closed next to the failing task), which the failing task's own
+/// report replaces when it arrives.
+fn settled(remote: &Remote, id: &str, mut job: serde_json::Value) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let every_task_ended = |job: &serde_json::Value| {
+        job["vertices"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|v| v["subtasks"].as_array().into_iter().flatten())
+            .all(|t| {
+                matches!(
+                    t["state"].as_str(),
+                    Some("FINISHED" | "FAILED" | "CANCELED")
+                )
+            })
+    };
+    while !every_task_ended(&job) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        match api(remote, "GET", &format!("/v1/jobs/{id}"), None) {
+            Ok(next) => job = next,
+            Err(_) => break,
+        }
+    }
+    job
 }
 
 /// Take a savepoint; `(stop, drain)`: end the job once it is taken,
