@@ -4,11 +4,15 @@ same file, same query, same machine, same run.
     python benches/batch_vs_peers.py path/to/release/weir [ROWS]
 
 The file: ROWS orders (default 20 M) with 100,000 users, written by DuckDB.
-The query: per user, COUNT(*), SUM, MIN, MAX and AVG of the amount.
-Weir runs it as a SQL script in batch mode (`weir run`, parallelism 2,
-the whole process timed: start, plan, read, aggregate, write the result);
-DuckDB and DataFusion run the same SELECT in-process with 2 threads. Each is
-run 3 times; the best time counts. Results are checked equal.
+The queries:
+- per user, COUNT(*), SUM, MIN, MAX and AVG of the amount. Weir runs it as
+  a SQL script in batch mode (`weir run`, parallelism 2, the whole process
+  timed: start, plan, read, aggregate, write the result); DuckDB and
+  DataFusion run the same SELECT in-process with 2 threads.
+- every order sorted by amount and id (`--sort`, SORT_ROWS of the orders,
+  default 10 M), written to a Parquet file by each of the three (Weir's
+  sort is one subtask: its runs are sorted on rayon's pool).
+Each is run 3 times; the best time counts. Results are checked equal.
 """
 
 import atexit
@@ -33,8 +37,11 @@ QUERY = """SELECT user_id, COUNT(*) AS orders, SUM(amount) AS total, MIN(amount)
 
 
 def main():
-    weir = sys.argv[1]
-    rows = int(sys.argv[2]) if len(sys.argv) > 2 else 20_000_000
+    args = sys.argv[1:]
+    sort = "--sort" in args
+    args = [a for a in args if a != "--sort"]
+    weir = args[0]
+    rows = int(args[1]) if len(args) > 1 else (10_000_000 if sort else 20_000_000)
     work = tempfile.mkdtemp(prefix="batch-bench-")
     # Its files (events and outputs, gigabytes at times) go when the script ends.
     atexit.register(shutil.rmtree, work, ignore_errors=True)
@@ -46,6 +53,8 @@ def main():
             TO '{data}' (FORMAT parquet, ROW_GROUP_SIZE 1000000)"""
     )
     size = os.path.getsize(data)
+    if sort:
+        return sort_case(weir, work, data, rows, size)
 
     def run_weir():
         out = os.path.join(work, f"weir-out-{time.time_ns()}")
@@ -97,6 +106,67 @@ FROM orders GROUP BY user_id;
     ).fetchone()[0]
     assert check == duck.num_rows, f"{check} of {duck.num_rows} groups agree"
     print(f"{rows} rows ({size / 1e6:.0f} MB Parquet), {duck.num_rows} groups, 2 threads each, best of 3")
+    print(f"  Weir (batch mode, whole process) {t_weir:6.2f} s  {rows / t_weir / 1e6:7.1f} M rows/s")
+    print(f"  DuckDB {duckdb.__version__:<10}              {t_duck:6.2f} s  {rows / t_duck / 1e6:7.1f} M rows/s")
+    print(f"  DataFusion {datafusion.__version__:<10}          {t_df:6.2f} s  {rows / t_df / 1e6:7.1f} M rows/s")
+    print(f"  Weir / DuckDB time {t_weir / t_duck:.2f}x, Weir / DataFusion time {t_weir / t_df:.2f}x")
+
+
+SORT = "SELECT order_id, user_id, amount FROM orders ORDER BY amount, order_id"
+
+
+def sort_case(weir, work, data, rows, size):
+    """The orders sorted by amount and id, written to Parquet by each."""
+
+    def run_weir():
+        out = os.path.join(work, f"weir-sorted-{time.time_ns()}")
+        script = os.path.join(work, "sort.sql")
+        with open(script, "w") as f:
+            f.write(
+                f"""SET 'execution.runtime-mode' = 'batch';
+SET 'parallelism.default' = '2';
+CREATE TABLE orders (order_id BIGINT, user_id BIGINT, amount BIGINT)
+  WITH ('connector' = 'filesystem', 'path' = '{data}', 'format' = 'parquet');
+CREATE TABLE result (order_id BIGINT, user_id BIGINT, amount BIGINT)
+  WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'parquet');
+INSERT INTO result {SORT};
+"""
+            )
+        p = subprocess.run([weir, "run", script], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit(p.stderr)
+        return out
+
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    con.execute(f"CREATE VIEW orders AS SELECT * FROM read_parquet('{data}')")
+
+    def run_duckdb():
+        out = os.path.join(work, f"duckdb-sorted-{time.time_ns()}.parquet")
+        con.execute(f"COPY ({SORT}) TO '{out}' (FORMAT parquet)")
+        return out
+
+    config = datafusion.SessionConfig().with_target_partitions(2)
+    ctx = datafusion.SessionContext(config)
+    ctx.register_parquet("orders", data)
+
+    def run_datafusion():
+        out = os.path.join(work, f"datafusion-sorted-{time.time_ns()}")
+        ctx.sql(SORT).write_parquet(out)
+        return out
+
+    t_weir, out = best(run_weir)
+    t_duck, duck = best(run_duckdb)
+    t_df, _ = best(run_datafusion)
+    # Weir's one sorted file holds the orders in DuckDB's order (the keys
+    # are unique, so there is one order).
+    files = sorted(f for f in os.listdir(out) if f.endswith(".parquet"))
+    assert len(files) == 1, files
+    weir_table = pq.read_table(os.path.join(out, files[0]))
+    duck_table = pq.read_table(duck)
+    for column in ("order_id", "user_id", "amount"):
+        assert weir_table[column].equals(duck_table[column]), f"Weir's {column} differs from DuckDB's"
+    print(f"{rows} rows ({size / 1e6:.0f} MB Parquet) sorted by amount and id, written to Parquet; 2 threads each, best of 3")
     print(f"  Weir (batch mode, whole process) {t_weir:6.2f} s  {rows / t_weir / 1e6:7.1f} M rows/s")
     print(f"  DuckDB {duckdb.__version__:<10}              {t_duck:6.2f} s  {rows / t_duck / 1e6:7.1f} M rows/s")
     print(f"  DataFusion {datafusion.__version__:<10}          {t_df:6.2f} s  {rows / t_df / 1e6:7.1f} M rows/s")

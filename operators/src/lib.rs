@@ -58,6 +58,7 @@ mod short_min_max;
 mod short_strings;
 pub mod sinks;
 mod sort;
+mod sort_runs;
 pub mod sources;
 pub mod spill;
 pub mod storage;

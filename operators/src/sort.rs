@@ -7,19 +7,18 @@
 //! … LIMIT 10` over any input holds a few thousand rows; with a fetch and
 //! no ordering, rows past the limit are not kept at all. A full sort holds
 //! its whole input: its size counts against the managed memory budget
-//! through the `state_bytes` figure.
+//! through the `state_bytes` figure. A full sort of many rows is cut into
+//! runs sorted side by side on rayon's pool ([`crate::sort_runs`]).
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
-use arrow::compute::{
-    SortColumn, SortOptions, concat_batches, lexsort_to_indices, take_record_batch,
-};
+use arrow::array::RecordBatch;
+use arrow::compute::{SortOptions, concat_batches, take_record_batch};
 use arrow::datatypes::SchemaRef;
-use arrow::row::{RowConverter, SortField};
 use weir_core::spec::SortSpec;
 use weir_core::{Result, WeirError};
 
+use crate::sort_runs::{runs_for, sort_in_runs, sort_indices};
 use crate::{Operator, Output};
 
 /// Held rows below which a sort with a fetch does not cut back.
@@ -80,37 +79,7 @@ impl SortOperator {
             let keep = self.limit.unwrap_or(usize::MAX).min(all.num_rows());
             return Ok(all.slice(0, keep));
         }
-        let columns: Vec<ArrayRef> = self
-            .order
-            .iter()
-            .map(|(at, _)| Arc::clone(all.column(*at)))
-            .collect();
-        let indices = if self.order.len() == 1 || self.limit.is_some() {
-            let keys: Vec<SortColumn> = columns
-                .into_iter()
-                .zip(&self.order)
-                .map(|(values, (_, options))| SortColumn {
-                    values,
-                    options: Some(*options),
-                })
-                .collect();
-            lexsort_to_indices(&keys, self.limit)?
-        } else {
-            // Several keys: compare them as one byte string per row
-            // (arrow's row format), which is much faster than comparing
-            // column by column.
-            let fields = columns
-                .iter()
-                .zip(&self.order)
-                .map(|(c, (_, options))| {
-                    SortField::new_with_options(c.data_type().clone(), *options)
-                })
-                .collect();
-            let rows = RowConverter::new(fields)?.convert_columns(&columns)?;
-            let mut indices: Vec<u32> = (0..all.num_rows() as u32).collect();
-            indices.sort_by(|&a, &b| rows.row(a as usize).cmp(&rows.row(b as usize)));
-            UInt32Array::from(indices)
-        };
+        let indices = sort_indices(&all, &self.order, self.limit)?;
         Ok(take_record_batch(&all, &indices)?)
     }
 
@@ -159,6 +128,16 @@ impl Operator for SortOperator {
     }
 
     fn finish(&mut self, out: &mut dyn Output) -> Result<()> {
+        let runs = runs_for(self.rows);
+        if self.limit.is_none() && !self.order.is_empty() && runs > 1 {
+            self.rows = 0;
+            self.bytes = 0;
+            let held = std::mem::take(&mut self.held);
+            let shape = (self.offset, self.batch_size);
+            return sort_in_runs(&self.schema, held, &self.order, runs, shape, |b| {
+                out.collect(b)
+            });
+        }
         let sorted = self.sorted()?;
         self.rows = 0;
         self.bytes = 0;
@@ -203,6 +182,9 @@ mod tests {
         RecordBatch::try_new(schema(), vec![Arc::new(k), Arc::new(v)]).unwrap()
     }
 
+    /// Rows a test sorts: enough for a full sort to be cut into runs.
+    const ROWS: i64 = 400_000;
+
     fn rows(batches: &[RecordBatch]) -> Vec<(Option<String>, i64)> {
         let mut out = vec![];
         for b in batches {
@@ -231,7 +213,7 @@ mod tests {
         };
         let mut op = SortOperator::try_new("sort".into(), &spec, 1000).unwrap();
         let mut out: Vec<RecordBatch> = vec![];
-        for from in (0..200_000).step_by(5000) {
+        for from in (0..ROWS).step_by(5000) {
             op.process_batch(batch(from, from + 5000), &mut out)
                 .unwrap();
         }
@@ -243,7 +225,7 @@ mod tests {
 
     /// The rows sorted by the same rule, one row at a time.
     fn reference(desc_k: bool, nulls_first: bool, desc_v: bool) -> Vec<(Option<String>, i64)> {
-        let mut all = rows(&[batch(0, 200_000)]);
+        let mut all = rows(&[batch(0, ROWS)]);
         all.sort_by(|a, b| {
             let k = match (&a.0, &b.0) {
                 (None, None) => std::cmp::Ordering::Equal,
@@ -281,6 +263,31 @@ mod tests {
         assert_eq!(got, reference(true, false, false));
         let got = run(vec![("k", false, true), ("v", true, false)], 0, None);
         assert_eq!(got, reference(false, true, true));
+        // An offset and no fetch: the rest.
+        let got = run(
+            vec![("k", false, false), ("v", false, false)],
+            123_456,
+            None,
+        );
+        assert_eq!(got, reference(false, false, false)[123_456..]);
+        // These sorts were cut into runs sorted on rayon's pool.
+        assert!(rayon::current_num_threads() == 1 || crate::sort_runs::runs_for(ROWS as usize) > 1);
+    }
+
+    #[test]
+    fn a_full_sort_on_one_key_orders_every_row() {
+        let got = run(vec![("v", true, false)], 0, None);
+        let values: Vec<i64> = got.iter().map(|r| r.1).collect();
+        let mut want = values.clone();
+        want.sort_by(|a, b| b.cmp(a));
+        assert_eq!(values, want);
+        assert_eq!(got.len(), ROWS as usize);
+        // Every row once: (k, v) pairs as a multiset.
+        let mut got = got;
+        let mut all = rows(&[batch(0, ROWS)]);
+        got.sort();
+        all.sort();
+        assert_eq!(got, all);
     }
 
     #[test]
@@ -293,7 +300,7 @@ mod tests {
         );
         assert_eq!(got, want[70_000..82_345]);
         // Offset past the end: nothing.
-        assert!(run(vec![("v", false, false)], 300_000, Some(5)).is_empty());
+        assert!(run(vec![("v", false, false)], ROWS as usize + 1, Some(5)).is_empty());
     }
 
     #[test]
