@@ -22,7 +22,7 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array, UInt64Array};
-use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take};
+use arrow::compute::{concat_batches, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion_common::ScalarValue;
 use datafusion_physical_expr::PhysicalExpr;
@@ -139,24 +139,6 @@ pub struct MatchRecognizeOperator {
     key_ids: Vec<usize>,
 }
 
-/// The order of rows by (partition id, `then`, arrival).
-fn partition_order(ids: &[usize], then: ArrayRef) -> Result<UInt32Array> {
-    let ids = UInt64Array::from_iter_values(ids.iter().map(|&k| k as u64));
-    let arrival = UInt32Array::from_iter_values(0..ids.len() as u32);
-    let column = |values: ArrayRef| SortColumn {
-        values,
-        options: None,
-    };
-    Ok(lexsort_to_indices(
-        &[
-            column(Arc::new(ids)),
-            column(then),
-            column(Arc::new(arrival)),
-        ],
-        None,
-    )?)
-}
-
 /// `take` with absent rows as NULL.
 fn gather(column: &ArrayRef, at: &[Option<u32>]) -> Result<ArrayRef> {
     Ok(take(
@@ -259,8 +241,7 @@ impl MatchRecognizeOperator {
         }
         let keys = self.keyed.keys(&batch);
         self.intern(&keys)?;
-        let time = Arc::new(arrow::array::Int64Array::from(ts.clone()));
-        let order = partition_order(&self.key_ids, time)?;
+        let order = crate::window::partition_order(&self.key_ids, &ts);
         let sorted = arrow::compute::take_record_batch(&batch, &order)?;
         let pids: Vec<usize> = order
             .values()

@@ -100,7 +100,7 @@ impl MatchRecognizeOperator {
         let rows = batch.project(&(0..width).collect::<Vec<_>>())?;
         let keys = self.keyed.keys(&rows);
         self.intern(&keys)?;
-        let order = super::partition_order(&self.key_ids, Arc::new(seq.clone()))?;
+        let order = crate::window::partition_order(&self.key_ids, seq.values());
         let sorted = arrow::compute::take_record_batch(&rows, &order)?;
         let pids: Vec<usize> = order
             .values()

@@ -18,8 +18,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array, UInt64Array};
-use arrow::compute::{SortColumn, concat, concat_batches, lexsort_to_indices};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::compute::{concat, concat_batches};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion_common::ScalarValue;
 use datafusion_expr::Accumulator;
@@ -256,25 +256,8 @@ impl OverAggregateOperator {
             return Ok(());
         };
         self.intern(&ready)?;
-        let ids = UInt64Array::from_iter_values(self.key_ids.iter().map(|&k| k as u64));
-        let arrival = UInt32Array::from_iter_values(0..ready.num_rows() as u32);
-        let order = lexsort_to_indices(
-            &[
-                SortColumn {
-                    values: Arc::new(ids),
-                    options: None,
-                },
-                SortColumn {
-                    values: Arc::clone(ready.column(at)),
-                    options: None,
-                },
-                SortColumn {
-                    values: Arc::new(arrival),
-                    options: None,
-                },
-            ],
-            None,
-        )?;
+        let order =
+            crate::window::partition_order(&self.key_ids, timestamps(ready.column(at), &name)?);
         let sorted = arrow::compute::take_record_batch(&ready, &order)?;
         // The partition ids follow their rows (no second intern).
         self.key_ids = order

@@ -281,27 +281,52 @@ impl Aggregates {
 }
 
 /// The rows of `waiting` that the watermark `w` has passed (event-time
-/// column `at`, named `name`), taken out as one batch; the others stay.
+/// column `at`, named `name`), taken out as one batch in arrival order; the
+/// others stay, in order.
+///
+/// A batch wholly before or after the watermark moves or stays as it is;
+/// only a batch the watermark cuts is filtered. Concatenating everything
+/// waiting and filtering it in two at each watermark copied every row that
+/// stayed once per watermark it waited through.
 pub(crate) fn take_ready(
     waiting: &mut Vec<RecordBatch>,
     schema: &SchemaRef,
     (at, name): (usize, &str),
     w: i64,
 ) -> Result<Option<RecordBatch>> {
-    if waiting.is_empty() {
-        return Ok(None);
+    let mut ready = Vec::new();
+    let mut rest = Vec::with_capacity(waiting.len());
+    for batch in waiting.drain(..) {
+        let ts = timestamps(batch.column(at), name)?;
+        let (low, high) = ts
+            .iter()
+            .fold((i64::MAX, i64::MIN), |(l, h), &t| (l.min(t), h.max(t)));
+        if high <= w {
+            ready.push(batch);
+        } else if low > w {
+            rest.push(batch);
+        } else {
+            let passed: BooleanArray = ts.iter().map(|&t| Some(t <= w)).collect();
+            let stays = arrow::compute::not(&passed)?;
+            ready.push(arrow::compute::filter_record_batch(&batch, &passed)?);
+            rest.push(arrow::compute::filter_record_batch(&batch, &stays)?);
+        }
     }
-    let all = arrow::compute::concat_batches(schema, waiting.iter())?;
-    waiting.clear();
-    let ts = timestamps(all.column(at), name)?;
-    let ready: BooleanArray = ts.iter().map(|&t| Some(t <= w)).collect();
-    let rest = arrow::compute::filter_record_batch(&all, &arrow::compute::not(&ready)?)?;
-    if rest.num_rows() > 0 {
-        waiting.push(rest);
+    // Pieces left by many cut batches are joined now and then.
+    if rest.len() > MAX_WAITING_BATCHES {
+        rest = vec![arrow::compute::concat_batches(schema, &rest)?];
     }
-    let ready = arrow::compute::filter_record_batch(&all, &ready)?;
+    *waiting = rest;
+    let ready = match ready.len() {
+        0 => return Ok(None),
+        1 => ready.pop().expect("one batch"),
+        _ => arrow::compute::concat_batches(schema, &ready)?,
+    };
     Ok((ready.num_rows() > 0).then_some(ready))
 }
+
+/// Batches [`take_ready`] leaves waiting before it joins them into one.
+const MAX_WAITING_BATCHES: usize = 256;
 
 /// The rows of `batch` (times `ts`) after the watermark `watermark`; the
 /// others are late, counted into `dropped`.
@@ -466,6 +491,42 @@ mod tests {
             b.update_batch(&values, &[0, 0, 1, 2], None, 4).unwrap();
             let value = b.evaluate(EmitTo::All).unwrap();
             assert_eq!(state[0].as_ref(), value.as_ref(), "{}", list[i]);
+        }
+    }
+
+    proptest::proptest! {
+        /// The rows passed, in arrival order, and the rest, as filtering
+        /// everything waiting at once gives them.
+        #[test]
+        fn take_ready_splits_as_one_filter(
+            times in proptest::collection::vec(proptest::collection::vec(0i64..20, 0..12), 0..8),
+            w in -1i64..21,
+        ) {
+            let schema = Arc::new(Schema::new(vec![
+                Field::new("t", DataType::Int64, false),
+                Field::new("arrival", DataType::Int64, false),
+            ]));
+            let mut arrival = 0;
+            let mut waiting: Vec<RecordBatch> = times
+                .iter()
+                .map(|ts| {
+                    let at = arrow::array::Int64Array::from_iter_values(arrival..arrival + ts.len() as i64);
+                    arrival += ts.len() as i64;
+                    let t = arrow::array::Int64Array::from(ts.clone());
+                    RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(t), Arc::new(at)]).unwrap()
+                })
+                .collect();
+            let all = arrow::compute::concat_batches(&schema, &waiting).unwrap();
+            let rows = |b: &RecordBatch| -> Vec<(i64, i64)> {
+                let t = b.column(0).as_primitive::<arrow::datatypes::Int64Type>();
+                let a = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+                t.values().iter().copied().zip(a.values().iter().copied()).collect()
+            };
+            let (want_ready, want_rest): (Vec<_>, Vec<_>) = rows(&all).into_iter().partition(|&(t, _)| t <= w);
+            let ready = take_ready(&mut waiting, &schema, (0, "t"), w).unwrap();
+            proptest::prop_assert_eq!(ready.map(|b| rows(&b)).unwrap_or_default(), want_ready);
+            let rest: Vec<(i64, i64)> = waiting.iter().flat_map(rows).collect();
+            proptest::prop_assert_eq!(rest, want_rest);
         }
     }
 }
