@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
-use arrow::compute::{concat_batches, filter_record_batch, not};
+use arrow::compute::concat_batches;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 use datafusion_physical_expr::PhysicalExpr;
@@ -211,19 +211,12 @@ impl TemporalJoinOperator {
         if self.pending_rows == 0 {
             return Ok(());
         }
-        let all = concat_batches(&self.left_schema, &self.pending)?;
-        self.pending.clear();
-        let times = timestamps(all.column(self.left_time.0), &self.left_time.1)?;
-        let ready = BooleanArray::from_iter(times.iter().map(|&t| Some(t <= wm)));
-        let rest = filter_record_batch(&all, &not(&ready)?)?;
-        self.pending_rows = rest.num_rows();
-        if rest.num_rows() > 0 {
-            self.pending.push(rest);
-        }
-        let batch = filter_record_batch(&all, &ready)?;
-        if batch.num_rows() == 0 {
+        let time = (self.left_time.0, self.left_time.1.as_str());
+        let ready = crate::window::take_ready(&mut self.pending, &self.left_schema, time, wm)?;
+        self.pending_rows = self.pending.iter().map(RecordBatch::num_rows).sum();
+        let Some(batch) = ready else {
             return Ok(());
-        }
+        };
         let times = timestamps(batch.column(self.left_time.0), &self.left_time.1)?;
         let (keys, null) = self.encode_keys(&batch, &self.left_keys)?;
         // Each row's version, if its key had a live one at its time.
