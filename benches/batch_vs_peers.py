@@ -58,10 +58,10 @@ def main():
 
     def run_weir():
         out = os.path.join(work, f"weir-out-{time.time_ns()}")
-        script = os.path.join(work, "job.sql")
-        with open(script, "w") as f:
-            f.write(
-                f"""SET 'execution.runtime-mode' = 'batch';
+        weir_run(
+            weir,
+            work,
+            f"""SET 'execution.runtime-mode' = 'batch';
 SET 'parallelism.default' = '2';
 CREATE TABLE orders (order_id BIGINT, user_id BIGINT, amount BIGINT)
   WITH ('connector' = 'filesystem', 'path' = '{data}', 'format' = 'parquet');
@@ -71,23 +71,14 @@ CREATE TABLE result (user_id BIGINT, orders BIGINT, total BIGINT, smallest BIGIN
 INSERT INTO result
 SELECT user_id, COUNT(*), SUM(amount), MIN(amount), MAX(amount), AVG(CAST(amount AS DOUBLE))
 FROM orders GROUP BY user_id;
-"""
-            )
-        p = subprocess.run([weir, "run", script], capture_output=True, text=True)
-        if p.returncode != 0:
-            raise SystemExit(p.stderr)
+""",
+        )
         return out
 
-    con = duckdb.connect()
-    con.execute("SET threads = 2")
-    con.execute(f"CREATE VIEW orders AS SELECT * FROM read_parquet('{data}')")
+    con, ctx = peers(data)
 
     def run_duckdb():
         return con.sql(QUERY).to_arrow_table()
-
-    config = datafusion.SessionConfig().with_target_partitions(2)
-    ctx = datafusion.SessionContext(config)
-    ctx.register_parquet("orders", data)
 
     def run_datafusion():
         return ctx.sql(QUERY).collect()
@@ -106,10 +97,36 @@ FROM orders GROUP BY user_id;
     ).fetchone()[0]
     assert check == duck.num_rows, f"{check} of {duck.num_rows} groups agree"
     print(f"{rows} rows ({size / 1e6:.0f} MB Parquet), {duck.num_rows} groups, 2 threads each, best of 3")
+    report(rows, t_weir, t_duck, t_df)
+
+
+def report(rows, t_weir, t_duck, t_df):
+    """Each engine's best time and rate, and Weir's ratios."""
     print(f"  Weir (batch mode, whole process) {t_weir:6.2f} s  {rows / t_weir / 1e6:7.1f} M rows/s")
     print(f"  DuckDB {duckdb.__version__:<10}              {t_duck:6.2f} s  {rows / t_duck / 1e6:7.1f} M rows/s")
     print(f"  DataFusion {datafusion.__version__:<10}          {t_df:6.2f} s  {rows / t_df / 1e6:7.1f} M rows/s")
     print(f"  Weir / DuckDB time {t_weir / t_duck:.2f}x, Weir / DataFusion time {t_weir / t_df:.2f}x")
+
+
+def weir_run(weir, work, text):
+    """`weir run` of the SQL script `text`; its errors end the benchmark."""
+    script = os.path.join(work, "job.sql")
+    with open(script, "w") as f:
+        f.write(text)
+    p = subprocess.run([weir, "run", script], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(p.stderr)
+
+
+def peers(data):
+    """DuckDB and DataFusion, 2 threads each, with `data` as table `orders`."""
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    con.execute(f"CREATE VIEW orders AS SELECT * FROM read_parquet('{data}')")
+    config = datafusion.SessionConfig().with_target_partitions(2)
+    ctx = datafusion.SessionContext(config)
+    ctx.register_parquet("orders", data)
+    return con, ctx
 
 
 SORT = "SELECT order_id, user_id, amount FROM orders ORDER BY amount, order_id"
@@ -120,35 +137,26 @@ def sort_case(weir, work, data, rows, size):
 
     def run_weir():
         out = os.path.join(work, f"weir-sorted-{time.time_ns()}")
-        script = os.path.join(work, "sort.sql")
-        with open(script, "w") as f:
-            f.write(
-                f"""SET 'execution.runtime-mode' = 'batch';
+        weir_run(
+            weir,
+            work,
+            f"""SET 'execution.runtime-mode' = 'batch';
 SET 'parallelism.default' = '2';
 CREATE TABLE orders (order_id BIGINT, user_id BIGINT, amount BIGINT)
   WITH ('connector' = 'filesystem', 'path' = '{data}', 'format' = 'parquet');
 CREATE TABLE result (order_id BIGINT, user_id BIGINT, amount BIGINT)
   WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'parquet');
 INSERT INTO result {SORT};
-"""
-            )
-        p = subprocess.run([weir, "run", script], capture_output=True, text=True)
-        if p.returncode != 0:
-            raise SystemExit(p.stderr)
+""",
+        )
         return out
 
-    con = duckdb.connect()
-    con.execute("SET threads = 2")
-    con.execute(f"CREATE VIEW orders AS SELECT * FROM read_parquet('{data}')")
+    con, ctx = peers(data)
 
     def run_duckdb():
         out = os.path.join(work, f"duckdb-sorted-{time.time_ns()}.parquet")
         con.execute(f"COPY ({SORT}) TO '{out}' (FORMAT parquet)")
         return out
-
-    config = datafusion.SessionConfig().with_target_partitions(2)
-    ctx = datafusion.SessionContext(config)
-    ctx.register_parquet("orders", data)
 
     def run_datafusion():
         out = os.path.join(work, f"datafusion-sorted-{time.time_ns()}")
@@ -167,10 +175,7 @@ INSERT INTO result {SORT};
     for column in ("order_id", "user_id", "amount"):
         assert weir_table[column].equals(duck_table[column]), f"Weir's {column} differs from DuckDB's"
     print(f"{rows} rows ({size / 1e6:.0f} MB Parquet) sorted by amount and id, written to Parquet; 2 threads each, best of 3")
-    print(f"  Weir (batch mode, whole process) {t_weir:6.2f} s  {rows / t_weir / 1e6:7.1f} M rows/s")
-    print(f"  DuckDB {duckdb.__version__:<10}              {t_duck:6.2f} s  {rows / t_duck / 1e6:7.1f} M rows/s")
-    print(f"  DataFusion {datafusion.__version__:<10}          {t_df:6.2f} s  {rows / t_df / 1e6:7.1f} M rows/s")
-    print(f"  Weir / DuckDB time {t_weir / t_duck:.2f}x, Weir / DataFusion time {t_weir / t_df:.2f}x")
+    report(rows, t_weir, t_duck, t_df)
 
 
 if __name__ == "__main__":
