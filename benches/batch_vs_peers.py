@@ -61,11 +61,8 @@ def main():
         weir_run(
             weir,
             work,
-            f"""SET 'execution.runtime-mode' = 'batch';
-SET 'parallelism.default' = '2';
-CREATE TABLE orders (order_id BIGINT, user_id BIGINT, amount BIGINT)
-  WITH ('connector' = 'filesystem', 'path' = '{data}', 'format' = 'parquet');
-CREATE TABLE result (user_id BIGINT, orders BIGINT, total BIGINT, smallest BIGINT,
+            orders_table(data)
+            + f"""CREATE TABLE result (user_id BIGINT, orders BIGINT, total BIGINT, smallest BIGINT,
   largest BIGINT, average DOUBLE)
   WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'parquet');
 INSERT INTO result
@@ -108,6 +105,15 @@ def report(rows, t_weir, t_duck, t_df):
     print(f"  Weir / DuckDB time {t_weir / t_duck:.2f}x, Weir / DataFusion time {t_weir / t_df:.2f}x")
 
 
+def orders_table(data):
+    """The start of a Weir script: batch mode, 2 subtasks, `data` as `orders`."""
+    return f"""SET 'execution.runtime-mode' = 'batch';
+SET 'parallelism.default' = '2';
+CREATE TABLE orders (order_id BIGINT, user_id BIGINT, amount BIGINT)
+  WITH ('connector' = 'filesystem', 'path' = '{data}', 'format' = 'parquet');
+"""
+
+
 def weir_run(weir, work, text):
     """`weir run` of the SQL script `text`; its errors end the benchmark."""
     script = os.path.join(work, "job.sql")
@@ -140,11 +146,8 @@ def sort_case(weir, work, data, rows, size):
         weir_run(
             weir,
             work,
-            f"""SET 'execution.runtime-mode' = 'batch';
-SET 'parallelism.default' = '2';
-CREATE TABLE orders (order_id BIGINT, user_id BIGINT, amount BIGINT)
-  WITH ('connector' = 'filesystem', 'path' = '{data}', 'format' = 'parquet');
-CREATE TABLE result (order_id BIGINT, user_id BIGINT, amount BIGINT)
+            orders_table(data)
+            + f"""CREATE TABLE result (order_id BIGINT, user_id BIGINT, amount BIGINT)
   WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'parquet');
 INSERT INTO result {SORT};
 """,
