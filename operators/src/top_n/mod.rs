@@ -38,7 +38,8 @@ use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt32Array, UInt64Array};
 use arrow::compute::SortOptions;
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
-use datafusion_physical_plan::aggregates::group_values::GroupValues;
+use datafusion_physical_plan::aggregates::group_values::{GroupValues, new_group_values};
+use datafusion_physical_plan::aggregates::order::GroupOrdering;
 use weir_core::changelog::RowKind;
 use weir_core::spec::{FinalRows, TopNSpec};
 use weir_core::{Result, WeirError};
@@ -186,7 +187,7 @@ impl TopNOperator {
             upsert: spec.upsert.is_some(),
             input_schema: Arc::clone(input),
             schema,
-            keys: crate::key_table::lasting(&key_schema)?,
+            keys: new_group_values(Arc::clone(&key_schema), &GroupOrdering::None)?,
             key_schema,
             key_rows: RowConverter::new(fields_of(&key_indices))?,
             order_rows: RowConverter::new(order_fields)?,
