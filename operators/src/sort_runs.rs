@@ -22,8 +22,7 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::{
-    SortColumn, SortOptions, concat_batches, interleave_record_batch, lexsort_to_indices,
-    take_record_batch,
+    SortColumn, SortOptions, concat_batches, interleave_record_batch, lexsort_to_indices, take,
 };
 use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, Rows, SortField};
@@ -219,7 +218,7 @@ fn merge<const W: usize>(
                 keys.rows = None;
             }
             let indices = UInt32Array::from_iter_values(keys.keys.iter().map(|(_, i)| *i));
-            Ok((take_record_batch(&batch, &indices)?, keys))
+            Ok((take_by_column(batch, &indices)?, keys))
         })
         .collect::<Result<_>>()?;
     let batches: Vec<&RecordBatch> = sorted.iter().map(|(b, _)| b).collect();
@@ -256,6 +255,17 @@ fn merge<const W: usize>(
     Ok(())
 }
 
+/// `batch`'s rows in the order of `indices`, a column at a time: each
+/// column goes as soon as its sorted copy is made, so the run holds one
+/// column twice at most, not the whole batch.
+fn take_by_column(batch: RecordBatch, indices: &UInt32Array) -> Result<RecordBatch> {
+    let (schema, mut columns, _) = batch.into_parts();
+    for column in &mut columns {
+        *column = take(column.as_ref(), indices, None)?;
+    }
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
 /// `held` cut into `runs` groups of about as many rows each, in order.
 fn cut(held: Vec<RecordBatch>, runs: usize) -> Vec<Vec<RecordBatch>> {
     let total: usize = held.iter().map(RecordBatch::num_rows).sum();
@@ -284,6 +294,7 @@ fn cut(held: Vec<RecordBatch>, runs: usize) -> Vec<Vec<RecordBatch>> {
 #[cfg(test)]
 mod tests {
     use arrow::array::{Array, Int64Array, StringArray};
+    use arrow::compute::take_record_batch;
     use arrow::datatypes::{DataType, Field, Schema};
     use proptest::prelude::*;
 
