@@ -24,7 +24,7 @@ use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::{
     SortColumn, SortOptions, concat_batches, interleave_record_batch, lexsort_to_indices, take,
 };
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 use rayon::prelude::*;
 use weir_core::Result;
@@ -51,7 +51,7 @@ pub(crate) fn sort_indices(
             .collect();
         return Ok(lexsort_to_indices(&keys, limit)?);
     }
-    let rows = converter(&columns, order)?.convert_columns(&columns)?;
+    let rows = converter(&batch.schema(), order)?.convert_columns(&columns)?;
     let order = match words(&[&rows]) {
         (1, _) => sorted_keys::<1>(rows).order(),
         (2, _) => sorted_keys::<2>(rows).order(),
@@ -68,11 +68,13 @@ fn key_columns(batch: &RecordBatch, order: &[(usize, SortOptions)]) -> Vec<Array
         .collect()
 }
 
-fn converter(columns: &[ArrayRef], order: &[(usize, SortOptions)]) -> Result<RowConverter> {
-    let fields = columns
+/// The row format of `schema`'s key columns `order`.
+fn converter(schema: &Schema, order: &[(usize, SortOptions)]) -> Result<RowConverter> {
+    let fields = order
         .iter()
-        .zip(order)
-        .map(|(c, (_, options))| SortField::new_with_options(c.data_type().clone(), *options))
+        .map(|(at, options)| {
+            SortField::new_with_options(schema.field(*at).data_type().clone(), *options)
+        })
         .collect();
     Ok(RowConverter::new(fields)?)
 }
@@ -174,14 +176,7 @@ pub(crate) fn sort_in_runs(
     emit: impl FnMut(RecordBatch) -> Result<()>,
 ) -> Result<()> {
     let groups = cut(held, runs);
-    let keys = groups
-        .iter()
-        .find_map(|g| g.first())
-        .map(|b| key_columns(b, order));
-    let Some(keys) = keys else {
-        return Ok(());
-    };
-    let converter = converter(&keys, order)?;
+    let converter = converter(schema, order)?;
     let runs: Vec<(RecordBatch, Rows)> = groups
         .into_par_iter()
         .map(|group| {
@@ -345,7 +340,7 @@ mod tests {
     ) -> RecordBatch {
         let all = concat_batches(&schema(), held).unwrap();
         let keys: Vec<ArrayRef> = key_columns(&all, order);
-        let rows = converter(&keys, order)
+        let rows = converter(&schema(), order)
             .unwrap()
             .convert_columns(&keys)
             .unwrap();

@@ -306,8 +306,9 @@ pub(crate) fn take_ready(
         } else if low > w {
             rest.push(batch);
         } else {
-            let passed: BooleanArray = ts.iter().map(|&t| Some(t <= w)).collect();
-            let stays = arrow::compute::not(&passed)?;
+            let passed = arrow::buffer::BooleanBuffer::collect_bool(ts.len(), |i| ts[i] <= w);
+            let stays = BooleanArray::new(!&passed, None);
+            let passed = BooleanArray::new(passed, None);
             ready.push(arrow::compute::filter_record_batch(&batch, &passed)?);
             rest.push(arrow::compute::filter_record_batch(&batch, &stays)?);
         }
