@@ -158,7 +158,21 @@ impl RowStore {
     /// Row `r` of `columns` becomes id `ids[r]`'s row (ids may be new,
     /// and appear once each).
     pub(crate) fn put(&mut self, ids: &[usize], columns: Vec<ArrayRef>) -> Result<()> {
-        if ids.is_empty() {
+        let rows = 0..ids.len() as u32;
+        self.put_rows(ids.iter().copied().zip(rows), columns)
+    }
+
+    /// Each `(id, r)`: row `r` of `columns` becomes id `id`'s row (ids
+    /// may be new, and appear once each). The batch is kept whole: its
+    /// rows no id names are dead from the start, so a batch most of whose
+    /// rows are kept is stored without copying the rest out.
+    pub(crate) fn put_rows(
+        &mut self,
+        rows: impl IntoIterator<Item = (usize, u32)>,
+        columns: Vec<ArrayRef>,
+    ) -> Result<()> {
+        let mut rows = rows.into_iter().peekable();
+        if rows.peek().is_none() {
             return Ok(());
         }
         let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)?;
@@ -166,14 +180,15 @@ impl RowStore {
         self.puts.push((self.batches.len() as u32, 0));
         self.stored += batch.num_rows();
         self.bytes += held_bytes(&batch);
+        let n = batch.num_rows() as u32;
         self.batches.push(batch);
-        let max = ids.iter().max().copied().unwrap_or(0);
-        if max >= self.rows.len() {
-            self.rows.resize(max + 1, NONE);
-        }
-        for (r, &id) in ids.iter().enumerate() {
+        for (id, r) in rows {
+            debug_assert!(r < n, "row {r} of a {n}-row batch");
+            if id >= self.rows.len() {
+                self.rows.resize(id + 1, NONE);
+            }
             self.live += usize::from(self.rows[id] == NONE);
-            self.rows[id] = (b, r as u32);
+            self.rows[id] = (b, r);
         }
         self.merge_small_run()?;
         // Rewrite when dead rows outnumber live ones (amortized: the next
@@ -285,6 +300,42 @@ mod tests {
                 store.batches.len() < 2 * SMALL_RUN,
                 "{} batches",
                 store.batches.len()
+            );
+        }
+        let all: Vec<usize> = (0..store.len()).filter(|&i| want[i].is_some()).collect();
+        let got = store.gather(&all).unwrap();
+        let got = got[0].as_primitive::<Int64Type>();
+        for (k, &i) in all.iter().enumerate() {
+            assert_eq!(Some(got.value(k)), want[i], "id {i}");
+        }
+    }
+
+    #[test]
+    fn a_whole_batch_put_serves_only_the_rows_named() {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let mut store = RowStore::new(schema);
+        let mut want: Vec<Option<i64>> = vec![None; 3000];
+        for round in 0..40i64 {
+            // A 1000-row batch; ids take every third row, in no order.
+            let values: Vec<i64> = (0..1000).map(|r| round * 10_000 + r).collect();
+            let named: Vec<(usize, u32)> = (0..1000u32)
+                .filter(|r| r % 3 == (round % 3) as u32)
+                .map(|r| (((r as i64 * 7 + round * 11) % 3000) as usize, r))
+                .rev()
+                .collect();
+            for &(id, r) in &named {
+                want[id] = Some(values[r as usize]);
+            }
+            store
+                .put_rows(named, vec![Arc::new(Int64Array::from(values))])
+                .unwrap();
+            let live = want.iter().filter(|w| w.is_some()).count();
+            assert_eq!(store.live, live);
+            // Dead rows (two thirds of each batch) are rewritten away.
+            assert!(
+                store.stored <= 2 * live + 8192 + 1000,
+                "{} stored",
+                store.stored
             );
         }
         let all: Vec<usize> = (0..store.len()).filter(|&i| want[i].is_some()).collect();

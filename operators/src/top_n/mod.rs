@@ -48,8 +48,10 @@ use crate::process::now_ms;
 use crate::row_store::{Ref, RowStore};
 use crate::{KeyGroupFilter, Operator, OperatorContext, Output, StateTable};
 
+mod changes;
 mod ranks;
 
+use changes::{Changes, arrival_order, batch_rows, rows_equal};
 use ranks::{Change, Kept, Rule, Src};
 
 /// Rows per output batch of a whole-state emit (batch mode's end).
@@ -120,25 +122,6 @@ pub struct TopNOperator {
 enum Final {
     WindowEnd(usize),
     FirstByRowtime(usize),
-}
-
-/// Whether two rows of one schema hold equal values (nulls equal).
-fn rows_equal(a: (&RecordBatch, usize), b: (&RecordBatch, usize)) -> Result<bool> {
-    for (x, y) in a.0.columns().iter().zip(b.0.columns()) {
-        let cmp = arrow::array::make_comparator(x.as_ref(), y.as_ref(), SortOptions::default())?;
-        if cmp(a.1, b.1).is_ne() {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// The changes of one batch, rows named for one gather.
-#[derive(Default)]
-struct Changes {
-    refs: Vec<Ref>,
-    numbers: Vec<u64>,
-    kinds: Vec<RowKind>,
 }
 
 impl TopNOperator {
@@ -427,6 +410,8 @@ impl TopNOperator {
         self.seq += n as u64;
         let keep_last = self.changelog && self.rule.limit == 1 && self.rule.later_wins_ties;
         let mut changes = Changes::default();
+        // Whether each key's changes of new rows are in arrival order.
+        let mut keys_in_arrival = true;
         let mut key_changes: Vec<Change> = vec![];
         // Per-key scratch, reused: no allocation per key touched.
         let mut ranking: Vec<Src> = vec![];
@@ -472,9 +457,14 @@ impl TopNOperator {
                     )?;
                 }
             }
+            let mut last_new = None;
             for c in &key_changes {
                 if self.upsert && c.kind == RowKind::UpdateBefore {
                     continue;
+                }
+                if let Src::New(r) = c.src {
+                    keys_in_arrival &= last_new.is_none_or(|l| l < r);
+                    last_new = Some(r);
                 }
                 changes.refs.push(match c.src {
                     Src::Old(i) => Ref::Stored(old[i as usize].slot as usize),
@@ -545,11 +535,14 @@ impl TopNOperator {
             }
             self.ranks[id] = kept;
         }
-        // The changed rows, and the batch's rows the store takes: when the
-        // changes are all rows of this batch (a deduplication keeping the
-        // latest row: each change is a new row), they come from the batch
-        // alone, and the store takes the changed rows' columns when they
-        // are its rows too, copying nothing twice.
+        // The changed rows: when they are all rows of this batch (a
+        // deduplication keeping the latest row: each change is a new row),
+        // they leave in arrival order, which keeps each key's changes in
+        // theirs, and come from the batch alone — as it is, when every row
+        // changed.
+        if keys_in_arrival && let Some(order) = arrival_order(&changes.refs, batch.num_rows()) {
+            changes.reorder(&order);
+        }
         let fresh: Option<Vec<u32>> = changes
             .refs
             .iter()
@@ -561,17 +554,7 @@ impl TopNOperator {
         let mut changed: Option<RecordBatch> = None;
         if !changes.refs.is_empty() {
             let columns = match &fresh {
-                Some(rows)
-                    if rows.iter().enumerate().all(|(i, &r)| i as u32 == r)
-                        && rows.len() == batch.num_rows() =>
-                {
-                    batch.columns().to_vec()
-                }
-                Some(rows) => arrow::compute::take_arrays(
-                    batch.columns(),
-                    &UInt32Array::from(rows.clone()),
-                    None,
-                )?,
+                Some(rows) => batch_rows(batch, rows)?,
                 None => self.store.gather_refs(&changes.refs, Some(batch))?,
             };
             changed = Some(RecordBatch::try_new(
@@ -580,19 +563,17 @@ impl TopNOperator {
             )?);
         }
         if !puts.is_empty() {
-            let slots: Vec<usize> = puts.iter().map(|p| p.0).collect();
-            let columns = match (&fresh, &changed) {
-                (Some(rows), Some(changed))
-                    if puts.iter().map(|p| p.1).eq(rows.iter().copied()) =>
-                {
-                    changed.columns().to_vec()
-                }
-                _ => {
-                    let take = UInt32Array::from_iter_values(puts.iter().map(|p| p.1));
-                    arrow::compute::take_arrays(batch.columns(), &take, None)?
-                }
-            };
-            self.store.put(&slots, columns)?;
+            // The store keeps the whole batch when most of its rows stay
+            // (dead rows are rewritten away later), else a copy of them.
+            if 2 * puts.len() >= batch.num_rows() {
+                let slots = puts.iter().map(|&(slot, r)| (slot, r));
+                self.store.put_rows(slots, batch.columns().to_vec())?;
+            } else {
+                let slots: Vec<usize> = puts.iter().map(|p| p.0).collect();
+                let take = UInt32Array::from_iter_values(puts.iter().map(|p| p.1));
+                let columns = arrow::compute::take_arrays(batch.columns(), &take, None)?;
+                self.store.put(&slots, columns)?;
+            }
         }
         if let Some(rows) = changed {
             out.collect(self.output(&rows, changes.numbers, Some(&changes.kinds))?)?;

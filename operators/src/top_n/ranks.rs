@@ -68,6 +68,14 @@ impl Rule {
     ) {
         for &r in rows {
             let new = order(Src::New(r));
+            // A full ranking whose last row ranks before the new one keeps
+            // it out: one comparison for most rows of a long-running key.
+            if ranking.len() >= self.limit
+                && let Some(&last) = ranking.last()
+                && self.before(order(last), new)
+            {
+                continue;
+            }
             let at = ranking.partition_point(|&c| self.before(order(c), new));
             if at < self.limit {
                 ranking.insert(at, Src::New(r));
