@@ -23,6 +23,7 @@ macro_rules! stateless {
 }
 
 pub mod basic;
+mod batch_rows;
 mod case_lookup;
 pub mod connectors;
 pub mod count_window;

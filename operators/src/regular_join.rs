@@ -459,11 +459,19 @@ impl RegularJoinOperator {
         let step = self.batch_size.max(1);
         for start in (0..n).step_by(step) {
             let end = (start + step).min(n);
-            let idx = UInt32Array::from(emitted.this[start..end].to_vec());
-            let this_cols = batch.columns()[..self.sides[input].width]
-                .iter()
-                .map(|c| take(c.as_ref(), &idx, None))
-                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let this = &emitted.this[start..end];
+            let width = self.sides[input].width;
+            let this_cols = match this.iter().copied().collect::<Option<Vec<u32>>>() {
+                Some(rows) => gather_this(batch, width, &rows)?,
+                // NULL rows (an outer join's padding): a gather.
+                None => {
+                    let idx = UInt32Array::from(this.to_vec());
+                    batch.columns()[..width]
+                        .iter()
+                        .map(|c| take(c.as_ref(), &idx, None))
+                        .collect::<std::result::Result<Vec<_>, _>>()?
+                }
+            };
             let other_cols = gather_other(
                 &self.sides[1 - input],
                 emitted.other[start..end].iter().copied(),
@@ -610,11 +618,7 @@ pub(crate) fn gather_this(
     width: usize,
     rows: &[u32],
 ) -> Result<Vec<ArrayRef>> {
-    let idx = UInt32Array::from(rows.to_vec());
-    Ok(batch.columns()[..width]
-        .iter()
-        .map(|c| take(c.as_ref(), &idx, None))
-        .collect::<std::result::Result<Vec<_>, _>>()?)
+    crate::batch_rows::rows_of(&batch.columns()[..width], batch.num_rows(), rows)
 }
 
 /// The other side's columns for each pick (`None`: a NULL row).

@@ -1,7 +1,7 @@
 //! A batch's changes: the rows they name, put in arrival order when that
 //! lets them come from the batch as it is, and the rows taken from it.
 
-use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
+use arrow::array::RecordBatch;
 use arrow::compute::SortOptions;
 use weir_core::Result;
 use weir_core::changelog::RowKind;
@@ -60,27 +60,4 @@ pub(super) fn arrival_order(refs: &[Ref], rows: usize) -> Option<Vec<u32>> {
         return None;
     }
     Some(at.into_iter().filter(|&i| i != u32::MAX).collect())
-}
-
-/// Rows `rows` (ascending or not) of `batch`: the batch's own columns
-/// when they are all of its rows in order, a filter when ascending, else
-/// a gather.
-pub(super) fn batch_rows(batch: &RecordBatch, rows: &[u32]) -> Result<Vec<ArrayRef>> {
-    let n = batch.num_rows();
-    if rows.len() == n && rows.iter().enumerate().all(|(i, &r)| i as u32 == r) {
-        return Ok(batch.columns().to_vec());
-    }
-    if rows.windows(2).all(|w| w[0] < w[1]) {
-        let mut keep = arrow::array::BooleanBufferBuilder::new(n);
-        keep.append_n(n, false);
-        for &r in rows {
-            keep.set_bit(r as usize, true);
-        }
-        let keep = arrow::array::BooleanArray::new(keep.finish(), None);
-        return Ok(arrow::compute::filter_record_batch(batch, &keep)?
-            .columns()
-            .to_vec());
-    }
-    let take = UInt32Array::from(rows.to_vec());
-    Ok(arrow::compute::take_arrays(batch.columns(), &take, None)?)
 }

@@ -51,7 +51,7 @@ use crate::{KeyGroupFilter, Operator, OperatorContext, Output, StateTable};
 mod changes;
 mod ranks;
 
-use changes::{Changes, arrival_order, batch_rows, rows_equal};
+use changes::{Changes, arrival_order, rows_equal};
 use ranks::{Change, Kept, Rule, Src};
 
 /// Rows per output batch of a whole-state emit (batch mode's end).
@@ -554,7 +554,7 @@ impl TopNOperator {
         let mut changed: Option<RecordBatch> = None;
         if !changes.refs.is_empty() {
             let columns = match &fresh {
-                Some(rows) => batch_rows(batch, rows)?,
+                Some(rows) => crate::batch_rows::rows_of(batch.columns(), batch.num_rows(), rows)?,
                 None => self.store.gather_refs(&changes.refs, Some(batch))?,
             };
             changed = Some(RecordBatch::try_new(
