@@ -34,7 +34,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt32Array, UInt64Array};
+use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt64Array};
 use arrow::compute::SortOptions;
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
@@ -562,19 +562,10 @@ impl TopNOperator {
                 columns,
             )?);
         }
-        if !puts.is_empty() {
-            // The store keeps the whole batch when most of its rows stay
-            // (dead rows are rewritten away later), else a copy of them.
-            if 2 * puts.len() >= batch.num_rows() {
-                let slots = puts.iter().map(|&(slot, r)| (slot, r));
-                self.store.put_rows(slots, batch.columns().to_vec())?;
-            } else {
-                let slots: Vec<usize> = puts.iter().map(|p| p.0).collect();
-                let take = UInt32Array::from_iter_values(puts.iter().map(|p| p.1));
-                let columns = arrow::compute::take_arrays(batch.columns(), &take, None)?;
-                self.store.put(&slots, columns)?;
-            }
-        }
+        // The store copies the rows that stay, or keeps the whole batch
+        // when most of its rows do.
+        self.store
+            .put_rows(puts.iter().copied(), batch.columns().to_vec())?;
         if let Some(rows) = changed {
             out.collect(self.output(&rows, changes.numbers, Some(&changes.kinds))?)?;
         }
