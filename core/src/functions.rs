@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use arrow::array::{
     Array, ArrayRef, AsArray, Int32Array, Int64Array, Int64Builder, StringBuilder,
@@ -125,6 +125,36 @@ fn ms_timestamps(a: &ArrayRef, function: &str) -> Result<TimestampMillisecondArr
     }
 }
 
+/// Patterns kept compiled at most; past them the table starts over.
+const PATTERNS_KEPT: usize = 256;
+
+/// The compiled patterns by their text.
+static PATTERNS: LazyLock<Mutex<HashMap<String, Arc<regex::Regex>>>> =
+    LazyLock::new(Default::default);
+
+/// `pattern` compiled, shared by every call of the regular expression
+/// functions in the process: a pattern compiles once, not once per batch,
+/// and the matching caches that warm up as it runs (its lazy DFA's states)
+/// carry over from batch to batch. `function` names the caller in the
+/// error for a bad pattern.
+fn compiled(pattern: &str, function: &str) -> Result<Arc<regex::Regex>> {
+    let mut patterns = PATTERNS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(re) = patterns.get(pattern) {
+        return Ok(Arc::clone(re));
+    }
+    let re = regex::Regex::new(pattern).map_err(|e| {
+        DataFusionError::Execution(format!(
+            "{function}: bad regular expression '{pattern}': {e}"
+        ))
+    })?;
+    let re = Arc::new(re);
+    if patterns.len() >= PATTERNS_KEPT {
+        patterns.clear();
+    }
+    patterns.insert(pattern.to_string(), Arc::clone(&re));
+    Ok(re)
+}
+
 /// A constant string argument: `Some(None)` for a NULL literal, `None`
 /// when the argument is a column.
 fn constant_str(arg: &ColumnarValue) -> Option<Option<String>> {
@@ -171,11 +201,7 @@ impl FlinkFunction {
                 let (Some(pattern), Some(group)) = (pattern, group.filter(|g| *g >= 0)) else {
                     return Ok(Some(arrow::array::new_null_array(&DataType::Utf8, n)));
                 };
-                let re = regex::Regex::new(&pattern).map_err(|e| {
-                    DataFusionError::Execution(format!(
-                        "REGEXP_EXTRACT: bad regular expression '{pattern}': {e}"
-                    ))
-                })?;
+                let re = compiled(&pattern, "REGEXP_EXTRACT")?;
                 let group = group as usize;
                 let mut locations = re.capture_locations();
                 map_strings(&s, |text| {
@@ -694,7 +720,8 @@ impl ScalarUDFImpl for FlinkFunction {
                     Some(g) => Some(integers(g)?),
                     None => None,
                 };
-                let mut compiled: HashMap<String, regex::Regex> = HashMap::new();
+                // This batch's patterns, so that a row takes no lock.
+                let mut patterns: HashMap<String, Arc<regex::Regex>> = HashMap::new();
                 let mut b = StringBuilder::with_capacity(n, n * 8);
                 for i in 0..n {
                     if s.is_null(i) || re.is_null(i) {
@@ -702,20 +729,16 @@ impl ScalarUDFImpl for FlinkFunction {
                         continue;
                     }
                     let pattern = re.value(i);
-                    if !compiled.contains_key(pattern) {
-                        let r = regex::Regex::new(pattern).map_err(|e| {
-                            DataFusionError::Execution(format!(
-                                "REGEXP_EXTRACT: bad regular expression '{pattern}': {e}"
-                            ))
-                        })?;
-                        compiled.insert(pattern.to_string(), r);
+                    if !patterns.contains_key(pattern) {
+                        let r = compiled(pattern, "REGEXP_EXTRACT")?;
+                        patterns.insert(pattern.to_string(), r);
                     }
                     let g = group
                         .as_ref()
                         .map(|g| if g.is_null(i) { -1 } else { g.value(i) })
                         .unwrap_or(0);
                     let found = (g >= 0)
-                        .then(|| compiled[pattern].captures(s.value(i)))
+                        .then(|| patterns[pattern].captures(s.value(i)))
                         .flatten()
                         .and_then(|c| c.get(g as usize))
                         .map(|m| m.as_str());
@@ -732,7 +755,7 @@ impl ScalarUDFImpl for FlinkFunction {
                 // The pattern and replacement are nearly always constants:
                 // keep the last compiled pair and compare by reference to
                 // it, allocating only when they change.
-                let mut last: Option<(String, String, regex::Regex, String)> = None;
+                let mut last: Option<(String, String, Arc<regex::Regex>, String)> = None;
                 let mut b = StringBuilder::with_capacity(n, n * 8);
                 for i in 0..n {
                     if s.is_null(i) || re.is_null(i) || with.is_null(i) {
@@ -744,11 +767,7 @@ impl ScalarUDFImpl for FlinkFunction {
                         .as_ref()
                         .is_none_or(|(p, w, _, _)| p != pattern || w != with);
                     if fresh {
-                        let r = regex::Regex::new(pattern).map_err(|e| {
-                            DataFusionError::Execution(format!(
-                                "REGEXP_REPLACE: bad regular expression '{pattern}': {e}"
-                            ))
-                        })?;
+                        let r = compiled(pattern, "REGEXP_REPLACE")?;
                         last = Some((pattern.into(), with.into(), r, java_replacement(with)));
                     }
                     let Some((_, _, r, replacement)) = &last else {
@@ -1045,6 +1064,28 @@ mod tests {
             vec![V::Utf8(Some("[a-z]+".into()))],
         );
         constant_and_column(Kind::RegexpExtract, text, vec![V::Utf8(None)]);
+    }
+
+    /// A pattern compiles once for the process; a bad one is an error
+    /// naming the function and the pattern, and is not kept; the table
+    /// stays within its bound.
+    #[test]
+    fn patterns_compile_once_and_the_table_is_bounded() {
+        let a = compiled("(&|^)shared_id=([^&]*)", "REGEXP_EXTRACT").unwrap();
+        let b = compiled("(&|^)shared_id=([^&]*)", "REGEXP_REPLACE").unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        let e = compiled("(unclosed", "REGEXP_REPLACE")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("REGEXP_REPLACE: bad regular expression '(unclosed'"),
+            "{e}"
+        );
+        for i in 0..PATTERNS_KEPT + 10 {
+            compiled(&format!("bounded{i}"), "REGEXP_EXTRACT").unwrap();
+        }
+        let kept = PATTERNS.lock().unwrap().len();
+        assert!(kept <= PATTERNS_KEPT, "{kept} patterns kept");
     }
 
     fn ts(ms: &[i64]) -> ArrayRef {
