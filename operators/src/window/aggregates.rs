@@ -156,13 +156,15 @@ impl Aggregates {
             .collect::<datafusion_common::Result<Vec<_>>>()?)
     }
 
+    /// The key column of an all-window (no key), `rows` long: one constant.
+    pub(crate) fn constant_key(&self, rows: usize) -> Vec<ArrayRef> {
+        vec![Arc::new(arrow::array::Int8Array::from(vec![0i8; rows]))]
+    }
+
+    /// The key columns of `batch`'s rows (the constant for an all-window).
     pub(crate) fn keys(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
         if self.key_indices.is_empty() {
-            return vec![Arc::new(arrow::array::Int8Array::from(vec![
-                0i8;
-                batch
-                    .num_rows()
-            ]))];
+            return self.constant_key(batch.num_rows());
         }
         self.key_indices
             .iter()

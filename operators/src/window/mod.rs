@@ -190,8 +190,21 @@ impl WindowAggregateOperator {
             pane.live = Some(self.aggregates.new_accumulation()?);
         }
         let acc = pane.live.as_mut().expect("set above");
-        acc.groups
-            .intern(&self.aggregates.keys(batch), &mut self.group_ids)?;
+        let rows = batch.num_rows();
+        if self.aggregates.key_indices.is_empty() {
+            // An all-window (no key): every row is in the one group,
+            // whose constant key is interned once per pane, not hashed
+            // for every row.
+            if acc.groups.is_empty() && rows > 0 {
+                acc.groups
+                    .intern(&self.aggregates.constant_key(1), &mut self.group_ids)?;
+            }
+            self.group_ids.clear();
+            self.group_ids.resize(rows, 0);
+        } else {
+            acc.groups
+                .intern(&self.aggregates.keys(batch), &mut self.group_ids)?;
+        }
         let total = acc.groups.len();
         self.aggregates
             .update(&mut acc.accumulators, batch, &self.group_ids, total)
