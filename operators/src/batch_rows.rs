@@ -8,7 +8,7 @@
 //! row; arrow's `take` copies each value on its own whatever the order.
 
 use arrow::array::{ArrayRef, BooleanArray, BooleanBufferBuilder, UInt32Array};
-use arrow::compute::{FilterBuilder, take};
+use arrow::compute::FilterBuilder;
 use weir_core::Result;
 
 /// `columns` (of `len` rows) at `rows`, in that order.
@@ -38,16 +38,14 @@ pub(crate) fn rows_of(columns: &[ArrayRef], len: usize, rows: &[u32]) -> Result<
             .collect::<std::result::Result<_, _>>()?);
     }
     let idx = UInt32Array::from(rows.to_vec());
-    Ok(columns
-        .iter()
-        .map(|c| take(c.as_ref(), &idx, None))
-        .collect::<std::result::Result<_, _>>()?)
+    Ok(arrow::compute::take_arrays(columns, &idx, None)?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use arrow::array::{Array, Int64Array, StringArray};
+    use arrow::compute::take;
     use proptest::prelude::*;
     use std::sync::Arc;
 

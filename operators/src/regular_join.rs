@@ -466,10 +466,7 @@ impl RegularJoinOperator {
                 // NULL rows (an outer join's padding): a gather.
                 None => {
                     let idx = UInt32Array::from(this.to_vec());
-                    batch.columns()[..width]
-                        .iter()
-                        .map(|c| take(c.as_ref(), &idx, None))
-                        .collect::<std::result::Result<Vec<_>, _>>()?
+                    arrow::compute::take_arrays(&batch.columns()[..width], &idx, None)?
                 }
             };
             let other_cols = gather_other(
